@@ -1,0 +1,48 @@
+"""Where Redis is: the configured server, or the embedded one under the output dir."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.errors import RedisError
+from gencoach.logs import get_logger, redact
+
+EMBEDDED = "embedded"
+EMBEDDED_DIR = ".redis"
+
+log = get_logger("connections")
+
+
+def embedded_dir(output_dir: Path) -> Path:
+    """The folder holding the embedded server's data for an output dir."""
+    return output_dir / EMBEDDED_DIR
+
+
+@contextmanager
+def redis_url(configured: str, output_dir: Path) -> Iterator[str]:
+    """Yield a reachable Redis URL, starting the embedded server for the block if needed."""
+    if configured != EMBEDDED:
+        check_reachable(configured)
+        yield configured
+        return
+    with EmbeddedRedis(embedded_dir(output_dir)) as server:
+        assert server.url is not None
+        log.info("redis.embedded", url=server.url, owned=server.owned, pid=server.pid)
+        yield server.url
+
+
+def check_reachable(url: str, timeout_s: float = 3.0) -> None:
+    """Raise RedisError, naming the URL without its password, unless the server answers."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        shown = redact(url)
+        raise RedisError(f"Redis at {shown} is unreachable: {error}", shown) from None
+    finally:
+        client.close()

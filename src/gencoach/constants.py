@@ -1,0 +1,40 @@
+"""Every Redis key, stream and queue name gencoach uses, built from one prefix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_PREFIX = "gencoach"
+
+# RQ queue names are global to a Redis database (RQ prefixes them with "rq:queue:").
+QUEUE_DIAGNOSIS = "gencoach-diagnosis"
+QUEUE_REPAIR = "gencoach-repair"
+
+# The consumer group through which controllers share the event stream.
+CONTROLLER_GROUP = "controllers"
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The key names under one prefix (`redis.key_prefix`, "gencoach" by default)."""
+
+    prefix: str = DEFAULT_PREFIX
+
+    @property
+    def events(self) -> str:
+        """Stream the generators publish generation events to."""
+        return f"{self.prefix}:events"
+
+    @property
+    def dead_events(self) -> str:
+        """Stream of events intake refused, each with the original payload and the reason."""
+        return f"{self.prefix}:events:dead"
+
+    @property
+    def results(self) -> str:
+        """Stream through which worker jobs hand their results back to the controller."""
+        return f"{self.prefix}:results"
+
+    def branches(self, run_id: str) -> str:
+        """Stream of branch orders for one run's generator."""
+        return f"{self.prefix}:run:{run_id}:branches"

@@ -1,0 +1,89 @@
+"""Structured logging: JSON lines for machines, a readable console for people, no secrets."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal, TextIO
+
+import structlog
+from pydantic import SecretStr
+
+LogFormat = Literal["auto", "json", "console"]
+
+REDACTED = "**********"
+
+# Field names whose values are credentials wherever they appear in an event.
+_SECRET_KEY = re.compile(r"authorization|api[_-]?key|token|password|secret|cookie", re.I)
+_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
+
+
+def redact(value: Any, key: str = "") -> Any:
+    """Return `value` with credentials replaced, looking into mappings and sequences."""
+    if isinstance(value, SecretStr):
+        return REDACTED
+    if key and _SECRET_KEY.search(key) and value is not None and not isinstance(value, bool):
+        return REDACTED
+    if isinstance(value, Mapping):
+        if key.lower() == "headers":
+            return {name: REDACTED for name in value}
+        return {name: redact(item, str(name)) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(item) for item in value]
+    if isinstance(value, str):
+        return _URL_PASSWORD.sub(r"\g<scheme>\g<user>:" + REDACTED + "@", value)
+    return value
+
+
+def _redact_event(_: Any, __: str, event_dict: structlog.typing.EventDict) -> Any:
+    return {key: redact(value, key) for key, value in event_dict.items()}
+
+
+def configure_logging(
+    level: str = "info", fmt: LogFormat = "auto", stream: TextIO | None = None
+) -> None:
+    """Route structlog events to `stream` (stderr) as JSON lines, or for a TTY as console."""
+    out = stream if stream is not None else sys.stderr
+    use_console = fmt == "console" or (fmt == "auto" and out.isatty())
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer(colors=out.isatty())
+        if use_console
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            _redact_event,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_level_number(level)),
+        logger_factory=structlog.PrintLoggerFactory(out),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _level_number(level: str) -> int:
+    number = logging.getLevelNamesMapping().get(level.upper())
+    if number is None:
+        raise ValueError(f"unknown log level {level!r}")
+    return number
+
+
+@contextmanager
+def bound(**ids: str | int | None) -> Iterator[None]:
+    """Bind ids such as `run_id` and `request_id` to every event logged inside the block."""
+    present = {key: value for key, value in ids.items() if value is not None}
+    with structlog.contextvars.bound_contextvars(**present):
+        yield
+
+
+def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A logger whose events carry `component=name`."""
+    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(component=name)
+    return logger

@@ -1,0 +1,40 @@
+"""Finding Redis: a configured server is checked, the embedded one is started on demand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from gencoach.connections import embedded_dir
+from gencoach.connections import redis_url as resolve_redis_url
+from gencoach.errors import RedisError
+from tests.support.processes import free_port
+
+
+def test_configured_server_is_used_as_is(redis_url: str, tmp_path: Path) -> None:
+    """A reachable configured URL is handed back unchanged and nothing is started."""
+    with resolve_redis_url(redis_url, tmp_path) as url:
+        assert url == redis_url
+    assert not embedded_dir(tmp_path).exists()
+
+
+def test_unreachable_server_names_the_url_without_password(tmp_path: Path) -> None:
+    """An unreachable server fails fast with its URL, its password hidden."""
+    url = f"redis://user:s3cret@127.0.0.1:{free_port()}/0"
+    block = resolve_redis_url(url, tmp_path)
+    with pytest.raises(RedisError, match=r"127\.0\.0\.1:\d+/0 is unreachable") as caught:
+        block.__enter__()
+    assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.slow
+def test_embedded_server_lives_for_the_block(tmp_path: Path) -> None:
+    """`embedded` starts a server under the output dir that answers inside the block only."""
+    with resolve_redis_url("embedded", tmp_path) as url:
+        client = redis.Redis.from_url(url)
+        assert client.ping()
+        client.close()
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
