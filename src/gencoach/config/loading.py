@@ -1,0 +1,124 @@
+"""Building the settings: file, then environment, then validation that reports every problem."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
+
+from gencoach.config.environment import KeyPath, Overlay, overlay_environment
+from gencoach.config.files import find_config_file, read_config_file
+from gencoach.config.redaction import is_secret_key, scrub
+from gencoach.config.settings import NO_BACKEND, Settings
+from gencoach.errors import ConfigError, ConfigProblem
+
+_MESSAGES = {"extra_forbidden": "unknown key", "missing": "is required"}
+
+
+def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
+    """Read the settings from `path` (None: ./gencoach.yaml if present) and `environ`.
+
+    `environ` is the only environment consulted: the CLI passes `os.environ`. Its
+    `GENCOACH_*` variables override the file. Raises ConfigError listing every problem.
+    Safe to call again at runtime, e.g. `load_settings(settings.source, environ)` to
+    pick up new budgets.
+    """
+    file = find_config_file(path)
+    data = read_config_file(file) if file else {}
+    # Variables that `*_env` keys name hold secrets, not settings, even when they
+    # share our prefix (GENCOACH_API_TOKEN): find them, then overlay without them.
+    named = _named_variables(overlay_environment(data, environ).data)
+    overlay = overlay_environment(data, environ, ignore=set(named.values()))
+    problems = list(overlay.problems)
+    settings: Settings | None = None
+    try:
+        settings = Settings.model_validate(overlay.data)
+    except ValidationError as exc:
+        problems += [_problem(error, overlay) for error in exc.errors()]
+        problems += _coaching_without_backend(overlay)
+    problems += _unset_variables(named, environ, overlay)
+    if problems or settings is None:
+        unique = {str(problem): problem for problem in problems}
+        raise ConfigError(list(unique.values()), str(file) if file else None)
+    _attach_secrets(settings, environ)
+    settings._source = file
+    return settings
+
+
+def _named_variables(data: Mapping[str, Any]) -> dict[KeyPath, str]:
+    """The environment variables the `*_env` keys name, by the key naming each."""
+    named: dict[KeyPath, str] = {}
+    backends = data.get("backends")
+    if isinstance(backends, Mapping):
+        for name, backend in backends.items():
+            if isinstance(backend, Mapping) and isinstance(backend.get("api_key_env"), str):
+                named[("backends", str(name), "api_key_env")] = backend["api_key_env"]
+    api = data.get("api")
+    if isinstance(api, Mapping) and isinstance(api.get("token_env"), str):
+        named[("api", "token_env")] = api["token_env"]
+    return named
+
+
+def _unset_variables(
+    named: dict[KeyPath, str], environ: Mapping[str, str], overlay: Overlay
+) -> list[ConfigProblem]:
+    return [
+        ConfigProblem(
+            _located(key, overlay), "names an environment variable that is not set", name, True
+        )
+        for key, name in named.items()
+        if name.isidentifier() and not environ.get(name)
+    ]
+
+
+def _attach_secrets(settings: Settings, environ: Mapping[str, str]) -> None:
+    for backend in settings.backends.values():
+        if backend.api_key_env:
+            backend._api_key = SecretStr(environ[backend.api_key_env])
+    if settings.api.token_env:
+        settings.api._token = SecretStr(environ[settings.api.token_env])
+
+
+def _problem(error: ErrorDetails, overlay: Overlay) -> ConfigProblem:
+    """One pydantic error as a ConfigProblem: dotted path, plain message, value unless secret."""
+    location: tuple[str | int, ...] = tuple(error["loc"])
+    value = error["input"]
+    context = error.get("ctx") or {}
+    if "key" in context:  # our cross-field errors name the key they are about
+        location += tuple(str(context["key"]).split("."))
+        value = context.get("value")
+    message = _MESSAGES.get(error["type"], error["msg"])
+    if error["type"] == "missing" or any(is_secret_key(part) for part in location):
+        return ConfigProblem(_located(location, overlay), message)
+    return ConfigProblem(_located(location, overlay), message, scrub(value), True)
+
+
+def _coaching_without_backend(overlay: Overlay) -> list[ConfigProblem]:
+    """The no-backend check on raw input, for when other errors stopped the model's own."""
+    coaching, backends = overlay.data.get("coaching"), overlay.data.get("backends")
+    if not isinstance(coaching, Mapping) or backends:
+        return []
+    try:
+        enabled = TypeAdapter(bool).validate_python(coaching.get("enabled", False))
+    except ValidationError:
+        return []
+    if not enabled:
+        return []
+    return [ConfigProblem(_located(("coaching", "enabled"), overlay), NO_BACKEND, True, True)]
+
+
+def _located(location: tuple[str | int, ...], overlay: Overlay) -> str:
+    """The dotted path of `location`, naming the variables that set it."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":
+            path += " (the key)"
+        else:
+            path += f".{part}" if path else part
+    variables = overlay.variables_at(location)
+    return f"{path} ({', '.join(variables)})" if variables else path

@@ -1,0 +1,316 @@
+"""The settings of gencoach: one frozen model per section of the config file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal, get_origin
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from gencoach.config.fields import (
+    AgentPrefix,
+    Count,
+    EnvName,
+    FilePath,
+    Port,
+    RedisUrl,
+    Retries,
+    Seconds,
+    Text,
+)
+from gencoach.config.redaction import mask_password
+from gencoach.config.urls import http_url_problem, url_has_prefix
+
+BACKEND_TYPES = ("openai", "ollama", "python")
+NO_BACKEND = "coaching is enabled but no backend is configured under `backends`"
+# The keys MAGMA spells differently, mapped to ours.
+_BACKEND_ALIASES = {"timeout": "timeout_s", "max_retry": "max_retries"}
+
+
+class Section(BaseModel):
+    """Base of every settings model: immutable, unknown keys refused, URL passwords unprinted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_section_is_empty(cls, data: Any) -> Any:
+        # YAML reads a section whose entries are all commented out as null: the defaults.
+        if not isinstance(data, Mapping):
+            return data
+        return {
+            key: value
+            for key, value in data.items()
+            if value is not None or key not in _sections(cls)
+        }
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if isinstance(value, str):
+                value = mask_password(value)
+            elif isinstance(value, list):
+                value = [mask_password(item) if isinstance(item, str) else item for item in value]
+            yield name, value
+
+
+def _sections(model: type[BaseModel]) -> set[str]:
+    """The fields of `model` that hold a section or a mapping rather than one value."""
+    return {
+        name
+        for name, info in model.model_fields.items()
+        if get_origin(info.annotation) is dict
+        or (isinstance(info.annotation, type) and issubclass(info.annotation, Section))
+    }
+
+
+class RedisSettings(Section):
+    """Where Redis is: 'embedded' starts a private server for this process tree."""
+
+    url: RedisUrl = "embedded"
+    key_prefix: Text = "gencoach"
+
+
+class RouteSwitches(Section):
+    """Which kinds of coaching opportunity the router may turn into requests."""
+
+    format: bool = True
+    failure: bool = True
+    no_action: bool = True
+    exceeded: bool = True
+    suboptimal: bool = True
+    text_rewrite: bool = True
+
+
+class ExamplesSettings(Section):
+    """Validated diagnoses kept as examples for later automatic diagnosis (MAGMA-GEN's)."""
+
+    register_successful: bool = False
+    use_for_automatic: bool = False
+    cache_dir: FilePath = Path("cache")
+
+
+class Limits(Section):
+    """The coaching budgets, which can change while the service runs."""
+
+    max_pending_per_stage: Count = 5
+    max_unproven_per_stage: Count = 5
+    max_alternatives_per_situation: Count = 3
+
+
+class CoachingSettings(Limits):
+    """Automatic coaching: on/off, limits, routes, leases; MAGMA-GEN's section loads unchanged."""
+
+    enabled: bool = False
+    lease_s: Seconds = 30.0
+    routes: RouteSwitches = Field(default_factory=RouteSwitches)
+    examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
+
+    @property
+    def limits(self) -> Limits:
+        """The budgets alone, to swap in when the config is reloaded."""
+        return Limits.model_validate(self.model_dump(include=set(Limits.model_fields)))
+
+
+def _import_path_problem(endpoint: str) -> str | None:
+    module, colon, attribute = endpoint.partition(":")
+    names = [*module.split("."), *attribute.split(".")]
+    if colon and all(name.isidentifier() for name in names):
+        return None
+    return "a python backend's endpoint must be an import path like 'package.module:function'"
+
+
+class BackendSettings(Section):
+    """One LLM backend: an OpenAI-compatible server (`ollama` is an alias) or a Python function.
+
+    MAGMA's spellings `timeout` and `max_retry` are accepted for `timeout_s` and
+    `max_retries`. Header values are secrets; `api_key_env` names the variable that holds
+    the API key, which `load_settings` reads into `api_key`.
+    """
+
+    type: Literal["openai", "python"]
+    endpoint: Text
+    default_model: str | None = Field(default=None, validate_default=True)
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    api_key_env: EnvName | None = None
+    timeout_s: Seconds = Field(default=30.0, validation_alias=AliasChoices("timeout_s", "timeout"))
+    max_retries: Retries = Field(
+        default=3, validation_alias=AliasChoices("max_retries", "max_retry")
+    )
+    max_concurrency: Count = 4
+    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+
+    _declared_type: str = PrivateAttr(default="openai")
+    _api_key: SecretStr | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _accept_magma_spellings(
+        cls, data: Any, handler: ModelWrapValidatorHandler[BackendSettings]
+    ) -> BackendSettings:
+        if isinstance(data, Mapping):
+            both = [alias for alias, name in _BACKEND_ALIASES.items() if {alias, name} <= set(data)]
+            if both:
+                spelled = ", ".join(f"{alias} or {_BACKEND_ALIASES[alias]}" for alias in both)
+                raise PydanticCustomError(
+                    "alias_conflict",
+                    "give one spelling, not both: {spelled}",
+                    {"spelled": spelled, "key": both[0], "value": data[both[0]]},
+                )
+        backend = handler(data)
+        if isinstance(data, Mapping) and isinstance(data.get("type"), str):
+            backend._declared_type = data["type"]
+        return backend
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _normalise_type(cls, value: object) -> object:
+        if value not in BACKEND_TYPES:
+            raise PydanticCustomError("backend_type", "must be openai, ollama or python")
+        return "openai" if value == "ollama" else value
+
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, endpoint: str, info: ValidationInfo) -> str:
+        kind = info.data.get("type")
+        if kind == "openai":
+            problem = http_url_problem(endpoint)
+        elif kind == "python":
+            problem = _import_path_problem(endpoint)
+        else:
+            problem = None  # the type is wrong, and reported as such
+        if problem:
+            raise PydanticCustomError("backend_endpoint", problem)
+        return endpoint
+
+    @field_validator("default_model")
+    @classmethod
+    def _check_model(cls, model: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("type") == "openai" and not (model and model.strip()):
+            raise PydanticCustomError("missing_model", "an openai backend needs a default_model")
+        return model
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _drop_null_headers(cls, value: object) -> object:
+        if value is None:
+            return {}
+        if isinstance(value, Mapping):  # MAGMA writes `Authorization: null` for "no header"
+            return {name: item for name, item in value.items() if item is not None}
+        return value
+
+    @property
+    def declared_type(self) -> str:
+        """The type as the config spelled it: 'ollama' stays 'ollama' here."""
+        return self._declared_type
+
+    @property
+    def api_key(self) -> SecretStr | None:
+        """The API key read from the variable `api_key_env` names, if it names one."""
+        return self._api_key
+
+
+class WorkerSettings(Section):
+    """The RQ workers: which queues they serve, how many processes, how long a job may run."""
+
+    queues: list[Text] = Field(
+        default_factory=lambda: ["gencoach-diagnosis", "gencoach-repair"], min_length=1
+    )
+    processes: Count = 2
+    job_timeout_s: Seconds = 300.0
+
+    @field_validator("queues")
+    @classmethod
+    def _unique_queues(cls, queues: list[str]) -> list[str]:
+        if len(set(queues)) != len(queues):
+            raise PydanticCustomError("duplicate_queue", "lists a queue twice")
+        return queues
+
+
+class ControllerSettings(Section):
+    """The controller daemon: its stream consumer, intake batches, shutdown, save expiry."""
+
+    consumer: Text | None = None  # the stream consumer name; None: this host's name
+    batch_size: Count = 500
+    claim_idle_s: Seconds = 60.0
+    grace_s: Seconds = 10.0
+    saved_ttl_s: Count = 86_400
+
+
+class ApiSettings(Section):
+    """The HTTP API; `token_env` names the variable holding the bearer token, if any."""
+
+    host: Text = "127.0.0.1"
+    port: Port = 8750
+    token_env: EnvName | None = None
+
+    _token: SecretStr | None = PrivateAttr(default=None)
+
+    @property
+    def token(self) -> SecretStr | None:
+        """The bearer token read from the variable `token_env` names, if it names one."""
+        return self._token
+
+
+_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+class LogSettings(Section):
+    """Log level and rendering; 'auto' renders for a console on a TTY and JSON otherwise."""
+
+    level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    format: Literal["auto", "json", "console"] = "auto"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _lower_level(cls, value: object) -> object:
+        if isinstance(value, str) and value.lower() in _LEVELS:
+            return value.lower()
+        return value  # refused as it was written
+
+
+class Settings(Section):
+    """Everything gencoach is configured with, validated as a whole."""
+
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    coaching: CoachingSettings = Field(default_factory=CoachingSettings)
+    backends: dict[Text, BackendSettings] = Field(default_factory=dict)
+    workers: WorkerSettings = Field(default_factory=WorkerSettings)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    output_dir: FilePath = Path("output")
+    agents: list[AgentPrefix] = Field(
+        default_factory=lambda: ["http://127.0.0.1", "http://localhost"]
+    )
+    log: LogSettings = Field(default_factory=LogSettings)
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _coaching_needs_backend(self) -> Settings:
+        if self.coaching.enabled and not self.backends:
+            raise PydanticCustomError(
+                "no_backend", NO_BACKEND, {"key": "coaching.enabled", "value": True}
+            )
+        return self
+
+    @property
+    def source(self) -> Path | None:
+        """The file these settings were read from (None: defaults and environment only)."""
+        return self._source
+
+    def agent_allowed(self, url: str) -> bool:
+        """Whether a run may name the agent at `url`: it lies under one of `agents`."""
+        return any(url_has_prefix(url, prefix) for prefix in self.agents)
