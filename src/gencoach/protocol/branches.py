@@ -1,0 +1,41 @@
+"""Branch orders (gencoach → generator): execute a coached decision from a saved situation."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from gencoach.protocol.agent import AgentInput, AgentOutput
+from gencoach.protocol.base import ContractModel, NonEmptyStr, decode_json
+from gencoach.protocol.graph import CoachingMarker
+
+
+class BranchAnchor(ContractModel):
+    """The situation a coached branch restarts from, and how (which reinjection point)."""
+
+    kind: Literal["replacement", "recovery"]
+    situation_id: NonEmptyStr
+
+
+class BranchOrder(ContractModel):
+    """Order to restore a situation, execute the reinjected candidate and continue the branch."""
+
+    type: Literal["branch.order"] = "branch.order"
+    branch_id: NonEmptyStr
+    run_id: NonEmptyStr
+    anchor: BranchAnchor
+    situation_id: NonEmptyStr
+    candidate_id: NonEmptyStr
+    input: AgentInput
+    candidate: AgentOutput
+    coaching: CoachingMarker
+    attempt_id: int
+
+
+def parse_branch_order(data: object) -> BranchOrder:
+    """Parse a decoded branch order, or raise ContractError."""
+    return BranchOrder.parse(data)
+
+
+def parse_branch_order_json(raw: str | bytes) -> BranchOrder:
+    """Parse a branch order from its JSON text, or raise ContractError."""
+    return BranchOrder.parse(decode_json(raw, "BranchOrder"))

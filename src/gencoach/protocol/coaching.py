@@ -1,0 +1,229 @@
+"""Specialized coaching: sessions, requests to the agent's `POST /v1/coaching`, and corrections."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Final, Literal, NoReturn
+
+from pydantic import Field, model_validator
+
+from gencoach.errors import ContractError, ContractViolation
+from gencoach.protocol.agent import (
+    AgentDecision,
+    AgentError,
+    AgentInput,
+    CoachingKind,
+)
+from gencoach.protocol.base import (
+    ContractModel,
+    FieldError,
+    JsonObject,
+    NonEmptyStr,
+    parse_tagged,
+)
+
+REPLACEMENT_POINT: Final = "replacement"
+"""Reinjection point that re-asks the agent at the selected step's input; always offered."""
+RECOVERY_POINT: Final = "recovery"
+"""Reinjection point that continues after the failure feedback of a single bad tool call."""
+REPLACE_SAY: Final = "replace_say"
+"""Correction payload kind: resume with new words (agents announcing `coaching_resume`)."""
+REPLACE_DECISION: Final = "replace_decision"
+"""Correction payload kind: resume with a whole new decision (a convention, not MAGMA's)."""
+
+
+class InternalStep(ContractModel):
+    """One model call the agent made inside a decision, as it reports it."""
+
+    id: str
+    component: str
+    origin: Literal["model", "coaching"] = "model"
+    full_prompt: str
+    input_elements: JsonObject = Field(default_factory=dict)
+    output_raw: str
+
+
+class CoachingStage(ContractModel):
+    """The stage whose decision is being coached."""
+
+    id: int
+    goal: str
+    hint: str | None = None
+
+
+class CoachingError(ContractModel):
+    """An error active in the situation (a broken rule, a failing tool)."""
+
+    code: str
+    description: str
+    details: JsonObject = Field(default_factory=dict)
+
+
+class CoachingDiagnosis(ContractModel):
+    """What went wrong and, where known, what the agent should have decided."""
+
+    explanation: str
+    expected_decision: str | None = None
+
+
+class CoachingStep(ContractModel):
+    """One step of the trajectory shown to the agent: its input, answer and execution."""
+
+    id: int
+    input: AgentInput
+    output: AgentDecision | None = None
+    error: AgentError | None = None
+    internal_steps: list[JsonObject] = Field(default_factory=list)
+    execution: JsonObject = Field(default_factory=dict)
+
+
+class ReinjectionPoint(ContractModel):
+    """Where a correction may restart: a trajectory step's input, or an explicit input."""
+
+    id: str
+    input_step_id: int | None = None
+    input: AgentInput | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_input(self) -> ReinjectionPoint:
+        if (self.input_step_id is None) == (self.input is None):
+            raise FieldError("input_step_id", "give exactly one of input_step_id and input")
+        return self
+
+
+class CoachingBackendConfig(ContractModel):
+    """One LLM backend the agent may call during a coaching session."""
+
+    type: str
+    endpoint: str
+    default_model: str
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    timeout: float = Field(default=30.0, gt=0)
+    max_retry: int = Field(default=3, ge=0)
+
+
+class CoachingSessionConfig(ContractModel):
+    """The body of `PUT /v1/coaching/sessions/{run_id}`: at least one backend."""
+
+    backends: dict[str, CoachingBackendConfig] = Field(default_factory=dict)
+    capture_logs: bool = True
+
+    @model_validator(mode="after")
+    def _some_backend(self) -> CoachingSessionConfig:
+        if not self.backends:
+            raise FieldError("backends", "coaching needs at least one backend")
+        return self
+
+
+class CoachingLog(ContractModel):
+    """A log the agent returns with a coaching answer, saved under `_coaching_logs/`."""
+
+    coaching_type: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$")]
+    content: str
+
+
+class SpecializedCoachingRequest(ContractModel):
+    """The body of `POST /v1/coaching`: a trajectory, the step to fix, where to restart."""
+
+    run_id: NonEmptyStr
+    request_id: NonEmptyStr
+    kind: CoachingKind
+    stage: CoachingStage
+    active_errors: list[CoachingError] = Field(default_factory=list)
+    diagnosis: CoachingDiagnosis | None = None
+    target_step_id: int
+    trajectory: list[CoachingStep]
+    reinjection_points: list[ReinjectionPoint]
+    additional_info: JsonObject = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _consistent_references(self) -> SpecializedCoachingRequest:
+        step_ids = _unique("trajectory", [step.id for step in self.trajectory], "step id")
+        _unique("reinjection_points", [point.id for point in self.reinjection_points], "point id")
+        if self.target_step_id not in step_ids:
+            reason = f"step {self.target_step_id} is not in the trajectory"
+            raise FieldError("target_step_id", reason)
+        for index, point in enumerate(self.reinjection_points):
+            if point.input_step_id is not None and point.input_step_id not in step_ids:
+                reason = f"step {point.input_step_id} is not in the trajectory"
+                raise FieldError(f"reinjection_points.{index}.input_step_id", reason)
+        return self
+
+
+class CoachingProposal(ContractModel):
+    """A correction to reinject at a named point, carried to the agent as `extra_keys`."""
+
+    reinjection_point_id: str
+    extra_keys: JsonObject
+
+
+class SpecializedCoachingResponse(ContractModel):
+    """The answer to `POST /v1/coaching`: proposals when corrected, a reason otherwise."""
+
+    logs: list[CoachingLog] = Field(default_factory=list)
+    request_id: NonEmptyStr
+    status: Literal["corrected", "abandoned", "error"]
+    proposals: list[CoachingProposal] = Field(default_factory=list)
+    reason: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent_status(self) -> SpecializedCoachingResponse:
+        if self.status == "corrected":
+            if not self.proposals:
+                raise FieldError("proposals", "a corrected response needs a proposal")
+        elif self.proposals:
+            raise FieldError("proposals", f"an {self.status} response carries no proposals")
+        elif not self.reason:
+            raise FieldError("reason", f"an {self.status} response needs a reason")
+        return self
+
+    def validate_request(self, request: SpecializedCoachingRequest) -> None:
+        """Check that this answers `request` and proposes only points it offered."""
+        if self.request_id != request.request_id:
+            self._refuse("request_id", f"expected {request.request_id!r}, got {self.request_id!r}")
+        offered = [point.id for point in request.reinjection_points]
+        for index, proposal in enumerate(self.proposals):
+            if proposal.reinjection_point_id not in offered:
+                reason = (
+                    f"unknown reinjection point {proposal.reinjection_point_id!r}; "
+                    f"the request offered {offered!r}"
+                )
+                self._refuse(f"proposals.{index}.reinjection_point_id", reason)
+
+    def _refuse(self, field: str, reason: str) -> NoReturn:
+        raise ContractError(type(self).__name__, [ContractViolation(field, reason)])
+
+
+class ReplaceSay(ContractModel):
+    """Correction payload: resume with this text as the agent's words."""
+
+    kind: Literal["replace_say"] = REPLACE_SAY
+    text: NonEmptyStr
+
+
+class ReplaceDecision(ContractModel):
+    """Correction payload: resume with this whole decision."""
+
+    kind: Literal["replace_decision"] = REPLACE_DECISION
+    decision: AgentDecision
+
+
+CoachingPayload = Annotated[ReplaceSay | ReplaceDecision, Field(discriminator="kind")]
+
+
+def parse_coaching_payload(value: object) -> ReplaceSay | ReplaceDecision:
+    """Parse the `extra_keys["coaching"]` value of a reinjection, or raise ContractError."""
+    choices: dict[str, type[ReplaceSay] | type[ReplaceDecision]] = {
+        REPLACE_SAY: ReplaceSay,
+        REPLACE_DECISION: ReplaceDecision,
+    }
+    return parse_tagged(value, "kind", choices, "CoachingPayload")
+
+
+def _unique(field: str, ids: Sequence[int | str], what: str) -> set[int | str]:
+    seen: set[int | str] = set()
+    for index, value in enumerate(ids):
+        if value in seen:
+            raise FieldError(f"{field}.{index}.id", f"duplicate {what} {value!r}")
+        seen.add(value)
+    return seen

@@ -1,0 +1,162 @@
+"""Generation events (generator → gencoach), events format version "1"."""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput
+from gencoach.protocol.base import (
+    ContractModel,
+    FieldError,
+    JsonObject,
+    NonEmptyStr,
+    decode_json,
+    parse_tagged,
+)
+from gencoach.protocol.coaching import CoachingError
+from gencoach.protocol.graph import CandidateStatus
+
+EVENTS_VERSION: Final = "1"
+
+
+class EventBase(ContractModel):
+    """Fields every generation event carries: its run, its order in the run, the format."""
+
+    run_id: NonEmptyStr
+    seq: Annotated[int, Field(ge=0)]
+    events: Literal["1"] = EVENTS_VERSION
+
+
+class GeneratorInfo(ContractModel):
+    """The generator that reports a run."""
+
+    name: str
+    version: str
+
+
+class RunStarted(EventBase):
+    """A run began: where its agent answers and what task it generates."""
+
+    type: Literal["run.started"] = "run.started"
+    agent_url: str
+    scenario: str
+    target: str
+    target_kind: str
+    # Text, or MAGMA-GEN's object (task text, stage descriptions, coaching hint).
+    task_description: str | JsonObject
+    env_options: JsonObject = Field(default_factory=dict)
+    generator: GeneratorInfo
+
+    @field_validator("agent_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        try:
+            parts = urlsplit(value)
+            _ = parts.port  # reading the port is what checks it
+        except ValueError as error:
+            raise ValueError(f"{value!r} is not a URL: {error}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host")
+        return value
+
+
+class StageInfo(ContractModel):
+    """The stage a situation belongs to, with its tool-call budgets."""
+
+    id: Annotated[int, Field(ge=0)]
+    goal: str
+    hint: str | None = None
+    text_only: bool = False
+    target_tool_calls: Annotated[int, Field(ge=0)] | None = None
+    max_tool_calls: Annotated[int, Field(ge=1)] | None = None
+    linked_to_prev: bool = False
+
+
+class SituationCreated(EventBase):
+    """The generator is about to ask the agent about a new situation."""
+
+    type: Literal["situation.created"] = "situation.created"
+    situation_id: NonEmptyStr
+    parent_candidate_id: NonEmptyStr | None
+    link: Literal["next", "alternative"] = "next"
+    stage: StageInfo
+    input: AgentInput
+    active_errors: list[CoachingError] = Field(default_factory=list)
+    coaching_attempt_ids: list[int] = Field(default_factory=list)
+
+
+class CandidateCreated(EventBase):
+    """The agent answered a situation (or the simulator resumed in its place)."""
+
+    type: Literal["candidate.created"] = "candidate.created"
+    candidate_id: NonEmptyStr
+    situation_id: NonEmptyStr
+    kind: Literal["agent", "simulation_resume"] = "agent"
+    response_status: Literal["completed", "error"]
+    output: AgentDecision | None = None
+    error: AgentError | None = None
+    memory: JsonObject = Field(default_factory=dict)
+    internal_steps: list[JsonObject] = Field(default_factory=list)
+    invalid_reason: str | None = None
+    origin: Literal["model", "coaching", "simulation"] = "model"
+    coaching_attempt_ids: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent_status(self) -> CandidateCreated:
+        if self.response_status == "completed" and (self.output is None or self.error is not None):
+            raise FieldError("response_status", "completed responses need an output and no error")
+        if self.response_status == "error" and (self.output is not None or self.error is None):
+            raise FieldError("response_status", "error responses need an error and no output")
+        return self
+
+
+class StageEnd(ContractModel):
+    """How a stage ended after a candidate's execution."""
+
+    event: Literal["success", "failure", "no_action", "exceeded"]
+    state: Literal["optimal", "acceptable", "exceeded"]
+
+
+class CandidateExecuted(EventBase):
+    """The simulator executed a candidate; `stage_end` is set when that closed the stage."""
+
+    type: Literal["candidate.executed"] = "candidate.executed"
+    candidate_id: NonEmptyStr
+    execution: JsonObject = Field(default_factory=dict)
+    status: CandidateStatus
+    stage_end: StageEnd | None = None
+
+
+class RunFinished(EventBase):
+    """The generator will report nothing more for this run."""
+
+    type: Literal["run.finished"] = "run.finished"
+    reason: str | None = None
+
+
+AnyEvent = RunStarted | SituationCreated | CandidateCreated | CandidateExecuted | RunFinished
+"""Any one generation event, as a plain union for annotations."""
+GenerationEvent = Annotated[AnyEvent, Field(discriminator="type")]
+"""Any one generation event, discriminated by `type` (for TypeAdapter and FastAPI bodies)."""
+
+_EVENT_TYPES: dict[str, type[AnyEvent]] = {
+    "run.started": RunStarted,
+    "situation.created": SituationCreated,
+    "candidate.created": CandidateCreated,
+    "candidate.executed": CandidateExecuted,
+    "run.finished": RunFinished,
+}
+EVENT_TYPES: Final = tuple(_EVENT_TYPES)
+
+
+def parse_event(data: object) -> AnyEvent:
+    """Parse one decoded event by its `type`, or raise ContractError."""
+    return parse_tagged(data, "type", _EVENT_TYPES, "GenerationEvent")
+
+
+def parse_event_json(raw: str | bytes) -> AnyEvent:
+    """Parse one event from its JSON text, or raise ContractError."""
+    return parse_event(decode_json(raw, "GenerationEvent"))
