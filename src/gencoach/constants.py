@@ -13,6 +13,10 @@ QUEUE_REPAIR = "gencoach-repair"
 # The consumer group through which controllers share the event stream.
 CONTROLLER_GROUP = "controllers"
 
+# The one field of an events-stream entry (the event's JSON) and of a branch-order entry.
+EVENT_FIELD = "event"
+ORDER_FIELD = "order"
+
 
 @dataclass(frozen=True)
 class Keys:
@@ -35,6 +39,19 @@ class Keys:
         """Stream through which worker jobs hand their results back to the controller."""
         return f"{self.prefix}:results"
 
+    def run(self, run_id: str, part: str) -> str:
+        """One key of a run's graph state.
+
+        The run id is a hash tag (`{run_id}`), so every key of a run lives in one slot of
+        a Redis Cluster and one Lua script may touch them all.
+        """
+        return f"{self.prefix}:run:{{{run_id}}}:{part}"
+
     def branches(self, run_id: str) -> str:
-        """Stream of branch orders for one run's generator."""
-        return f"{self.prefix}:run:{run_id}:branches"
+        """Stream of branch orders for one run's generator (in the run's hash slot)."""
+        return self.run(run_id, "branches")
+
+    @property
+    def runs(self) -> str:
+        """Sorted set of known run ids, scored by the time their run started."""
+        return f"{self.prefix}:runs"

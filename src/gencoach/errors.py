@@ -4,6 +4,7 @@
 GencoachError
 ├── ConfigError            the settings are wrong: fix the file or the environment, restart
 ├── ContractError          a payload broke a wire contract: the sender must change it
+├── SaveError              a saved graph folder cannot be written or read as MAGMA-GEN 2.0
 └── RedisError             the Redis server cannot be reached or started
     └── EmbeddedRedisError the private server for this process tree would not start
 ```
@@ -71,6 +72,15 @@ class ContractError(GencoachError, ValueError):
     def fields(self) -> list[str]:
         """The dotted paths of the refused fields, in the order they were found."""
         return [violation.field for violation in self.violations]
+
+
+class SaveError(GencoachError):
+    """A saved graph cannot be written or read; `path` is the file or folder at fault."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
 
 
 class RedisError(GencoachError):

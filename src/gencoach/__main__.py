@@ -1,0 +1,5 @@
+"""`python -m gencoach`: the same as the `gencoach` command."""
+
+from gencoach.cli import main
+
+main()

@@ -1,0 +1,179 @@
+"""The `gencoach` command: one subcommand per role, configuration read once here."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import httpx
+import typer
+import yaml
+
+from gencoach.__about__ import __version__
+from gencoach.config import Settings, load_settings, redacted
+from gencoach.connections import redis_url
+from gencoach.errors import ConfigError, RedisError
+from gencoach.logs import configure_logging, get_logger
+from gencoach.service.controller import ControllerOptions, run_controller, save_run
+from gencoach.service.intake import IntakeOptions
+
+app = typer.Typer(
+    name="gencoach",
+    help="Coaching orchestration for agent data generation.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+EXIT_BAD_CONFIG = 2
+
+
+@dataclass
+class CliState:
+    """What the root options chose, handed to every subcommand."""
+
+    config_path: Path | None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"gencoach {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="YAML settings file (default: ./gencoach.yaml if present). "
+            "GENCOACH_* environment variables override it, nested with '__'.",
+            dir_okay=False,
+        ),
+    ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Coaching orchestration for agent data generation."""
+    ctx.obj = CliState(config_path=config)
+
+
+def load_or_exit(path: Path | None) -> Settings:
+    """Load the settings, or print every problem and exit with status 2."""
+    try:
+        settings = load_settings(path, os.environ)
+    except ConfigError as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG) from None
+    configure_logging(settings.log.level, settings.log.format)
+    get_logger("cli").debug("config.loaded", config=redacted(settings))
+    return settings
+
+
+@config_app.command("check")
+def config_check(
+    ctx: typer.Context,
+    file: Annotated[
+        Path | None,
+        typer.Argument(help="Settings file to check (default: --config, else ./gencoach.yaml)."),
+    ] = None,
+) -> None:
+    """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
+    state: CliState = ctx.obj
+    settings = load_or_exit(file or state.config_path)
+    typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
+
+
+@app.command()
+def health(
+    ctx: typer.Context,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
+) -> None:
+    """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
+    state: CliState = ctx.obj
+    settings = load_or_exit(state.config_path)
+    host = settings.api.host
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
+        host = "127.0.0.1"
+    url = f"http://{host}:{settings.api.port}/health"
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError as error:
+        typer.echo(f"unhealthy: {url} unreachable ({error})", err=True)
+        raise typer.Exit(1) from None
+    if response.status_code != httpx.codes.OK:
+        typer.echo(f"unhealthy: {url} answered {response.status_code}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"healthy: {url}")
+
+
+def controller_options(settings: Settings, url: str) -> ControllerOptions:
+    """The controller's options from the settings and the resolved Redis URL."""
+    section = settings.controller
+    token = settings.api.token
+    return ControllerOptions(
+        redis_url=url,
+        key_prefix=settings.redis.key_prefix,
+        output_dir=settings.output_dir,
+        intake=IntakeOptions(
+            consumer=section.consumer or socket.gethostname(),
+            batch_size=section.batch_size,
+            claim_idle_s=section.claim_idle_s,
+        ),
+        api_host=settings.api.host,
+        api_port=settings.api.port,
+        api_token=token.get_secret_value() if token is not None else None,
+        saved_ttl_s=section.saved_ttl_s,
+        grace_s=section.grace_s,
+    )
+
+
+@app.command()
+def serve(ctx: typer.Context) -> None:
+    """Run the controller daemon until SIGTERM or Ctrl-C."""
+    state: CliState = ctx.obj
+    settings = load_or_exit(state.config_path)
+    try:
+        with redis_url(settings.redis.url, settings.output_dir) as url:
+            anyio.run(run_controller, controller_options(settings, url))
+    except (RedisError, OSError) as error:
+        typer.echo(f"gencoach serve: {error}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def save(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="The run to save, finished or still going.")],
+) -> None:
+    """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
+    state: CliState = ctx.obj
+    settings = load_or_exit(state.config_path)
+    try:
+        with redis_url(settings.redis.url, settings.output_dir) as url:
+            folder = anyio.run(save_run, controller_options(settings, url), run_id)
+    except RedisError as error:
+        typer.echo(f"gencoach save: {error}", err=True)
+        raise typer.Exit(1) from None
+    if folder is None:
+        typer.echo(f"gencoach save: unknown run {run_id!r}", err=True)
+        raise typer.Exit(1)
+    typer.echo(str(folder))
+
+
+def main() -> None:
+    """Entry point of the `gencoach` console script."""
+    app()

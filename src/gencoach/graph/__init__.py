@@ -1,0 +1,19 @@
+"""MAGMA-GEN 2.0 saves: descendant scores, the atomic writer and the strict reader."""
+
+from gencoach.graph.reader import SavedGraph, read_config, read_save
+from gencoach.graph.scores import Outcome, ScoredCandidate, descendant_scores, outcome_of
+from gencoach.graph.writer import CONFIG_FILE, LOGS_DIR, run_folder_name, write_save
+
+__all__ = [
+    "CONFIG_FILE",
+    "LOGS_DIR",
+    "Outcome",
+    "SavedGraph",
+    "ScoredCandidate",
+    "descendant_scores",
+    "outcome_of",
+    "read_config",
+    "read_save",
+    "run_folder_name",
+    "write_save",
+]

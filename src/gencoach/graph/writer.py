@@ -1,0 +1,52 @@
+"""Writing a run's graph as a MAGMA-GEN 2.0 save folder."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from gencoach.errors import SaveError
+from gencoach.graph.files import write_atomic, write_json_atomic
+from gencoach.protocol import CoachingLog, RunConfig, SituationRecord
+
+CONFIG_FILE = "config.json"
+LOGS_DIR = "_coaching_logs"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def run_folder_name(run_id: str) -> str:
+    """A folder name for a run id: its safe characters, never empty, never hidden."""
+    name = _UNSAFE.sub("_", run_id).strip("._") or "run"
+    return name[:120]
+
+
+def write_save(
+    folder: Path,
+    config: RunConfig,
+    situations: Iterable[SituationRecord],
+    logs: Iterable[CoachingLog] = (),
+) -> None:
+    """Write `config.json` (incomplete), every situation and log, then `config.json` complete.
+
+    A reader that finds `export_complete: true` knows every other file is in place;
+    writing the same run again (a run still going, then finished) rewrites it whole.
+    """
+    if folder.is_symlink():
+        raise SaveError(folder, "refusing to save into a symlinked folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / CONFIG_FILE
+    draft = config.model_copy(update={"export_complete": False})
+    write_json_atomic(config_path, draft.model_dump(mode="json", by_alias=True))
+    for situation in situations:
+        record = situation.model_dump(mode="json", by_alias=True)
+        write_json_atomic(folder / f"{situation.id}.json", record)
+    logs_dir = folder / LOGS_DIR
+    for index, log in enumerate(logs, start=1):
+        if index == 1:
+            if logs_dir.is_symlink():
+                raise SaveError(logs_dir, "refusing to write logs into a symlinked folder")
+            logs_dir.mkdir(exist_ok=True)
+        write_atomic(logs_dir / f"{index:06d}_{log.coaching_type}.md", log.content.encode())
+    final = config.model_copy(update={"export_complete": True})
+    write_json_atomic(config_path, final.model_dump(mode="json", by_alias=True))

@@ -1,0 +1,1 @@
+"""The controller daemon: intake, graph state, persistence and the HTTP API."""

@@ -1,0 +1,116 @@
+"""The controller's HTTP API: health, event batches, and what runs look like."""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import redis.exceptions
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse
+from redis.asyncio import Redis
+
+from gencoach.__about__ import __version__
+from gencoach.constants import EVENT_FIELD, Keys
+from gencoach.errors import ContractError
+from gencoach.protocol import decode_json, parse_event
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.intake import Intake
+
+MAX_BATCH = 10_000
+
+
+@dataclass
+class ApiContext:
+    """What the routes work with; built by the controller."""
+
+    client: Redis
+    keys: Keys
+    store: GraphStore
+    intake: Intake
+    token: str | None = None
+
+
+def _problem(code: int, detail: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": detail, **extra}, status_code=code)
+
+
+def create_app(ctx: ApiContext) -> FastAPI:
+    """The FastAPI application of one controller."""
+    app = FastAPI(title="gencoach", version=__version__, docs_url=None, redoc_url=None)
+
+    def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
+        if ctx.token is None:
+            return
+        if authorization is None or not authorization.startswith("Bearer "):
+            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(authorization.removeprefix("Bearer "), ctx.token):
+            raise HTTPException(403, "invalid bearer token")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        """Ready when Redis answers and intake is reading the stream."""
+        try:
+            await ctx.client.ping()
+        except redis.exceptions.RedisError as error:
+            return _problem(503, f"Redis unreachable: {error}", status="unavailable")
+        if not ctx.intake.running:
+            return _problem(503, "intake is not running", status="unavailable")
+        return JSONResponse({"status": "ready", "version": __version__})
+
+    @app.post("/v1/events", status_code=202, dependencies=[Depends(authorized)])
+    async def post_events(request: Request) -> JSONResponse:
+        """Append a JSON array of events to the events stream, all or none."""
+        try:
+            batch = decode_json(await request.body(), "event batch")
+        except ContractError as error:
+            return _problem(400, f"the body is not valid JSON: {error.violations[0].reason}")
+        if not isinstance(batch, list):
+            return _problem(400, "the body must be a JSON array of events")
+        if len(batch) > MAX_BATCH:
+            return _problem(413, f"at most {MAX_BATCH} events per request, got {len(batch)}")
+        errors = []
+        for index, item in enumerate(batch):
+            try:
+                parse_event(item)
+            except ContractError as error:
+                errors.append(
+                    {
+                        "index": index,
+                        "message": str(error),
+                        "fields": [
+                            {"field": v.field, "reason": v.reason} for v in error.violations
+                        ],
+                    }
+                )
+        if errors:
+            detail = f"{len(errors)} of {len(batch)} events are invalid; none were accepted"
+            return _problem(422, detail, errors=errors)
+        pipe = ctx.client.pipeline(transaction=False)
+        for item in batch:
+            payload = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+            pipe.xadd(ctx.keys.events, {EVENT_FIELD: payload})
+        await pipe.execute()
+        return JSONResponse({"accepted": len(batch)}, status_code=202)
+
+    @app.get("/v1/runs")
+    async def runs() -> JSONResponse:
+        """Every known run with its state."""
+        listed = []
+        for run_id in await ctx.store.run_ids():
+            state = await ctx.store.state(run_id)
+            if state is not None:
+                listed.append({"run_id": run_id, "state": state})
+        return JSONResponse({"runs": listed})
+
+    @app.get("/v1/runs/{run_id}")
+    async def run(run_id: str) -> JSONResponse:
+        """A run's state and the size of its graph."""
+        summary = await ctx.store.summary(run_id)
+        if summary is None:
+            return _problem(404, f"unknown run {run_id!r}")
+        return JSONResponse(summary)
+
+    return app

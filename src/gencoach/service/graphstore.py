@@ -1,0 +1,306 @@
+"""A run's interaction graph in Redis: events applied exactly once, nodes read back.
+
+Each run's state lives in a handful of hashes under the run's hash tag (see
+`Keys.run`). Generator ids (strings) map to integer storage ids, allocated in event
+order by the same Lua script that records the node, so a re-delivered event, or one
+applied by another controller, changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from redis.asyncio import Redis
+
+from gencoach.constants import Keys
+from gencoach.protocol import (
+    AgentDecision,
+    AgentError,
+    AgentInput,
+    AnyEvent,
+    CandidateCreated,
+    CandidateExecuted,
+    CoachingError,
+    JsonObject,
+    RunFinished,
+    RunStarted,
+    SituationCreated,
+    StageEnd,
+    StageInfo,
+)
+
+APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_event.lua")
+
+# The parts of a run's state; `RUN_PARTS` lists every key a run owns, for expiry.
+META, SEQS, SITUATION_IDS, CANDIDATE_IDS = "meta", "seqs", "situation_ids", "candidate_ids"
+SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS = (
+    "situations",
+    "candidates",
+    "executions",
+    "links",
+    "members",
+)
+_SCRIPT_PARTS: Final = (
+    META,
+    SEQS,
+    SITUATION_IDS,
+    CANDIDATE_IDS,
+    SITUATIONS,
+    CANDIDATES,
+    EXECUTIONS,
+    LINKS,
+    MEMBERS,
+)
+RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches")
+
+UNKNOWN_AGENT: Final = "unknown"
+_EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
+_HASH_TAG_CHARS: Final = frozenset("{}")
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying one event did: `ok` (with the node's storage id), `dup` or `err`."""
+
+    outcome: Literal["ok", "dup", "err"]
+    storage_id: int | None = None
+    reason: str = ""
+
+
+class _Stored(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StoredSituation(_Stored):
+    """A situation as kept in Redis: its event fields plus storage ids."""
+
+    id: int
+    parent_id: int | None
+    situation_id: str
+    parent_candidate_id: str | None
+    link: Literal["next", "alternative"]
+    stage: StageInfo
+    input: AgentInput
+    active_errors: list[CoachingError] = Field(default_factory=list)
+    coaching_attempt_ids: list[int] = Field(default_factory=list)
+
+
+class StoredCandidate(_Stored):
+    """A candidate as kept in Redis: its event fields plus storage ids."""
+
+    id: int
+    situation_id: int
+    candidate_id: str
+    kind: Literal["agent", "simulation_resume"]
+    response_status: Literal["completed", "error"]
+    output: AgentDecision | None = None
+    error: AgentError | None = None
+    memory: JsonObject = Field(default_factory=dict)
+    internal_steps: list[JsonObject] = Field(default_factory=list)
+    invalid_reason: str | None = None
+    origin: Literal["model", "coaching", "simulation"]
+    coaching_attempt_ids: list[int] = Field(default_factory=list)
+
+
+class StoredExecution(_Stored):
+    """A candidate's execution result and the stage end it caused, if any."""
+
+    execution: JsonObject = Field(default_factory=dict)
+    status: str
+    stage_end: StageEnd | None = None
+
+
+def as_text(value: object) -> str:
+    """A Redis reply (bytes) as text."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _body(event: AnyEvent, *drop: str) -> str:
+    data = event.model_dump(mode="json", exclude=set(_EVENT_FIELDS) | set(drop))
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def _script_args(event: AnyEvent) -> list[str | int]:
+    head: list[str | int] = [event.type, event.seq]
+    match event:
+        case RunStarted():
+            return [*head, event.model_dump_json()]
+        case SituationCreated():
+            parent = event.parent_candidate_id or ""
+            return [*head, event.situation_id, parent, event.link, _body(event)]
+        case CandidateCreated():
+            return [*head, event.candidate_id, event.situation_id, _body(event, "situation_id")]
+        case CandidateExecuted():
+            return [*head, event.candidate_id, _body(event)]
+        case RunFinished():
+            return head
+
+
+class GraphStore:
+    """Applies generation events to run graphs in Redis and reads the graphs back."""
+
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._apply = client.register_script(APPLY_SCRIPT.read_text())
+
+    def run_keys(self, run_id: str) -> list[str]:
+        """Every key holding state of this run."""
+        return [self.keys.run(run_id, part) for part in RUN_PARTS]
+
+    async def apply(self, events: Sequence[AnyEvent]) -> list[Applied]:
+        """Apply events in order, in one round trip; each is applied at most once."""
+        pipe = self.client.pipeline(transaction=False)
+        refused: dict[int, Applied] = {}
+        for index, event in enumerate(events):
+            if _HASH_TAG_CHARS & set(event.run_id):
+                refused[index] = Applied("err", reason="run_id must not contain '{' or '}'")
+                continue
+            keys = [self.keys.run(event.run_id, part) for part in _SCRIPT_PARTS]
+            await self._apply(keys=keys, args=_script_args(event), client=pipe)
+        replies = iter(await pipe.execute())
+        results: list[Applied] = []
+        for index in range(len(events)):
+            if index in refused:
+                results.append(refused[index])
+                continue
+            outcome, detail = (part.decode() for part in next(replies))
+            if outcome == "ok":
+                results.append(Applied("ok", int(detail) if detail else None))
+            elif outcome == "dup":
+                results.append(Applied("dup"))
+            else:
+                results.append(Applied("err", reason=detail))
+        await self._index_runs(events, results)
+        return results
+
+    async def _index_runs(self, events: Sequence[AnyEvent], results: list[Applied]) -> None:
+        # The run index lives outside the runs' hash slots, so it is written after the
+        # script; a re-delivered run.started (a "dup") writes it again, so it is never lost.
+        started = {
+            event.run_id: event.seq
+            for event, applied in zip(events, results, strict=True)
+            if isinstance(event, RunStarted) and applied.outcome != "err"
+        }
+        if started:
+            now = await self.client.time()
+            await self.client.zadd(self.keys.runs, dict.fromkeys(started, now[0]), nx=True)
+
+    async def run_ids(self) -> list[str]:
+        """Every run this Redis has seen start, oldest first."""
+        return [as_text(item) for item in await self.client.zrange(self.keys.runs, 0, -1)]
+
+    async def state(self, run_id: str) -> str | None:
+        """The run's state (`active`, `finished`), or None for an unknown run."""
+        value = await self.client.hget(self.keys.run(run_id, META), "state")
+        return as_text(value) if value is not None else None
+
+    async def summary(self, run_id: str) -> dict[str, str | int] | None:
+        """A run's state and node counts, or None for an unknown run."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.run(run_id, META))
+        for part in (SITUATIONS, CANDIDATES, EXECUTIONS):
+            pipe.hlen(self.keys.run(run_id, part))
+        meta, situations, candidates, executions = await pipe.execute()
+        if not meta:
+            return None
+        summary: dict[str, str | int] = {
+            "run_id": run_id,
+            "state": meta[b"state"].decode(),
+            "situations": situations,
+            "candidates": candidates,
+            "executions": executions,
+        }
+        if b"folder" in meta:
+            summary["folder"] = meta[b"folder"].decode()
+        return summary
+
+    async def load(self, run_id: str) -> RunGraph | None:
+        """The whole graph of a run, or None for an unknown run."""
+        pipe = self.client.pipeline(transaction=False)
+        for part in (META, SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS):
+            pipe.hgetall(self.keys.run(run_id, part))
+        meta, situations, candidates, executions, links, members = await pipe.execute()
+        if not meta:
+            return None
+        roots = meta[b"roots"].decode()
+        return RunGraph(
+            run_id=run_id,
+            state=meta[b"state"].decode(),
+            started=RunStarted.model_validate_json(meta[b"started"]),
+            roots=[int(item) for item in roots.split(",")] if roots else [],
+            situations={
+                int(key): StoredSituation.model_validate_json(value)
+                for key, value in situations.items()
+            },
+            candidates={
+                int(key): StoredCandidate.model_validate_json(value)
+                for key, value in candidates.items()
+            },
+            executions={
+                int(key): StoredExecution.model_validate_json(value)
+                for key, value in executions.items()
+            },
+            links={int(key): _parse_links(value.decode()) for key, value in links.items()},
+            members={
+                int(key): [int(item) for item in value.decode().split(",")]
+                for key, value in members.items()
+            },
+        )
+
+    async def agent_identity(self, run_id: str) -> tuple[str, str]:
+        """The agent id and version the run's agent announced ("unknown" until it did)."""
+        agent_id, version = await self.client.hmget(
+            self.keys.run(run_id, META), ["agent_id", "agent_version"]
+        )
+        return (
+            as_text(agent_id) if agent_id else UNKNOWN_AGENT,
+            as_text(version) if version else UNKNOWN_AGENT,
+        )
+
+    async def mark_saved(self, run_id: str, folder: str, ttl_s: int) -> None:
+        """Record that a finished run was saved, and let its keys expire in `ttl_s` seconds."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hset(self.keys.run(run_id, META), mapping={"state": "saved", "folder": folder})
+        for key in self.run_keys(run_id):
+            pipe.expire(key, ttl_s)
+        await pipe.execute()
+
+    async def runs_in_state(self, state: str) -> list[str]:
+        """The known runs whose state is `state` (e.g. finished runs not yet saved)."""
+        run_ids = await self.run_ids()
+        pipe = self.client.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hget(self.keys.run(run_id, META), "state")
+        states = await pipe.execute()
+        return [
+            run_id for run_id, value in zip(run_ids, states, strict=True) if value == state.encode()
+        ]
+
+
+def _parse_links(value: str) -> list[tuple[int, Literal["next", "alternative"]]]:
+    parsed: list[tuple[int, Literal["next", "alternative"]]] = []
+    for item in value.split(","):
+        situation, kind = item.split(":")
+        parsed.append((int(situation), "alternative" if kind == "alternative" else "next"))
+    return parsed
+
+
+@dataclass
+class RunGraph:
+    """A run's graph read from Redis, indexed by storage id."""
+
+    run_id: str
+    state: str
+    started: RunStarted
+    roots: list[int]
+    situations: dict[int, StoredSituation]
+    candidates: dict[int, StoredCandidate]
+    executions: dict[int, StoredExecution]
+    links: dict[int, list[tuple[int, Literal["next", "alternative"]]]]
+    members: dict[int, list[int]]

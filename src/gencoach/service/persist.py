@@ -1,0 +1,186 @@
+"""Persistence: a run's graph in Redis becomes a MAGMA-GEN 2.0 save folder."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import anyio
+
+from gencoach.__about__ import __version__
+from gencoach.graph import (
+    ScoredCandidate,
+    descendant_scores,
+    outcome_of,
+    run_folder_name,
+    write_save,
+)
+from gencoach.logs import get_logger
+from gencoach.protocol import (
+    GRAPH_FORMAT_VERSION,
+    AgentError,
+    CandidateRecord,
+    CoachingLog,
+    Producer,
+    RunConfig,
+    SituationLink,
+    SituationRecord,
+    StageEnd,
+)
+from gencoach.service.graphstore import (
+    GraphStore,
+    RunGraph,
+    StoredCandidate,
+    StoredExecution,
+)
+
+log = get_logger("persist")
+
+INVALID_RESPONSE = "invalid_response"
+
+
+def saved_status(execution: StoredExecution | None, candidate: StoredCandidate) -> str:
+    """The candidate status a save records; a stage end decides it when there is one."""
+    if candidate.response_status == "error" or candidate.invalid_reason is not None:
+        return "invalid"
+    if execution is None:
+        return "ongoing"
+    return status_for_stage_end(execution.stage_end) or execution.status
+
+
+def status_for_stage_end(stage_end: StageEnd | None) -> str | None:
+    """The status a stage end implies: optimal, suboptimal, or error for any failure."""
+    if stage_end is None:
+        return None
+    if stage_end.event != "success":
+        return "error"
+    return "optimal" if stage_end.state == "optimal" else "suboptimal"
+
+
+def _candidate_error(candidate: StoredCandidate) -> AgentError | None:
+    if candidate.invalid_reason is None:
+        return candidate.error
+    answer = candidate.output.model_dump_json() if candidate.output is not None else "null"
+    return AgentError(
+        code=INVALID_RESPONSE,
+        message=f"{candidate.invalid_reason}; rejected answer: {answer}",
+        component="generator",
+    )
+
+
+def build_records(graph: RunGraph) -> list[SituationRecord]:
+    """Every situation of the run as a save record, candidates scored, in id order."""
+    statuses = {
+        cid: saved_status(graph.executions.get(cid), candidate)
+        for cid, candidate in graph.candidates.items()
+    }
+    scoring = {
+        cid: ScoredCandidate(
+            stage_id=graph.situations[candidate.situation_id].stage.id,
+            outcome=outcome_of(statuses[cid]),
+            next_situations=[sid for sid, kind in graph.links.get(cid, []) if kind == "next"],
+        )
+        for cid, candidate in graph.candidates.items()
+    }
+    scores = descendant_scores(graph.members, scoring)
+    records = []
+    for sid in sorted(graph.situations):
+        situation = graph.situations[sid]
+        candidates = []
+        for cid in graph.members.get(sid, []):
+            candidate = graph.candidates[cid]
+            execution = graph.executions.get(cid)
+            error = _candidate_error(candidate)
+            candidates.append(
+                CandidateRecord(
+                    id=cid,
+                    parent_id=situation.parent_id,
+                    stage_id=situation.stage.id,
+                    kind=candidate.kind,
+                    response_status="error" if error is not None else "completed",
+                    output=candidate.output if error is None else None,
+                    error=error,
+                    internal_steps=candidate.internal_steps,
+                    execution=execution.execution if execution is not None else {},
+                    status=statuses[cid],  # type: ignore[arg-type]
+                    execution_finished=execution is not None,
+                    score=scores.get(cid, {}),
+                    coaching_attempt_ids=sorted(set(candidate.coaching_attempt_ids)),
+                    origin=candidate.origin,
+                    links=[
+                        SituationLink(situation_id=child, kind=kind)
+                        for child, kind in graph.links.get(cid, [])
+                    ],
+                )
+            )
+        records.append(
+            SituationRecord(
+                id=sid,
+                stage_id=situation.stage.id,
+                parent_id=situation.parent_id,
+                input=situation.input,
+                candidates=candidates,
+            )
+        )
+    return records
+
+
+def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfig:
+    """The run's `config.json` content, before `export_complete` is set."""
+    started = graph.started
+    errors = Counter(
+        error.code for situation in graph.situations.values() for error in situation.active_errors
+    )
+    invalid = sum(1 for c in graph.candidates.values() if c.invalid_reason is not None)
+    return RunConfig(
+        run_id=graph.run_id,
+        scenario=started.scenario,
+        target=started.target,
+        target_kind=started.target_kind,
+        generator_version=GRAPH_FORMAT_VERSION,
+        export_complete=False,
+        agent_id=agent_id,
+        agent_version=agent_version,
+        roots=graph.roots,
+        env_options=started.env_options,
+        task_description=started.task_description,
+        error_statistics={
+            "active_errors": dict(sorted(errors.items())),
+            "invalid_answers": invalid,
+        },
+        producer=Producer(package="gencoach", version=__version__),
+    )
+
+
+class Persister:
+    """Writes runs' saves under the output dir and lets saved runs' keys expire."""
+
+    def __init__(self, store: GraphStore, output_dir: Path, saved_ttl_s: int) -> None:
+        self.store = store
+        self.output_dir = output_dir
+        self.saved_ttl_s = saved_ttl_s
+
+    def folder_for(self, run_id: str) -> Path:
+        """Where a run's save goes."""
+        return self.output_dir / run_folder_name(run_id)
+
+    async def save(self, run_id: str, logs: list[CoachingLog] | None = None) -> Path | None:
+        """Write the run's save (again, whole); mark a finished run saved. None if unknown."""
+        graph = await self.store.load(run_id)
+        if graph is None:
+            return None
+        agent_id, agent_version = await self.store.agent_identity(run_id)
+        records = build_records(graph)
+        config = build_config(graph, agent_id, agent_version)
+        folder = self.folder_for(run_id)
+        await anyio.to_thread.run_sync(write_save, folder, config, records, logs or [])
+        if graph.state in ("finished", "saved"):
+            await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s)
+        log.info(
+            "run.saved",
+            run_id=run_id,
+            folder=str(folder),
+            situations=len(records),
+            candidates=len(graph.candidates),
+        )
+        return folder

@@ -1,0 +1,37 @@
+"""Fixtures for the controller: real processes on the test Redis, killed after each test."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from tests.support.controller import ControllerProcess
+
+
+@pytest.fixture
+def controller_factory(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> Iterator[Callable[..., ControllerProcess]]:
+    """Make controller processes on the test Redis; every one is killed after the test."""
+    made: list[ControllerProcess] = []
+
+    def make(**controller: Any) -> ControllerProcess:
+        process = ControllerProcess(tmp_path, redis_url, **controller)
+        made.append(process)
+        return process
+
+    yield make
+    for process in made:
+        process.stop()
+
+
+@pytest.fixture
+def controller(controller_factory: Callable[..., ControllerProcess]) -> ControllerProcess:
+    """A running controller."""
+    process = controller_factory()
+    process.start()
+    return process

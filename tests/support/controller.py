@@ -1,0 +1,103 @@
+"""A real controller process (`python -m gencoach serve`) for tests, killed at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.support.processes import free_port
+
+
+class ControllerProcess:
+    """One `gencoach serve` subprocess with its own config file, output dir and log."""
+
+    def __init__(self, folder: Path, redis_url: str, **controller: Any) -> None:
+        self.folder = folder
+        self.output_dir = folder / "output"
+        self.port = free_port()
+        self.log_path = folder / "controller.log"
+        self.config_path = folder / "gencoach.yaml"
+        settings = {
+            "redis": {"url": redis_url},
+            "output_dir": str(self.output_dir),
+            "api": {"port": self.port},
+            "controller": {"consumer": "test-controller", "grace_s": 5, **controller},
+            "log": {"format": "json", "level": "debug"},
+        }
+        self.config_path.write_text(yaml.safe_dump(settings))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The controller's HTTP API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        """Start the process and wait until its health route answers ready."""
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "serve"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"controller exited at start-up:\n{self.log_text()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"controller not ready in {timeout_s}s:\n{self.log_text()}")
+
+    def signal(self, signum: signal.Signals) -> None:
+        """Send a signal to the process."""
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def wait(self, timeout_s: float = 15.0) -> int:
+        """Wait for the process to exit; return its exit code."""
+        assert self.process is not None
+        return self.process.wait(timeout_s)
+
+    def stop(self) -> None:
+        """Kill the process if it still runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def log_text(self) -> str:
+        """Everything the process logged."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_events(self) -> list[dict[str, Any]]:
+        """The JSON log lines the process wrote."""
+        events = []
+        for line in self.log_text().splitlines():
+            if line.startswith("{"):
+                events.append(json.loads(line))
+        return events
+
+
+def wait_for(predicate: Any, timeout_s: float = 15.0, what: str = "condition") -> Any:
+    """Poll until `predicate()` is truthy; return its value or fail naming `what`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
