@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 import redis
+from redis.asyncio import Redis as AsyncRedis
 
+from gencoach.constants import Keys
+from gencoach.service.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 
 
@@ -35,3 +39,17 @@ def controller(controller_factory: Callable[..., ControllerProcess]) -> Controll
     process = controller_factory()
     process.start()
     return process
+
+
+@pytest_asyncio.fixture
+async def async_redis(redis_url: str, redis_client: redis.Redis) -> AsyncIterator[AsyncRedis]:
+    """An asyncio client on the same (empty) database as `redis_client`."""
+    client = AsyncRedis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest_asyncio.fixture
+async def store(async_redis: AsyncRedis) -> GraphStore:
+    """A graph store on the test database."""
+    return GraphStore(async_redis, Keys())

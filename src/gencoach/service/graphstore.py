@@ -220,6 +220,50 @@ class GraphStore:
             summary["folder"] = meta[b"folder"].decode()
         return summary
 
+    async def lineage(self, run_id: str, candidate_id: int) -> RunGraph | None:
+        """The part of a run's graph from a candidate up to its root, or None if unknown.
+
+        Two round trips per level, instead of reading the whole (possibly large) run.
+        """
+        state, started = await self.client.hmget(self.keys.run(run_id, META), ["state", "started"])
+        if state is None or started is None:
+            return None
+        graph = RunGraph(
+            run_id=run_id,
+            state=as_text(state),
+            started=RunStarted.model_validate_json(started),
+            roots=[],
+            situations={},
+            candidates={},
+            executions={},
+            links={},
+            members={},
+        )
+        current: int | None = candidate_id
+        while current is not None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.run(run_id, CANDIDATES), current)
+            pipe.hget(self.keys.run(run_id, EXECUTIONS), current)
+            raw_candidate, raw_execution = await pipe.execute()
+            if raw_candidate is None:
+                return graph if graph.candidates else None
+            candidate = StoredCandidate.model_validate_json(raw_candidate)
+            graph.candidates[current] = candidate
+            if raw_execution is not None:
+                graph.executions[current] = StoredExecution.model_validate_json(raw_execution)
+            raw_situation = await self.client.hget(
+                self.keys.run(run_id, SITUATIONS), candidate.situation_id
+            )
+            if raw_situation is None:
+                return None
+            situation = StoredSituation.model_validate_json(raw_situation)
+            graph.situations[situation.id] = situation
+            graph.members.setdefault(situation.id, []).append(current)
+            if situation.parent_id is None:
+                graph.roots.append(situation.id)
+            current = situation.parent_id
+        return graph
+
     async def load(self, run_id: str) -> RunGraph | None:
         """The whole graph of a run, or None for an unknown run."""
         pipe = self.client.pipeline(transaction=False)

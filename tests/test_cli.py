@@ -1,0 +1,92 @@
+"""The `gencoach` command: version, help, and `config check` as a person sees them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from gencoach.__about__ import __version__
+
+
+def _gencoach(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gencoach", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+        check=False,
+    )
+
+
+def test_version(tmp_path: Path) -> None:
+    """`--version` prints the package version and exits 0."""
+    result = _gencoach("--version", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"gencoach {__version__}"
+
+
+def test_help_lists_the_commands(tmp_path: Path) -> None:
+    """`--help` names the subcommands a user needs."""
+    result = _gencoach("--help", cwd=tmp_path)
+    assert result.returncode == 0
+    for command in ("serve", "save", "health", "config"):
+        assert command in result.stdout
+
+
+def test_config_check_prints_defaults_without_a_file(tmp_path: Path) -> None:
+    """With no file, `config check` prints the embedded defaults and exits 0."""
+    result = _gencoach("config", "check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "url: embedded" in result.stdout
+    assert "max_pending_per_stage: 5" in result.stdout
+
+
+SECRET_CONFIG = """
+coaching:
+  enabled: true
+backends:
+  local:
+    type: ollama
+    endpoint: http://127.0.0.1:11434/v1/chat/completions
+    default_model: qwen3:8b
+    timeout: 30
+    max_retry: 3
+    headers:
+      Authorization: Bearer sk-very-secret
+      Content-type: application/json
+"""
+
+
+def test_config_check_redacts_secrets_in_output_and_logs(tmp_path: Path) -> None:
+    """A secret header never reaches the printed config nor the debug log of loading it."""
+    (tmp_path / "gencoach.yaml").write_text(SECRET_CONFIG)
+    result = _gencoach("config", "check", cwd=tmp_path, env={"GENCOACH_LOG__LEVEL": "debug"})
+    assert result.returncode == 0, result.stderr
+    assert "Authorization: '**********'" in result.stdout
+    assert '"config.loaded"' in result.stderr
+    assert "sk-very-secret" not in result.stdout + result.stderr
+
+
+def test_config_check_reports_every_problem_and_exits_2(tmp_path: Path) -> None:
+    """A bad file lists each problem with its key path and value, and exits 2."""
+    config = tmp_path / "bad.yaml"
+    config.write_text("coaching:\n  max_pending_per_stage: 0\n  enabled: yes\nredis:\n  urll: x\n")
+    result = _gencoach("config", "check", str(config), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "coaching.max_pending_per_stage" in result.stderr
+    assert "(got 0)" in result.stderr
+    assert "redis.urll: unknown key" in result.stderr
+    assert "coaching.enabled" in result.stderr
+    assert result.stdout == ""
+
+
+def test_health_fails_when_no_controller_answers(tmp_path: Path) -> None:
+    """`health` exits 1 with the URL it tried when nothing listens."""
+    result = _gencoach("health", cwd=tmp_path, env={"GENCOACH_API__PORT": "1"})
+    assert result.returncode == 1
+    assert "unhealthy: http://127.0.0.1:1/health unreachable" in result.stderr
