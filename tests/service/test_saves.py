@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from gencoach.client import Reporter
@@ -112,3 +115,44 @@ def test_known_run_through_http_is_saved(controller: ControllerProcess) -> None:
     with Reporter("http-run", api_url=controller.url, batch_size=7) as reporter:
         _report(reporter)
     _assert_known_save(_saved(controller, "http-run"), "http-run")
+
+
+def test_save_command_writes_a_run_still_going(
+    controller: ControllerProcess, redis_url: str
+) -> None:
+    """`gencoach save RUN_ID` writes a complete save of a run that has not finished."""
+    with Reporter("going", redis_url=redis_url) as reporter:
+        for event_type, fields in known_run_events()[:-1]:
+            reporter.emit(event_type, **fields)
+    wait_for(
+        lambda: httpx.get(f"{controller.url}/v1/runs/going").json().get("executions") == 8,
+        what="the run's events applied",
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gencoach",
+            "--config",
+            str(controller.config_path),
+            "save",
+            "going",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    folder = Path(result.stdout.strip())
+    assert read_save(folder).config.run_id == "going"
+    assert httpx.get(f"{controller.url}/v1/runs/going").json()["state"] == "active"
+    unknown = subprocess.run(
+        [sys.executable, "-m", "gencoach", "--config", str(controller.config_path), "save", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert unknown.returncode == 1
+    assert "unknown run 'nope'" in unknown.stderr

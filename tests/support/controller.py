@@ -20,8 +20,17 @@ from tests.support.processes import free_port
 class ControllerProcess:
     """One `gencoach serve` subprocess with its own config file, output dir and log."""
 
-    def __init__(self, folder: Path, redis_url: str, **controller: Any) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        redis_url: str,
+        *,
+        api: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        **controller: Any,
+    ) -> None:
         self.folder = folder
+        self.env = env or {}
         self.output_dir = folder / "output"
         self.port = free_port()
         self.log_path = folder / "controller.log"
@@ -29,7 +38,7 @@ class ControllerProcess:
         settings = {
             "redis": {"url": redis_url},
             "output_dir": str(self.output_dir),
-            "api": {"port": self.port},
+            "api": {"port": self.port, **(api or {})},
             "controller": {"consumer": "test-controller", "grace_s": 5, **controller},
             "log": {"format": "json", "level": "debug"},
         }
@@ -48,7 +57,7 @@ class ControllerProcess:
             [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "serve"],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         log.close()
         deadline = time.monotonic() + timeout_s

@@ -27,10 +27,10 @@ class SavedGraph:
 
 def _file(folder: Path, name: str) -> Path:
     path = folder / name
-    if path.is_symlink():
-        raise SaveError(path, "is a symlink; saves must hold regular files only")
     if path.resolve().parent != folder:
         raise SaveError(path, "resolves outside the save folder")
+    if path.is_symlink():
+        raise SaveError(path, "is a symlink; saves must hold regular files only")
     if not path.is_file():
         raise SaveError(path, "is missing")
     return path

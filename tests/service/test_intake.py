@@ -1,0 +1,143 @@
+"""Intake under bad input and crashes: dead letters with reasons, exactly-once application."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from gencoach.client import Reporter
+from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
+from gencoach.graph import read_save
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import known_run_events
+
+pytestmark = pytest.mark.slow
+
+KEYS = Keys()
+
+
+def _publish_runs(redis_url: str, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        with Reporter(run_id, redis_url=redis_url, batch_size=50) as reporter:
+            for kind, fields in known_run_events():
+                reporter.emit(kind, **fields)
+
+
+def _all_saved(output_dir: Path, run_ids: list[str]) -> bool:
+    for run_id in run_ids:
+        config = output_dir / run_id / "config.json"
+        if not config.is_file() or not json.loads(config.read_text())["export_complete"]:
+            return False
+    return True
+
+
+def _assert_complete_saves(output_dir: Path, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        save = read_save(output_dir / run_id)
+        assert len(save.situations) == 5, run_id
+        assert sorted(save.candidates) == list(range(8)), run_id
+
+
+def _dead(client: redis.Redis) -> list[dict[str, str]]:
+    entries = client.xrange(KEYS.dead_events)
+    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]
+
+
+def test_bad_events_are_dead_lettered_and_intake_goes_on(
+    controller: ControllerProcess, redis_client: redis.Redis, redis_url: str
+) -> None:
+    """Malformed, unknown-reference and duplicate events never stop intake; each bad one
+    lands on the dead-letter stream with its payload and a reason a person can act on."""
+    redis_client.xadd(KEYS.events, {EVENT_FIELD: "{not json"})
+    redis_client.xadd(KEYS.events, {"payload": "x"})
+    redis_client.xadd(
+        KEYS.events, {EVENT_FIELD: json.dumps({"type": "run.finished", "run_id": "r", "seq": "1"})}
+    )
+    redis_client.xadd(
+        KEYS.events,
+        {EVENT_FIELD: json.dumps({"type": "run.finished", "run_id": "ghost", "seq": 0})},
+    )
+    _publish_runs(redis_url, ["good"])
+    _publish_runs(redis_url, ["good"])  # every event again: duplicates, ignored
+    wait_for(lambda: _all_saved(controller.output_dir, ["good"]), what="the good run's save")
+    _assert_complete_saves(controller.output_dir, ["good"])
+    dead = wait_for(
+        lambda: len(_dead(redis_client)) == 4 and _dead(redis_client), what="4 dead letters"
+    )
+    reasons = [entry["reason"] for entry in dead]
+    assert reasons[0].startswith("invalid GenerationEvent: GenerationEvent: invalid JSON")
+    assert reasons[1] == "the stream entry has no 'event' field"
+    assert json.loads(dead[1]["event"]) == {"payload": "x"}
+    assert "seq: Input should be a valid integer" in reasons[2]
+    assert reasons[3] == (
+        "run.finished seq 0 of run ghost: unknown run: no run.started event was applied for it"
+    )
+    assert dead[0]["event"] == "{not json"
+    assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+
+
+def test_sigkill_mid_stream_then_restart_applies_everything_once(
+    controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis, redis_url: str
+) -> None:
+    """A controller killed with SIGKILL mid-batch and restarted saves every run whole, once."""
+    run_ids = [f"run-{index:02d}" for index in range(40)]
+    _publish_runs(redis_url, run_ids)
+    controller = controller_factory(batch_size=7)
+    controller.start()
+    wait_for(
+        lambda: any((controller.output_dir / r).exists() for r in run_ids), what="a first save"
+    )
+    controller.signal(signal.SIGKILL)
+    controller.wait()
+    assert not _all_saved(controller.output_dir, run_ids), "killed too late to test anything"
+    pending = redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"]
+    controller.start()
+    wait_for(lambda: _all_saved(controller.output_dir, run_ids), timeout_s=30, what="all saves")
+    _assert_complete_saves(controller.output_dir, run_ids)
+    assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+    assert _dead(redis_client) == []
+    print(f"entries pending at the kill: {pending}")
+
+
+def test_entries_of_a_consumer_that_never_returns_are_claimed(
+    controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis, redis_url: str
+) -> None:
+    """Entries another consumer read and never acknowledged are applied once they idle out."""
+    _publish_runs(redis_url, ["orphaned"])
+    redis_client.xgroup_create(KEYS.events, CONTROLLER_GROUP, id="0", mkstream=True)
+    taken = redis_client.xreadgroup(CONTROLLER_GROUP, "vanished-host", {KEYS.events: ">"})
+    assert len(taken[0][1]) == len(known_run_events())
+    controller = controller_factory(claim_idle_s=0.5)
+    controller.start()
+    wait_for(lambda: _all_saved(controller.output_dir, ["orphaned"]), what="the orphaned run")
+    _assert_complete_saves(controller.output_dir, ["orphaned"])
+    assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+
+
+def test_sigterm_finishes_the_batch_and_exits_cleanly(
+    controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis, redis_url: str
+) -> None:
+    """SIGTERM stops intake after the batch in hand, acknowledged, with exit 0; a restart
+    then finishes the rest with nothing lost."""
+    run_ids = [f"term-{index:02d}" for index in range(40)]
+    _publish_runs(redis_url, run_ids)
+    controller = controller_factory(batch_size=7)
+    controller.start()
+    wait_for(
+        lambda: any((controller.output_dir / r).exists() for r in run_ids), what="a first save"
+    )
+    started = time.monotonic()
+    controller.signal(signal.SIGTERM)
+    assert controller.wait() == 0
+    assert time.monotonic() - started < 5
+    assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+    assert any(event["event"] == "controller.stopped" for event in controller.log_events())
+    controller.start()
+    wait_for(lambda: _all_saved(controller.output_dir, run_ids), timeout_s=30, what="all saves")
+    _assert_complete_saves(controller.output_dir, run_ids)
