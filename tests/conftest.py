@@ -1,6 +1,6 @@
 """Fixtures shared by the whole suite: a real Redis server, flushed per test.
 
-`GENCOACH_TEST_REDIS` chooses the server: `auto` (default) uses the one at
+`GC_TEST_REDIS` chooses the server: `auto` (default) uses the one at
 127.0.0.1:6379 when it answers, else starts an embedded one; `embedded` always
 starts an embedded one; a `redis://` URL uses that server.
 """
@@ -31,7 +31,7 @@ def _answers(url: str) -> bool:
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a real Redis server for this test session."""
-    mode = os.environ.get("GENCOACH_TEST_REDIS", "auto")
+    mode = os.environ.get("GC_TEST_REDIS", "auto")
     if mode.startswith(("redis://", "unix://")):
         yield mode
     elif mode == "auto" and _answers(SYSTEM_REDIS):

@@ -100,19 +100,22 @@ def parse_as(target: type[T] | TypeAdapter[T], data: object, model: str | None =
 
 def parse_tagged(data: object, tag: str, choices: Mapping[str, type[ModelT]], model: str) -> ModelT:
     """Pick the model named by the `tag` field of an object among `choices`, then validate it."""
-    expected = ", ".join(repr(name) for name in choices)
     if not isinstance(data, Mapping):
         reason = f"expected a JSON object, got {type(data).__name__}"
         raise ContractError(model, [ContractViolation(model, reason)])
     if tag not in data:
-        reason = f"required field is missing; expected one of {expected}"
+        reason = f"required field is missing; expected one of {_names(choices)}"
         raise ContractError(model, [ContractViolation(tag, reason)])
     value = data[tag]
     if not isinstance(value, str) or value not in choices:
-        reason = f"unknown {tag} {value!r}; expected one of {expected}"
+        reason = f"unknown {tag} {value!r}; expected one of {_names(choices)}"
         raise ContractError(model, [ContractViolation(tag, reason)])
     chosen = choices[value]
     return _validate_python(chosen, data, chosen.__name__)
+
+
+def _names(choices: Mapping[str, object]) -> str:
+    return ", ".join(repr(name) for name in choices)
 
 
 def _validate_python(cls: type[ModelT], data: object, model: str) -> ModelT:
@@ -143,8 +146,39 @@ def _adapter(target: Any) -> TypeAdapter[Any]:
     return adapter
 
 
+_LEAVES = (str, int, bool, type(None))
+
+
+def _has_non_finite(data: object) -> bool:
+    # The common case (nothing to refuse) is checked without building paths; decoded
+    # JSON holds only dicts, lists and leaves, so exact type tests come first.
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind in _LEAVES:
+            continue
+        if kind is float:
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                return True
+        elif kind is dict:
+            stack.extend(value.values())  # type: ignore[attr-defined]
+        elif kind is list or kind is tuple:
+            stack.extend(value)  # type: ignore[arg-type]
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return True
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+            stack.extend(value)
+    return False
+
+
 def _refuse_non_finite(data: object, model: str) -> None:
     """Refuse NaN and ±Infinity at any depth: they are not JSON, whatever the field type."""
+    if not _has_non_finite(data):
+        return
     for path, value in _walk(data, ()):
         if isinstance(value, float) and not math.isfinite(value):
             field = ".".join(str(part) for part in path) or model

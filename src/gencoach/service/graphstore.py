@@ -34,7 +34,7 @@ from gencoach.protocol import (
     StageInfo,
 )
 
-APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_event.lua")
+APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_events.lua")
 
 # The parts of a run's state; `RUN_PARTS` lists every key a run owns, for expiry.
 META, SEQS, SITUATION_IDS, CANDIDATE_IDS = "meta", "seqs", "situation_ids", "candidate_ids"
@@ -121,12 +121,11 @@ def as_text(value: object) -> str:
 
 
 def _body(event: AnyEvent, *drop: str) -> str:
-    data = event.model_dump(mode="json", exclude=set(_EVENT_FIELDS) | set(drop))
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return event.model_dump_json(exclude=set(_EVENT_FIELDS) | set(drop))
 
 
-def _script_args(event: AnyEvent) -> list[str | int]:
-    head: list[str | int] = [event.type, event.seq]
+def _script_args(event: AnyEvent) -> list[str]:
+    head = [event.type, str(event.seq)]
     match event:
         case RunStarted():
             return [*head, event.model_dump_json()]
@@ -139,6 +138,14 @@ def _script_args(event: AnyEvent) -> list[str | int]:
             return [*head, event.candidate_id, _body(event)]
         case RunFinished():
             return head
+
+
+def _applied(outcome: str, detail: str) -> Applied:
+    if outcome == "ok":
+        return Applied("ok", int(detail) if detail else None)
+    if outcome == "dup":
+        return Applied("dup")
+    return Applied("err", reason=detail)
 
 
 class GraphStore:
@@ -154,30 +161,29 @@ class GraphStore:
         return [self.keys.run(run_id, part) for part in RUN_PARTS]
 
     async def apply(self, events: Sequence[AnyEvent]) -> list[Applied]:
-        """Apply events in order, in one round trip; each is applied at most once."""
-        pipe = self.client.pipeline(transaction=False)
-        refused: dict[int, Applied] = {}
+        """Apply events in order, in one round trip; each is applied at most once.
+
+        Events are grouped by run (keeping each run's order) and each group is applied
+        by one script call, atomic for that run.
+        """
+        results: list[Applied | None] = [None] * len(events)
+        groups: dict[str, list[int]] = {}
         for index, event in enumerate(events):
             if _HASH_TAG_CHARS & set(event.run_id):
-                refused[index] = Applied("err", reason="run_id must not contain '{' or '}'")
-                continue
-            keys = [self.keys.run(event.run_id, part) for part in _SCRIPT_PARTS]
-            await self._apply(keys=keys, args=_script_args(event), client=pipe)
-        replies = iter(await pipe.execute())
-        results: list[Applied] = []
-        for index in range(len(events)):
-            if index in refused:
-                results.append(refused[index])
-                continue
-            outcome, detail = (part.decode() for part in next(replies))
-            if outcome == "ok":
-                results.append(Applied("ok", int(detail) if detail else None))
-            elif outcome == "dup":
-                results.append(Applied("dup"))
+                results[index] = Applied("err", reason="run_id must not contain '{' or '}'")
             else:
-                results.append(Applied("err", reason=detail))
-        await self._index_runs(events, results)
-        return results
+                groups.setdefault(event.run_id, []).append(index)
+        pipe = self.client.pipeline(transaction=False)
+        for run_id, indexes in groups.items():
+            keys = [self.keys.run(run_id, part) for part in _SCRIPT_PARTS]
+            batch = json.dumps([_script_args(events[index]) for index in indexes])
+            await self._apply(keys=keys, args=[batch], client=pipe)
+        for indexes, replies in zip(groups.values(), await pipe.execute(), strict=True):
+            for index, (outcome, detail) in zip(indexes, replies, strict=True):
+                results[index] = _applied(as_text(outcome), as_text(detail))
+        done = [result for result in results if result is not None]
+        await self._index_runs(events, done)
+        return done
 
     async def _index_runs(self, events: Sequence[AnyEvent], results: list[Applied]) -> None:
         # The run index lives outside the runs' hash slots, so it is written after the
