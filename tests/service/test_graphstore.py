@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gencoach.protocol import AnyEvent, parse_event
+from gencoach.protocol import AnyEvent, CoachingMarker, parse_event
 from gencoach.service.graphstore import GraphStore, RunGraph
 from gencoach.service.trajectory import (
     UnknownNodeError,
@@ -164,3 +164,13 @@ async def test_saved_runs_expire(store: GraphStore) -> None:
         ttl = await store.client.ttl(key)
         assert ttl == -2 or 0 < ttl <= 300, key  # -2: the run never wrote that key
     assert await store.state("r1") == "saved"
+
+
+async def test_applied_diagnosis_bounds_what_is_diagnosable(store: GraphStore) -> None:
+    """Steps before a node whose trajectory diagnosis was applied are no longer diagnosable."""
+    graph = await _known(store)
+    plain = trajectory(graph, 6)  # c7: c1, c3 (stage 0), c6, c7 (stage 1)
+    assert [s.candidate.candidate_id for s in diagnosable(plain)] == ["c6", "c7"]
+    assert [s.in_current_stage for s in plain] == [False, False, True, True]
+    bounded = trajectory(graph, 6, {6: CoachingMarker(trajectory_diagnostic_applied=True)})
+    assert [s.candidate.candidate_id for s in diagnosable(bounded)] == ["c7"]

@@ -1,16 +1,19 @@
-"""Questions the coaching loop asks of a run graph: lineage, trajectory, stage, children."""
+"""Questions the coaching loop asks of a run graph: trajectory, diagnosable steps, stage."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from gencoach.protocol import StageInfo
+from gencoach.protocol import CoachingMarker, StageInfo
 from gencoach.service.graphstore import (
     RunGraph,
     StoredCandidate,
     StoredExecution,
     StoredSituation,
 )
+
+NO_MARKER = CoachingMarker()
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,9 @@ class Step:
     situation: StoredSituation
     candidate: StoredCandidate
     execution: StoredExecution | None
+    marker: CoachingMarker = field(default_factory=CoachingMarker)
+    in_current_stage: bool = True
+    diagnosable: bool = True
 
     @property
     def stage_id(self) -> int:
@@ -50,29 +56,52 @@ def children(graph: RunGraph, situation_id: int) -> list[StoredCandidate]:
     return [graph.candidates[cid] for cid in graph.members.get(situation_id, [])]
 
 
-def trajectory(graph: RunGraph, candidate_id: int) -> list[Step]:
+def trajectory(
+    graph: RunGraph,
+    candidate_id: int,
+    markers: Mapping[int, CoachingMarker] | None = None,
+) -> list[Step]:
     """The decisions that led to a candidate, oldest first, the candidate last.
 
-    It goes back to the last user instruction; when that instruction opens a stage
-    linked to the previous one, it goes on into that stage, back to its own.
+    Going up from the candidate, the trajectory stops where an earlier decision ended
+    its stage, unless the later stage is linked to the previous one: then it goes on
+    through that stage too, whose steps are marked as not of the current stage. Only
+    current-stage steps after the last applied trajectory diagnosis are diagnosable
+    (the decision that replaced a diagnosed one stays diagnosable itself).
     """
+    markers = markers or {}
     steps: list[Step] = []
+    current_stage = diagnosable = True
     current: int | None = candidate_id
     while current is not None:
         candidate = _candidate(graph, current)
         situation = graph.situations[candidate.situation_id]
-        steps.append(Step(situation, candidate, graph.executions.get(current)))
-        opens_task = situation.input.instruction.type == "user"
-        if opens_task and not situation.stage.linked_to_prev:
+        marker = markers.get(current, NO_MARKER)
+        steps.append(
+            Step(
+                situation,
+                candidate,
+                graph.executions.get(current),
+                marker,
+                in_current_stage=current_stage,
+                diagnosable=diagnosable,
+            )
+        )
+        if marker.trajectory_diagnostic_applied:
+            diagnosable = False
+        parent = situation.parent_id
+        if parent is None:
             break
-        current = situation.parent_id
+        parent_execution = graph.executions.get(parent)
+        if parent_execution is not None and parent_execution.stage_end is not None:
+            if not situation.stage.linked_to_prev:
+                break
+            current_stage = diagnosable = False
+        current = parent
     steps.reverse()
     return steps
 
 
 def diagnosable(steps: list[Step]) -> list[Step]:
-    """The steps a diagnosis may blame: agent decisions of the last step's stage."""
-    if not steps:
-        return []
-    stage = steps[-1].stage_id
-    return [step for step in steps if step.stage_id == stage and step.candidate.kind == "agent"]
+    """The steps a diagnosis may blame: agent decisions of the current stage."""
+    return [step for step in steps if step.diagnosable and step.candidate.kind == "agent"]
