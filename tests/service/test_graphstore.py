@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gencoach.protocol import AnyEvent, CoachingMarker, parse_event
-from gencoach.service.graphstore import GraphStore, RunGraph
+from gencoach.service.graphstore import GraphStore
 from gencoach.service.trajectory import (
     UnknownNodeError,
     children,
@@ -15,44 +15,26 @@ from gencoach.service.trajectory import (
     stage_of,
     trajectory,
 )
-from tests.support.graphs import known_run_events
+from tests.support.graphs import apply_known, known_events
 
 pytestmark = pytest.mark.asyncio
-
-
-def _events(run_id: str = "r1", drop_finish: bool = True) -> list[AnyEvent]:
-    events = known_run_events()
-    if drop_finish:
-        events = events[:-1]
-    return [
-        parse_event({"type": kind, "run_id": run_id, "seq": seq, **fields})
-        for seq, (kind, fields) in enumerate(events)
-    ]
 
 
 def _event(kind: str, seq: int, run_id: str = "r1", **fields: Any) -> AnyEvent:
     return parse_event({"type": kind, "run_id": run_id, "seq": seq, **fields})
 
 
-async def _known(store: GraphStore) -> RunGraph:
-    results = await store.apply(_events())
-    assert {result.outcome for result in results} == {"ok"}
-    graph = await store.load("r1")
-    assert graph is not None
-    return graph
-
-
 async def test_applying_twice_changes_nothing(store: GraphStore) -> None:
     """Every event applied a second time is a duplicate and the graph is unchanged."""
-    first = await _known(store)
-    again = await store.apply(_events())
+    first = await apply_known(store)
+    again = await store.apply(known_events())
     assert {result.outcome for result in again} == {"dup"}
     assert await store.load("r1") == first
 
 
 async def test_storage_ids_follow_creation_order(store: GraphStore) -> None:
     """Situations and candidates get integer ids 0, 1, 2… in the order they were reported."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     assert [graph.situations[sid].situation_id for sid in range(5)] == [
         "S_a", "S_b", "S_c", "S_d", "S_e",
     ]  # fmt: skip
@@ -93,7 +75,7 @@ async def test_unapplicable_events_are_refused_with_a_reason(
     store: GraphStore, event: tuple[str, dict[str, Any]], reason: str
 ) -> None:
     """An event naming an unknown or repeated node is refused, and nothing is written."""
-    before = await _known(store)
+    before = await apply_known(store)
     kind, fields = event
     (result,) = await store.apply([_event(kind, 100, **fields)])
     assert (result.outcome, result.reason) == ("err", reason)
@@ -110,7 +92,7 @@ async def test_events_of_an_unknown_run_are_refused(store: GraphStore) -> None:
 
 async def test_events_after_the_run_finished_are_refused(store: GraphStore) -> None:
     """Once run.finished is applied, later events are refused with the finishing seq."""
-    await _known(store)
+    await apply_known(store)
     await store.apply([_event("run.finished", 50)])
     (late,) = await store.apply(
         [_event("candidate.executed", 51, candidate_id="c5", status="ongoing")]
@@ -120,7 +102,7 @@ async def test_events_after_the_run_finished_are_refused(store: GraphStore) -> N
 
 async def test_trajectory_crosses_a_linked_stage(store: GraphStore) -> None:
     """A stage-1 candidate's trajectory goes back through stage 0 to its user instruction."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     steps = trajectory(graph, 4)  # c5, in S_c (stage 1, linked to stage 0)
     assert [step.candidate.candidate_id for step in steps] == ["c1", "c3", "c5"]
     assert [step.candidate.candidate_id for step in diagnosable(steps)] == ["c5"]
@@ -130,7 +112,7 @@ async def test_trajectory_crosses_a_linked_stage(store: GraphStore) -> None:
 
 async def test_trajectory_stops_at_the_user_instruction(store: GraphStore) -> None:
     """A stage-0 candidate's trajectory starts at the root's user instruction."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     steps = trajectory(graph, 3)  # c4 in S_b
     assert [step.candidate.candidate_id for step in steps] == ["c1", "c4"]
     assert [step.candidate.candidate_id for step in diagnosable(steps)] == ["c1", "c4"]
@@ -138,7 +120,7 @@ async def test_trajectory_stops_at_the_user_instruction(store: GraphStore) -> No
 
 async def test_stage_and_children(store: GraphStore) -> None:
     """A node's stage and a situation's candidates are answered; unknown ids are errors."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     assert stage_of(graph, 6).id == 1
     assert stage_of(graph, 6).linked_to_prev is True
     assert [c.candidate_id for c in children(graph, 1)] == ["c3", "c4"]
@@ -148,7 +130,7 @@ async def test_stage_and_children(store: GraphStore) -> None:
 
 async def test_lineage_reads_only_the_ancestors(store: GraphStore) -> None:
     """The lineage of a candidate holds its ancestors and gives the same trajectory."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     lineage = await store.lineage("r1", 6)  # c7
     assert lineage is not None
     assert sorted(lineage.candidates) == [0, 2, 5, 6]
@@ -158,7 +140,7 @@ async def test_lineage_reads_only_the_ancestors(store: GraphStore) -> None:
 
 async def test_saved_runs_expire(store: GraphStore) -> None:
     """Marking a run saved sets an expiry on every key it owns."""
-    await _known(store)
+    await apply_known(store)
     await store.mark_saved("r1", "output/r1", ttl_s=300)
     for key in store.run_keys("r1"):
         ttl = await store.client.ttl(key)
@@ -168,7 +150,7 @@ async def test_saved_runs_expire(store: GraphStore) -> None:
 
 async def test_applied_diagnosis_bounds_what_is_diagnosable(store: GraphStore) -> None:
     """Steps before a node whose trajectory diagnosis was applied are no longer diagnosable."""
-    graph = await _known(store)
+    graph = await apply_known(store)
     plain = trajectory(graph, 6)  # c7: c1, c3 (stage 0), c6, c7 (stage 1)
     assert [s.candidate.candidate_id for s in diagnosable(plain)] == ["c6", "c7"]
     assert [s.in_current_stage for s in plain] == [False, False, True, True]

@@ -16,7 +16,12 @@ are 0..7.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from gencoach.protocol import AnyEvent, parse_event
+
+if TYPE_CHECKING:
+    from gencoach.service.graphstore import GraphStore, RunGraph
 
 RUN_STARTED: dict[str, Any] = {
     "agent_url": "http://127.0.0.1:8751",
@@ -155,3 +160,21 @@ EXPECTED_STATUSES = {
     6: "optimal",
     7: "optimal",
 }
+
+
+def known_events(run_id: str = "r1", *, finished: bool = False) -> list[AnyEvent]:
+    """The known run's events, parsed, numbered from seq 0."""
+    events = known_run_events() if finished else known_run_events()[:-1]
+    return [
+        parse_event({"type": kind, "run_id": run_id, "seq": seq, **fields})
+        for seq, (kind, fields) in enumerate(events)
+    ]
+
+
+async def apply_known(store: GraphStore, run_id: str = "r1") -> RunGraph:
+    """Apply the known run (still going) to a store and return its graph."""
+    results = await store.apply(known_events(run_id))
+    assert {result.outcome for result in results} == {"ok"}
+    graph = await store.load(run_id)
+    assert graph is not None
+    return graph
