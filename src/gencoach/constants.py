@@ -51,7 +51,31 @@ class Keys:
         """Stream of branch orders for one run's generator (in the run's hash slot)."""
         return self.run(run_id, "branches")
 
+    def stages(self, run_id: str) -> str:
+        """Set of the ids of a run's stages that have per-stage coaching limits state."""
+        return self.run(run_id, "stages")
+
+    def stage(self, run_id: str, stage_id: int, part: str) -> str:
+        """One key of a stage's coaching limits state (in the run's hash slot).
+
+        The parts are `pending` and `human` (leases: ZSET of request id -> expiry ms),
+        `completed` and `proven` (SETs of attempt ids) and `attempts` (HASH of completed
+        request id -> attempt id).
+        """
+        return self.run(run_id, f"stage:{stage_id}:{part}")
+
     @property
     def runs(self) -> str:
         """Sorted set of known run ids, scored by the time their run started."""
         return f"{self.prefix}:runs"
+
+    def backend_slots(self, backend: str) -> str:
+        """Sorted set of one LLM backend's concurrency leases: holder id scored by expiry (ms).
+
+        Shared by every worker process; a lease whose holder died lapses at its expiry.
+        """
+        return f"{self.prefix}:backend:{backend}:slots"
+
+    def backend_usage(self, backend: str) -> str:
+        """Hash of one LLM backend's token usage: prompt/completion/total tokens, requests."""
+        return f"{self.prefix}:backend:{backend}:usage"

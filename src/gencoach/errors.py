@@ -5,8 +5,13 @@ GencoachError
 ├── ConfigError            the settings are wrong: fix the file or the environment, restart
 ├── ContractError          a payload broke a wire contract: the sender must change it
 ├── SaveError              a saved graph folder cannot be written or read as MAGMA-GEN 2.0
-└── RedisError             the Redis server cannot be reached or started
-    └── EmbeddedRedisError the private server for this process tree would not start
+├── RedisError             the Redis server cannot be reached or started
+│   └── EmbeddedRedisError the private server for this process tree would not start
+├── AgentCallError         an agent was unreachable or answered outside the protocol
+└── BackendError           an LLM backend gave no usable answer (a function raised, a bad reply)
+    ├── BackendUnavailable  unreachable, timing out or overloaded after every retry: try later
+    ├── BackendRequestError the backend refuses the request as configured (HTTP 4xx): fix config
+    └── BackendAnswerError  its answer broke the contract twice: abandon the request
 ```
 
 Every error carries its context as attributes, so logs and API answers can show them
@@ -15,7 +20,9 @@ without parsing the message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 class GencoachError(Exception):
@@ -93,3 +100,84 @@ class RedisError(GencoachError):
 
 class EmbeddedRedisError(RedisError):
     """The embedded Redis server could not be found, started or reached."""
+
+
+class AgentCallError(GencoachError):
+    """An agent call failed: unreachable, an unexpected status, or an invalid answer."""
+
+    def __init__(self, agent_url: str, reason: str) -> None:
+        self.agent_url = agent_url
+        self.reason = reason
+        super().__init__(f"agent {agent_url}: {reason}")
+
+
+class BackendError(GencoachError):
+    """An LLM backend gave no usable answer; `backend` names it, `attempts` counts the tries."""
+
+    def __init__(self, backend: str, message: str, *, attempts: int = 1) -> None:
+        self.backend = backend
+        self.attempts = attempts
+        self.reason = message
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        super().__init__(f"backend {backend!r}: {message} ({tries})")
+
+
+class BackendUnavailable(BackendError):  # noqa: N818 (the name the design gives it)
+    """The backend could not be reached, timed out or stayed overloaded through every retry.
+
+    `endpoint` is where it was called (without credentials) and `status` the last HTTP
+    status, None when no answer came back at all.
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        attempts: int = 1,
+        endpoint: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        where = f" at {endpoint}" if endpoint else ""
+        super().__init__(backend, f"unavailable{where}: {message}", attempts=attempts)
+
+
+class BackendRequestError(BackendError):
+    """The backend refused the request as it is configured (a 4xx, an import path that fails)."""
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        attempts: int = 1,
+        endpoint: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        where = f" at {endpoint}" if endpoint else ""
+        super().__init__(backend, f"request refused{where}: {message}", attempts=attempts)
+
+
+class BackendAnswerError(BackendError):
+    """The backend's answer did not parse or broke the contract, even when asked once more.
+
+    `raw_answers` holds every answer as the backend wrote it and `transcript` the
+    exchanges of `gencoach.workers.backends` (prompt, answer, error), for the coaching logs.
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        attempts: int = 1,
+        raw_answers: Sequence[str] = (),
+        transcript: Sequence[Any] = (),
+    ) -> None:
+        self.raw_answers = list(raw_answers)
+        self.transcript = list(transcript)
+        super().__init__(backend, message, attempts=attempts)

@@ -1,0 +1,1 @@
+"""The worker side of gencoach: RQ job functions and the LLM backends they call."""

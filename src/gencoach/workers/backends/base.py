@@ -1,0 +1,246 @@
+"""What every LLM backend does: complete a chat, and ask for an answer that fits a contract."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+import anyio
+import redis.asyncio
+from pydantic import BaseModel
+
+from gencoach.config.settings import BackendSettings
+from gencoach.constants import Keys
+from gencoach.errors import BackendAnswerError, BackendUnavailable, ContractError
+from gencoach.logs import get_logger
+from gencoach.protocol.base import ContractModel, ContractRootModel
+from gencoach.protocol.llm import parse_llm_answer
+from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
+from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
+from gencoach.workers.backends.usage import UsageLedger
+
+ContractT = TypeVar("ContractT", bound=ContractModel | ContractRootModel[Any])
+
+# How long a slot lease outlives the request it covers, for clock skew and slow releases.
+LEASE_MARGIN_S = 5.0
+
+log = get_logger("backends")
+
+
+def reask_prompt(error: ContractError) -> str:
+    """The message that asks again after an answer was refused, naming why."""
+    return (
+        f"Your answer was refused: {error}. Answer again with only the corrected JSON "
+        "value, with no other text."
+    )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What an implementation returns from one completion; the base adds the latency."""
+
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 1
+
+
+class Backend(ABC):
+    """One configured LLM backend, used inside `async with` (which opens its connections).
+
+    With a Redis client, at most `settings.max_concurrency` requests run at once across
+    every worker process, and token usage is summed in Redis; without one, the cap holds
+    for this object only and usage is only returned. Waiting for a slot is bounded by
+    `slot_wait_s`. Objects open once: RQ runs each coroutine job in a fresh event loop,
+    so make one per job.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        settings: BackendSettings,
+        *,
+        redis: redis.asyncio.Redis | None = None,
+        keys: Keys | None = None,
+        slot_wait_s: float = 300.0,
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.slot_wait_s = slot_wait_s
+        keys = keys or Keys()
+        lease_s = settings.timeout_s + LEASE_MARGIN_S
+        self._semaphore = (
+            RedisSemaphore(redis, keys.backend_slots(name), settings.max_concurrency, lease_s)
+            if redis is not None
+            else None
+        )
+        self._ledger = UsageLedger(redis, keys.backend_usage(name)) if redis is not None else None
+        self._local_slots: anyio.Semaphore | None = None
+        self._state: Literal["new", "open", "closed"] = "new"
+
+    async def __aenter__(self) -> Self:
+        if self._state != "new":
+            raise RuntimeError(f"backend {self.name!r} was opened before; make a new one")
+        if self._semaphore is None:
+            self._local_slots = anyio.Semaphore(self.settings.max_concurrency)
+        await self._open()
+        self._state = "open"
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._state = "closed"
+        await self._close()
+
+    async def _open(self) -> None:
+        """Make what the backend's requests need (clients, the function to call)."""
+        return None  # a hook: nothing to make by default
+
+    async def _close(self) -> None:
+        """Release what `_open` made."""
+        return None  # a hook: nothing to release by default
+
+    @abstractmethod
+    async def _complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        schema: type[BaseModel] | None,
+        model: str | None,
+        max_tokens: int | None,
+    ) -> Reply:
+        """Get one completion, retrying as the backend's kind allows."""
+
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """Hold one of the backend's concurrency slots for the block."""
+        if self._semaphore is None:
+            assert self._local_slots is not None
+            async with self._local_slots:
+                yield
+            return
+        holder = new_holder_id()
+        if not await self._semaphore.acquire(holder, self.slot_wait_s):
+            raise BackendUnavailable(
+                self.name,
+                f"none of its {self._semaphore.limit} concurrency slots "
+                f"freed within {self.slot_wait_s} s",
+                attempts=0,
+            )
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._semaphore.release(holder)
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        schema: type[BaseModel] | None,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Completion:
+        """Send a chat and return the completion, asking for `schema`'s JSON if one is given.
+
+        Raises BackendUnavailable, BackendRequestError or BackendError (see gencoach.errors).
+        """
+        if self._state != "open":
+            raise RuntimeError(f"use backend {self.name!r} inside `async with`")
+        started = anyio.current_time()
+        reply = await self._complete(
+            list(messages), schema=schema, model=model, max_tokens=max_tokens
+        )
+        completion = Completion(
+            text=reply.text,
+            model=reply.model,
+            usage=reply.usage,
+            attempts=reply.attempts,
+            latency_s=anyio.current_time() - started,
+        )
+        await self._record(completion.usage)
+        log.info(
+            "backend.completed",
+            backend=self.name,
+            model=completion.model,
+            attempts=completion.attempts,
+            latency_s=round(completion.latency_s, 3),
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+        )
+        return completion
+
+    async def _record(self, usage: Usage) -> None:
+        if self._ledger is None:
+            return
+        try:
+            with anyio.CancelScope(shield=True):
+                await self._ledger.add(usage)
+        except redis.RedisError as error:
+            # The answer is paid for: losing a counter is better than losing the answer.
+            log.warning("backend.usage_unrecorded", backend=self.name, error=str(error))
+
+    async def ask(
+        self,
+        messages: Sequence[ChatMessage],
+        contract: type[ContractT],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Answer[ContractT]:
+        """Ask for an answer that satisfies `contract`, once more if the first one does not.
+
+        The second prompt is the first, the refused answer and a message naming the
+        validation error. After a second refusal, raises BackendAnswerError with both raw
+        answers and the transcript; both answers are logged.
+        """
+        prompt = list(messages)
+        transcript: list[Exchange] = []
+        for round_ in (1, 2):
+            completion = await self.complete(
+                prompt, schema=contract, model=model, max_tokens=max_tokens
+            )
+            try:
+                value = parse_llm_answer(contract, completion.text)
+            except ContractError as error:
+                transcript.append(Exchange(tuple(prompt), completion, str(error)))
+                log.warning(
+                    "backend.answer_refused",
+                    backend=self.name,
+                    contract=contract.__name__,
+                    round=round_,
+                    error=str(error),
+                    raw_answer=completion.text,
+                )
+                prompt = [
+                    *prompt,
+                    ChatMessage.assistant(completion.text),
+                    ChatMessage.user(reask_prompt(error)),
+                ]
+                continue
+            transcript.append(Exchange(tuple(prompt), completion))
+            return Answer(value, transcript)
+        raw_answers = [exchange.answer for exchange in transcript]
+        log.error(
+            "backend.answer_abandoned",
+            backend=self.name,
+            contract=contract.__name__,
+            rounds=len(transcript),
+            errors=[exchange.error for exchange in transcript],
+            raw_answers=raw_answers,
+        )
+        raise BackendAnswerError(
+            self.name,
+            f"answers refused as {contract.__name__} twice; last: {transcript[-1].error}",
+            attempts=len(transcript),
+            raw_answers=raw_answers,
+            transcript=transcript,
+        )
