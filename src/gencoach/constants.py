@@ -16,6 +16,8 @@ CONTROLLER_GROUP = "controllers"
 # The one field of an events-stream entry (the event's JSON) and of a branch-order entry.
 EVENT_FIELD = "event"
 ORDER_FIELD = "order"
+# The one field of a results-stream entry: a JobResult's JSON.
+RESULT_FIELD = "result"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""Talking to an agent over HTTP: its announcement, coaching sessions, answers, repairs.
+
+Every answer is validated strictly; anything the agent gets wrong becomes an
+`AgentCallError` that names the agent URL and what was wrong with the answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import httpx
+
+from gencoach.errors import AgentCallError, ContractError
+from gencoach.protocol import (
+    PROTOCOL_VERSION,
+    AgentInfo,
+    AgentRequest,
+    AgentResponse,
+    CoachingSessionConfig,
+    SpecializedCoachingRequest,
+    SpecializedCoachingResponse,
+)
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """What opening a coaching session gave: opened, or refused (409/503) with the reason."""
+
+    status: Literal["opened", "conflict", "unavailable"]
+    reason: str = ""
+
+
+def _reason(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500] or response.reason_phrase
+    if isinstance(body, dict) and "detail" in body:
+        return str(body["detail"])[:500]
+    return response.text[:500]
+
+
+class AgentClient:
+    """One agent's HTTP API, through a client the caller owns."""
+
+    def __init__(self, base_url: str, http: httpx.AsyncClient) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.http = http
+
+    async def _call(self, method: str, path: str, body: object = None) -> httpx.Response:
+        url = f"{self.base_url}{path}"
+        try:
+            return await self.http.request(method, url, json=body)
+        except httpx.HTTPError as error:
+            raise AgentCallError(self.base_url, f"{method} {path} failed: {error!r}") from None
+
+    def _refuse(self, path: str, response: httpx.Response) -> AgentCallError:
+        return AgentCallError(
+            self.base_url, f"{path} answered {response.status_code}: {_reason(response)}"
+        )
+
+    async def info(self) -> AgentInfo:
+        """`GET /v1/info`, strictly validated, protocol 2.0 only."""
+        response = await self._call("GET", "/v1/info")
+        if response.status_code != httpx.codes.OK:
+            raise self._refuse("/v1/info", response)
+        try:
+            info = AgentInfo.parse_json(response.content)
+        except ContractError as error:
+            raise AgentCallError(self.base_url, f"/v1/info: {error}") from None
+        if info.protocol_version != PROTOCOL_VERSION:
+            raise AgentCallError(
+                self.base_url,
+                f"/v1/info: protocol_version is {info.protocol_version!r}; "
+                f"gencoach speaks {PROTOCOL_VERSION!r}",
+            )
+        return info
+
+    async def open_session(self, run_id: str, config: CoachingSessionConfig) -> SessionOutcome:
+        """`PUT /v1/coaching/sessions/{run_id}`: 204 opened; 409 and 503 are reported."""
+        path = f"/v1/coaching/sessions/{run_id}"
+        response = await self._call("PUT", path, config.model_dump(mode="json"))
+        if response.status_code == httpx.codes.NO_CONTENT:
+            return SessionOutcome("opened")
+        if response.status_code == httpx.codes.CONFLICT:
+            return SessionOutcome("conflict", _reason(response))
+        if response.status_code == httpx.codes.SERVICE_UNAVAILABLE:
+            return SessionOutcome("unavailable", _reason(response))
+        raise self._refuse(path, response)
+
+    async def close_session(self, run_id: str) -> None:
+        """`DELETE /v1/coaching/sessions/{run_id}` (a session already gone is fine)."""
+        path = f"/v1/coaching/sessions/{run_id}"
+        response = await self._call("DELETE", path)
+        if response.status_code not in (httpx.codes.NO_CONTENT, httpx.codes.NOT_FOUND):
+            raise self._refuse(path, response)
+
+    async def respond(self, request: AgentRequest) -> AgentResponse:
+        """`POST /v1/responses`, checked for count, order and ids against the request."""
+        response = await self._call("POST", "/v1/responses", request.model_dump(mode="json"))
+        if response.status_code != httpx.codes.OK:
+            raise self._refuse("/v1/responses", response)
+        try:
+            answer = AgentResponse.parse_json(response.content)
+            answer.validate_request(request)
+        except ContractError as error:
+            raise AgentCallError(self.base_url, f"/v1/responses: {error}") from None
+        return answer
+
+    async def coach(self, request: SpecializedCoachingRequest) -> SpecializedCoachingResponse:
+        """`POST /v1/coaching`, checked against the request's id and reinjection points."""
+        body = request.model_dump(mode="json")
+        response = await self._call("POST", "/v1/coaching", body)
+        if response.status_code != httpx.codes.OK:
+            raise self._refuse("/v1/coaching", response)
+        try:
+            answer = SpecializedCoachingResponse.parse_json(response.content)
+            answer.validate_request(request)
+        except ContractError as error:
+            raise AgentCallError(self.base_url, f"/v1/coaching: {error}") from None
+        return answer
