@@ -37,6 +37,11 @@ class Keys:
         return f"{self.prefix}:events:dead"
 
     @property
+    def terminals(self) -> str:
+        """Stream of candidates whose events may open coaching or prove an attempt."""
+        return f"{self.prefix}:terminals"
+
+    @property
     def results(self) -> str:
         """Stream through which worker jobs hand their results back to the controller."""
         return f"{self.prefix}:results"

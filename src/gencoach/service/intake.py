@@ -2,9 +2,10 @@
 
 At least once from the stream, exactly once in the graph: an entry is acknowledged
 only after the Lua script applied it (or refused it, or recognised it as a
-duplicate), and the script refuses a `(run_id, seq)` it has seen. Entries a crashed
-consumer never acknowledged are read again: this consumer's own on start-up, other
-consumers' once they have been idle for `claim_idle_s`.
+duplicate), and the script refuses a `(run_id, seq)` it has seen. In the same step,
+before the acknowledgement, every event that may end something coachable is
+forwarded to the terminals stream, so a crash never loses an opportunity (a
+re-delivered duplicate is forwarded again; the coaching side is idempotent).
 """
 
 from __future__ import annotations
@@ -14,22 +15,28 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
-import redis.exceptions
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.logs import get_logger
-from gencoach.protocol import AnyEvent, parse_event_json
+from gencoach.protocol import (
+    AnyEvent,
+    CandidateCreated,
+    CandidateExecuted,
+    RunStarted,
+    parse_event_json,
+)
+from gencoach.service.consumer import ConsumerOptions, Entry, StreamConsumer
 from gencoach.service.graphstore import Applied, GraphStore
 
 _EVENT_KEY = EVENT_FIELD.encode()
 
 log = get_logger("intake")
 
-Entry = tuple[bytes, dict[bytes, bytes]]
 AppliedHook = Callable[[list[tuple[AnyEvent, Applied]]], Awaitable[None]]
+AgentCheck = Callable[[str], bool]
 
 
 @dataclass
@@ -54,13 +61,13 @@ class IntakeOptions:
     claim_every_s: float = 5.0
 
 
-async def ensure_group(client: Redis, keys: Keys) -> None:
-    """Create the controllers' consumer group (and the stream) unless it exists."""
-    try:
-        await client.xgroup_create(keys.events, CONTROLLER_GROUP, id="0", mkstream=True)
-    except redis.exceptions.ResponseError as error:
-        if "BUSYGROUP" not in str(error):
-            raise
+def terminal_fields(event: AnyEvent) -> dict[str, str] | None:
+    """The terminals-stream entry for an event that may end something coachable."""
+    if isinstance(event, CandidateCreated) and event.invalid_reason is not None:
+        return {"run_id": event.run_id, "candidate_id": event.candidate_id, "on": "created"}
+    if isinstance(event, CandidateExecuted) and event.stage_end is not None:
+        return {"run_id": event.run_id, "candidate_id": event.candidate_id, "on": "executed"}
+    return None
 
 
 class Intake:
@@ -73,89 +80,54 @@ class Intake:
         store: GraphStore,
         options: IntakeOptions,
         on_applied: AppliedHook | None = None,
+        agent_allowed: AgentCheck | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.store = store
         self.options = options
         self.on_applied = on_applied
+        self.agent_allowed = agent_allowed
         self.counters = IntakeCounters()
-        self._stopping = anyio.Event()
-        self._running = False
+        self._consumer = StreamConsumer(
+            client,
+            ConsumerOptions(
+                stream=keys.events,
+                group=CONTROLLER_GROUP,
+                consumer=options.consumer,
+                batch_size=options.batch_size,
+                block_ms=options.block_ms,
+                claim_idle_s=options.claim_idle_s,
+                claim_every_s=options.claim_every_s,
+            ),
+            self.process,
+        )
 
     @property
     def running(self) -> bool:
         """Whether the loop is reading the stream."""
-        return self._running
+        return self._consumer.running
 
     def stop(self) -> None:
         """Ask the loop to finish the batch in hand, acknowledge it, and return."""
-        self._stopping.set()
+        self._consumer.stop()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read and apply until stopped; survives Redis outages by retrying with backoff."""
-        await ensure_group(self.client, self.keys)
-        self._running = True
-        task_status.started()
+        """Read and apply until stopped."""
         log.info("intake.started", consumer=self.options.consumer, stream=self.keys.events)
-        backoff_s = 0.1
-        own_pending = True
-        next_claim = 0.0
         try:
-            while not self._stopping.is_set():
-                try:
-                    if anyio.current_time() >= next_claim:
-                        await self._claim_abandoned()
-                        next_claim = anyio.current_time() + self.options.claim_every_s
-                    entries = await self._read(pending=own_pending)
-                    if own_pending and not entries:
-                        own_pending = False
-                        continue
-                    if entries:
-                        await self.process(entries)
-                    backoff_s = 0.1
-                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
-                    log.warning("intake.redis_unavailable", error=str(error), retry_in_s=backoff_s)
-                    with anyio.move_on_after(backoff_s):
-                        await self._stopping.wait()
-                    backoff_s = min(backoff_s * 2, 5.0)
+            await self._consumer.run(task_status=task_status)
         finally:
-            self._running = False
             log.info("intake.stopped", **vars(self.counters))
 
-    async def _read(self, *, pending: bool) -> list[Entry]:
-        streams = {self.keys.events: "0" if pending else ">"}
-        reply = await self.client.xreadgroup(
-            CONTROLLER_GROUP,
-            self.options.consumer,
-            streams,  # type: ignore[arg-type]
-            count=self.options.batch_size,
-            block=None if pending else self.options.block_ms,
-        )
-        if not reply:
-            return []
-        entries: list[Entry] = reply[0][1]  # type: ignore[index,assignment]
-        return entries
-
-    async def _claim_abandoned(self) -> None:
-        """Take over entries other consumers read but never acknowledged, and apply them."""
-        start = "0-0"
-        idle_ms = int(self.options.claim_idle_s * 1000)
-        while True:
-            reply = await self.client.xautoclaim(
-                self.keys.events,
-                CONTROLLER_GROUP,
-                self.options.consumer,
-                min_idle_time=idle_ms,
-                start_id=start,
-                count=self.options.batch_size,
+    def _refusal(self, event: AnyEvent) -> str | None:
+        allowed = self.agent_allowed
+        if isinstance(event, RunStarted) and allowed and not allowed(event.agent_url):
+            return (
+                f"agent_url {event.agent_url} is not allowed: add it (or a prefix of it) "
+                "to the `agents` list of the controller's config"
             )
-            start, entries = reply[0], reply[1]
-            if entries:
-                log.info("intake.claimed", count=len(entries))
-                await self.process(entries)
-            if start in (b"0-0", "0-0"):
-                return
+        return None
 
     async def process(self, entries: Sequence[Entry]) -> None:
         """Apply a batch, dead-letter what cannot be applied, then acknowledge all of it."""
@@ -169,20 +141,33 @@ class Intake:
                 dead.append((entry_id, fields, "the stream entry has no 'event' field"))
                 continue
             try:
-                parsed.append((entry_id, raw, parse_event_json(raw)))
+                event = parse_event_json(raw)
             except ContractError as error:
                 dead.append((entry_id, fields, str(error)))
+                continue
+            refusal = self._refusal(event)
+            if refusal is not None:
+                dead.append((entry_id, fields, f"run.started of run {event.run_id}: {refusal}"))
+                continue
+            parsed.append((entry_id, raw, event))
         results = await self.store.apply([event for _, _, event in parsed]) if parsed else []
         done: list[tuple[AnyEvent, Applied]] = []
+        terminals: list[dict[str, str]] = []
         for (entry_id, raw, event), applied in zip(parsed, results, strict=True):
             if applied.outcome == "err":
                 reason = f"{event.type} seq {event.seq} of run {event.run_id}: {applied.reason}"
                 dead.append((entry_id, {_EVENT_KEY: raw}, reason))
-            elif applied.outcome == "dup":
+                continue
+            if applied.outcome == "dup":
                 self.counters.duplicates += 1
             else:
                 done.append((event, applied))
+            terminal = terminal_fields(event)
+            if terminal is not None:
+                terminals.append(terminal)
         pipe = self.client.pipeline(transaction=False)
+        for terminal in terminals:
+            pipe.xadd(self.keys.terminals, terminal)  # type: ignore[arg-type]
         for entry_id, fields, reason in dead:
             payload = fields.get(_EVENT_KEY) or json.dumps(_decoded(fields)).encode()
             pipe.xadd(

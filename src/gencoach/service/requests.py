@@ -1,0 +1,155 @@
+"""Coaching requests: each one's visible life, kept in Redis beside its run's graph.
+
+opportunity → skipped (why) | admitted → diagnosing → declined | repairing | rewriting
+→ corrected | abandoned | error (why) → reinjected → executed → proven | unproven
+
+A request's id is derived from the terminal candidate and the route, so the same
+opportunity seen twice (a re-delivered event, a second controller) is one request.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+
+from gencoach.constants import Keys
+from gencoach.protocol import CoachingProposal
+from gencoach.protocol.jobs import Diagnosis
+from gencoach.service.router import AgentKind, Route
+
+RequestState = Literal[
+    "opportunity",
+    "skipped",
+    "admitted",
+    "diagnosing",
+    "declined",
+    "repairing",
+    "rewriting",
+    "corrected",
+    "abandoned",
+    "error",
+    "reinjected",
+    "executed",
+    "proven",
+    "unproven",
+]
+IN_FLIGHT: frozenset[RequestState] = frozenset({"admitted", "diagnosing", "repairing", "rewriting"})
+ENDED: frozenset[RequestState] = frozenset({"skipped", "declined", "abandoned", "error"})
+
+REQUESTS = "requests"
+
+
+class Transition(BaseModel):
+    """One step of a request's life, with when it happened and why."""
+
+    state: RequestState
+    at: float
+    reason: str | None = None
+
+
+class CoachingRequest(BaseModel):
+    """A coaching request and everything known about it so far."""
+
+    request_id: str
+    run_id: str
+    route: Route
+    kind: AgentKind | None
+    type_coaching: str
+    candidate_id: int
+    candidate_gen_id: str
+    stage_id: int
+    human: bool = False
+    state: RequestState
+    reason: str | None = None
+    attempt: int = 1
+    diagnosis: Diagnosis | None = None
+    proposals: list[CoachingProposal] = Field(default_factory=list)
+    rewrite: str | None = None
+    attempt_ids: list[int] = Field(default_factory=list)
+    history: list[Transition] = Field(default_factory=list)
+
+    def moved(
+        self, state: RequestState, reason: str | None = None, **changes: object
+    ) -> CoachingRequest:
+        """A copy in `state`, its transition recorded with the time and the reason."""
+        step = Transition(state=state, at=time.time(), reason=reason)
+        return self.model_copy(
+            update={"state": state, "reason": reason, "history": [*self.history, step], **changes}
+        )
+
+
+def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
+    """The id of the request a route opens on a candidate."""
+    return f"{run_id}:{candidate_id}:{route}"
+
+
+class RequestStore:
+    """Reads and writes requests; creation is idempotent, updates are last-writer-wins."""
+
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+
+    def _key(self, run_id: str) -> str:
+        return self.keys.run(run_id, REQUESTS)
+
+    async def create(self, request: CoachingRequest) -> bool:
+        """Store a new request; False (and nothing written) if its id already exists."""
+        created = await self.client.hsetnx(
+            self._key(request.run_id), request.request_id, request.model_dump_json()
+        )
+        return bool(created)
+
+    async def save(self, request: CoachingRequest) -> None:
+        """Store a request's new state."""
+        await self.client.hset(
+            self._key(request.run_id), request.request_id, request.model_dump_json()
+        )
+
+    async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
+        """One request, or None."""
+        raw = await self.client.hget(self._key(run_id), request_id)
+        return CoachingRequest.model_validate_json(raw) if raw is not None else None
+
+    async def all(self, run_id: str) -> list[CoachingRequest]:
+        """Every request of a run, oldest first."""
+        raw = await self.client.hgetall(self._key(run_id))
+        requests = [CoachingRequest.model_validate_json(value) for value in raw.values()]
+        return sorted(requests, key=lambda r: (r.history[0].at if r.history else 0, r.request_id))
+
+    async def in_flight(self, run_ids: list[str]) -> list[CoachingRequest]:
+        """Requests admitted and not yet answered, across the given runs."""
+        found: list[CoachingRequest] = []
+        for run_id in run_ids:
+            found.extend(r for r in await self.all(run_id) if r.state in IN_FLIGHT)
+        return found
+
+
+def describe(request: CoachingRequest) -> dict[str, object]:
+    """A request as the API shows it: its state, why, and the time of each transition."""
+    started = request.history[0].at if request.history else None
+    return {
+        "request_id": request.request_id,
+        "route": request.route,
+        "type_coaching": request.type_coaching,
+        "candidate_id": request.candidate_gen_id,
+        "stage_id": request.stage_id,
+        "human": request.human,
+        "state": request.state,
+        "reason": request.reason,
+        "attempt": request.attempt,
+        "diagnosis": request.diagnosis.model_dump() if request.diagnosis else None,
+        "attempt_ids": request.attempt_ids,
+        "history": [
+            {
+                "state": step.state,
+                "at": step.at,
+                "after_s": round(step.at - started, 3) if started is not None else 0.0,
+                "reason": step.reason,
+            }
+            for step in request.history
+        ],
+    }
