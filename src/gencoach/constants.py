@@ -72,6 +72,11 @@ class Keys:
         return self.run(run_id, f"stage:{stage_id}:{part}")
 
     @property
+    def budgets(self) -> str:
+        """Hash of coaching budgets changed over HTTP, applied over the config file's."""
+        return f"{self.prefix}:budgets"
+
+    @property
     def runs(self) -> str:
         """Sorted set of known run ids, scored by the time their run started."""
         return f"{self.prefix}:runs"

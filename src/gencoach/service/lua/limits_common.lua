@@ -1,0 +1,69 @@
+-- Shared head of the per-stage limit scripts; limits.py prepends it to each of them.
+--
+-- KEYS, all of one stage and under the run's hash tag (one Redis Cluster slot):
+--   1 automatic leases (ZSET: request id -> lease expiry, ms since the epoch)
+--   2 human leases (same shape; never refused by the limits, but counted)
+--   3 completed attempt ids (SET)
+--   4 proven attempt ids (SET, a subset of 3)
+--   5 completed requests (HASH: request id -> attempt id)
+--   6 the run's stage index (SET of stage ids)
+-- Every script replies {outcome, detail, pending, human pending, completed, proven}, the
+-- counts taken after the script's writes. Time is the server's (TIME), never a client's.
+-- Scripts check their arguments before the first write: Lua writes are not rolled back.
+
+local auto_key, human_key, completed_key, proven_key, attempts_key, stages_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+
+local function now_ms()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- A message when `value` is not an integer of at least `least`, else nil.
+local function not_integer(value, name, least)
+  local number = tonumber(value)
+  if number == nil or number ~= math.floor(number) or number < least then
+    return 'ERR ' .. name .. ' must be an integer of at least ' .. least
+      .. ', got ' .. tostring(value)
+  end
+  return nil
+end
+
+local function not_request(value)
+  if value == nil or value == '' then
+    return 'ERR the request id must not be empty'
+  end
+  return nil
+end
+
+-- Drop the leases that expired (expiry <= now): their holders stopped renewing.
+local function purge(now)
+  redis.call('ZREMRANGEBYSCORE', auto_key, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', human_key, '-inf', now)
+end
+
+-- The key holding the request's lease and its expiry, or nil when it holds none.
+local function lease_of(request)
+  local expiry = redis.call('ZSCORE', auto_key, request)
+  if expiry then
+    return auto_key, tonumber(expiry)
+  end
+  expiry = redis.call('ZSCORE', human_key, request)
+  if expiry then
+    return human_key, tonumber(expiry)
+  end
+  return nil, nil
+end
+
+-- Live leases only, so a read that purges nothing still counts right.
+local function counts(now)
+  local live = '(' .. now
+  local human = redis.call('ZCOUNT', human_key, live, '+inf')
+  return redis.call('ZCOUNT', auto_key, live, '+inf') + human, human,
+    redis.call('SCARD', completed_key), redis.call('SCARD', proven_key)
+end
+
+local function reply(outcome, detail, now)
+  local pending, human, completed, proven = counts(now)
+  return {outcome, detail, pending, human, completed, proven}
+end

@@ -1,0 +1,20 @@
+-- Count a completed attempt as proven: its branch reached stage success. Once per attempt.
+--
+-- ARGV: 1 attempt id.
+-- Outcomes: 'proven' the first time; 'duplicate' after that; 'unknown' when the attempt
+-- was never completed in this stage (nothing is recorded).
+
+local attempt = ARGV[1]
+local problem = not_integer(attempt, 'the attempt id', 0)
+if problem then
+  return redis.error_reply(problem)
+end
+
+local now = now_ms()
+if redis.call('SISMEMBER', completed_key, attempt) == 0 then
+  return reply('unknown', '', now)
+end
+if redis.call('SADD', proven_key, attempt) == 1 then
+  return reply('proven', '', now)
+end
+return reply('duplicate', '', now)
