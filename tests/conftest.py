@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from gencoach.embedded_redis import EmbeddedRedis
+from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared fixture
 
 SYSTEM_REDIS = "redis://127.0.0.1:6379/15"
 

@@ -19,7 +19,8 @@ from gencoach.connections import redis_url
 from gencoach.errors import ConfigError, RedisError
 from gencoach.logs import configure_logging, get_logger
 from gencoach.service.controller import ControllerOptions, run_controller, save_run
-from gencoach.service.intake import IntakeOptions
+from gencoach.service.dispatch import RQDispatcher
+from gencoach.workers.pool import run_workers
 
 app = typer.Typer(
     name="gencoach",
@@ -120,38 +121,60 @@ def health(
     typer.echo(f"healthy: {url}")
 
 
-def controller_options(settings: Settings, url: str) -> ControllerOptions:
-    """The controller's options from the settings and the resolved Redis URL."""
-    section = settings.controller
-    token = settings.api.token
-    return ControllerOptions(
-        redis_url=url,
-        key_prefix=settings.redis.key_prefix,
-        output_dir=settings.output_dir,
-        intake=IntakeOptions(
-            consumer=section.consumer or socket.gethostname(),
-            batch_size=section.batch_size,
-            claim_idle_s=section.claim_idle_s,
-        ),
-        api_host=settings.api.host,
-        api_port=settings.api.port,
-        api_token=token.get_secret_value() if token is not None else None,
-        saved_ttl_s=section.saved_ttl_s,
-        grace_s=section.grace_s,
-    )
+@app.command()
+def serve(ctx: typer.Context) -> None:
+    """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
+    state: CliState = ctx.obj
+    settings = load_or_exit(state.config_path)
+    path = state.config_path
+    try:
+        with redis_url(settings.redis.url, settings.output_dir) as url:
+            options = ControllerOptions(
+                settings=settings,
+                redis_url=url,
+                consumer=settings.controller.consumer or socket.gethostname(),
+                dispatcher=lambda: RQDispatcher(url, settings.workers.job_timeout_s),
+                reload=lambda: load_settings(path, os.environ),
+            )
+            anyio.run(run_controller, options)
+    except (RedisError, OSError) as error:
+        typer.echo(f"gencoach serve: {error}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()
-def serve(ctx: typer.Context) -> None:
-    """Run the controller daemon until SIGTERM or Ctrl-C."""
+def worker(
+    ctx: typer.Context,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            "--processes", "-p", min=1, help="Worker processes (default: workers.processes)."
+        ),
+    ] = None,
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--queue", "-q", help="A queue to serve; repeatable (default: workers.queues)."
+        ),
+    ] = None,
+    burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
+) -> None:
+    """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
-            anyio.run(run_controller, controller_options(settings, url))
-    except (RedisError, OSError) as error:
-        typer.echo(f"gencoach serve: {error}", err=True)
+            code = run_workers(
+                settings,
+                url,
+                processes=processes or settings.workers.processes,
+                queues=queue or settings.workers.queues,
+                burst=burst,
+            )
+    except RedisError as error:
+        typer.echo(f"gencoach worker: {error}", err=True)
         raise typer.Exit(1) from None
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -164,7 +187,7 @@ def save(
     settings = load_or_exit(state.config_path)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
-            folder = anyio.run(save_run, controller_options(settings, url), run_id)
+            folder = anyio.run(save_run, settings, url, run_id)
     except RedisError as error:
         typer.echo(f"gencoach save: {error}", err=True)
         raise typer.Exit(1) from None

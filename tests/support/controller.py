@@ -27,6 +27,7 @@ class ControllerProcess:
         *,
         api: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
+        settings: dict[str, Any] | None = None,
         **controller: Any,
     ) -> None:
         self.folder = folder
@@ -35,15 +36,17 @@ class ControllerProcess:
         self.port = free_port()
         self.log_path = folder / "controller.log"
         self.config_path = folder / "gencoach.yaml"
-        settings = {
+        config = {
             "redis": {"url": redis_url},
             "output_dir": str(self.output_dir),
             "api": {"port": self.port, **(api or {})},
             "controller": {"consumer": "test-controller", "grace_s": 5, **controller},
             "log": {"format": "json", "level": "debug"},
+            **(settings or {}),
         }
-        self.config_path.write_text(yaml.safe_dump(settings))
+        self.config_path.write_text(yaml.safe_dump(config))
         self.process: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
 
     @property
     def url(self) -> str:
@@ -82,8 +85,26 @@ class ControllerProcess:
         assert self.process is not None
         return self.process.wait(timeout_s)
 
+    def start_workers(self, *args: str) -> subprocess.Popen[bytes]:
+        """Start `gencoach worker` on the same config; it is killed with the controller."""
+        log = (self.folder / f"workers-{len(self.workers)}.log").open("ab")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "worker", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
+            start_new_session=True,
+        )
+        log.close()
+        self.workers.append(worker)
+        return worker
+
     def stop(self) -> None:
-        """Kill the process if it still runs."""
+        """Kill the controller and the workers that still run."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait(10)
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)

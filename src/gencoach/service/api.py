@@ -16,8 +16,11 @@ from gencoach.__about__ import __version__
 from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.protocol import decode_json, parse_event
+from gencoach.service.budgets import BudgetError, Budgets
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake
+from gencoach.service.limits import StageLimits
+from gencoach.service.requests import RequestStore, describe
 
 MAX_BATCH = 10_000
 
@@ -30,6 +33,9 @@ class ApiContext:
     keys: Keys
     store: GraphStore
     intake: Intake
+    limits: StageLimits
+    requests: RequestStore
+    budgets: Budgets
     token: str | None = None
 
 
@@ -112,5 +118,51 @@ def create_app(ctx: ApiContext) -> FastAPI:
         if summary is None:
             return _problem(404, f"unknown run {run_id!r}")
         return JSONResponse(summary)
+
+    @app.get("/v1/runs/{run_id}/stages")
+    async def stages(run_id: str) -> JSONResponse:
+        """Per stage: pending, completed, proven, unproven, and the limits in force."""
+        if await ctx.store.state(run_id) is None:
+            return _problem(404, f"unknown run {run_id!r}")
+        budgets = await ctx.limits.stage_budgets(run_id, await ctx.budgets.current())
+        return JSONResponse({"run_id": run_id, "stages": [b.model_dump() for b in budgets]})
+
+    @app.get("/v1/runs/{run_id}/requests")
+    async def requests(run_id: str) -> JSONResponse:
+        """Every coaching request of the run, with its state, reason and timings."""
+        if await ctx.store.state(run_id) is None:
+            return _problem(404, f"unknown run {run_id!r}")
+        listed = [describe(request) for request in await ctx.requests.all(run_id)]
+        return JSONResponse({"run_id": run_id, "requests": listed})
+
+    @app.get("/v1/budgets")
+    async def budgets() -> JSONResponse:
+        """The budgets in force, and which of them were changed over HTTP."""
+        return JSONResponse(
+            {
+                "effective": (await ctx.budgets.current()).model_dump(),
+                "overrides": await ctx.budgets.overrides(),
+            }
+        )
+
+    @app.put("/v1/budgets", dependencies=[Depends(authorized)])
+    async def change_budgets(request: Request) -> JSONResponse:
+        """Change budgets for every controller from the next admission on."""
+        try:
+            changes = decode_json(await request.body(), "budgets")
+        except ContractError as error:
+            return _problem(400, f"the body is not valid JSON: {error.violations[0].reason}")
+        if not isinstance(changes, dict):
+            return _problem(400, "the body must be a JSON object of budgets")
+        try:
+            limits = await ctx.budgets.change(changes)
+        except BudgetError as error:
+            return _problem(422, "invalid budgets; nothing was changed", errors=error.problems)
+        return JSONResponse({"effective": limits.model_dump()})
+
+    @app.delete("/v1/budgets", dependencies=[Depends(authorized)])
+    async def reset_budgets() -> JSONResponse:
+        """Drop the HTTP changes: the config file's budgets apply again."""
+        return JSONResponse({"effective": (await ctx.budgets.reset()).model_dump()})
 
     return app

@@ -1,47 +1,69 @@
-"""The controller daemon: one task group running intake, saves and the HTTP API.
+"""The controller daemon: one task group running intake, coaching, saves and the API.
 
 Shutdown has two phases. On SIGTERM or SIGINT the controller stops taking work
-(intake finishes and acknowledges the batch in hand, the API stops accepting
-connections, queued saves are written), waiting up to `grace_s`; whatever is still
-running then is cancelled and named in the log. A second signal cancels at once.
+(intake and the coaching streams finish and acknowledge the batch in hand, the API
+stops accepting connections, queued saves are written), waiting up to `grace_s`;
+whatever is still running then is cancelled and named in the log. A second signal
+cancels at once. SIGHUP re-reads the config file: new budgets and route switches
+apply from the next admission.
 """
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import anyio
-from anyio.abc import TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+import httpx
+from anyio.abc import TaskGroup, TaskStatus
 from redis.asyncio import Redis
 
-from gencoach.constants import Keys
+from gencoach.config import Settings
+from gencoach.constants import CONTROLLER_GROUP, Keys
+from gencoach.errors import ConfigError
 from gencoach.logs import get_logger
-from gencoach.protocol import AnyEvent, RunFinished
+from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.api import ApiContext, create_app
+from gencoach.service.budgets import Budgets
+from gencoach.service.coach import Coach, Dispatcher
+from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.graphstore import Applied, GraphStore
 from gencoach.service.httpserver import HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
+from gencoach.service.limits import StageLimits
 from gencoach.service.persist import Persister
+from gencoach.service.reconcile import Reconciler
+from gencoach.service.registry import AgentRegistry
+from gencoach.service.requests import RequestStore
 
 log = get_logger("controller")
 
 
+class _Loop(Protocol):
+    @property
+    def running(self) -> bool: ...
+
+    def stop(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ControllerOptions:
-    """Everything the controller needs from the settings, resolved at the edge."""
+    """Everything the controller needs, resolved at the edge (the CLI)."""
 
+    settings: Settings
     redis_url: str
-    key_prefix: str
-    output_dir: Path
-    intake: IntakeOptions
-    api_host: str
-    api_port: int
-    api_token: str | None
-    saved_ttl_s: int
-    grace_s: float
+    consumer: str
+    dispatcher: Callable[[], Dispatcher]
+    reload: Callable[[], Settings] | None = None
+
+    @property
+    def api_token(self) -> str | None:
+        """The bearer token mutating routes require, if any."""
+        token = self.settings.api.token
+        return token.get_secret_value() if token is not None else None
 
 
 class Controller:
@@ -49,26 +71,92 @@ class Controller:
 
     def __init__(self, options: ControllerOptions) -> None:
         self.options = options
-        self.keys = Keys(options.key_prefix)
+        self._settings = options.settings
+        section = options.settings.controller
+        self.keys = Keys(options.settings.redis.key_prefix)
         self.client = Redis.from_url(options.redis_url)
+        self.http_client = httpx.AsyncClient(timeout=30.0)
         self.store = GraphStore(self.client, self.keys)
-        self.persister = Persister(self.store, options.output_dir, options.saved_ttl_s)
-        self.intake = Intake(
-            self.client, self.keys, self.store, options.intake, on_applied=self._after_apply
+        self.persister = Persister(self.store, options.settings.output_dir, section.saved_ttl_s)
+        self.requests = RequestStore(self.client, self.keys)
+        self.limits = StageLimits(self.client, self.keys)
+        self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
+        self.registry = AgentRegistry(self.client, self.keys, self.http_client)
+        self.coach = Coach(
+            self.client,
+            self.keys,
+            self.store,
+            self.requests,
+            self.limits,
+            self.registry,
+            self.settings,
+            self.budgets,
+            options.dispatcher(),
         )
-        context = ApiContext(self.client, self.keys, self.store, self.intake, options.api_token)
-        self.http = HttpServer(create_app(context), options.api_host, options.api_port)
-        self._saves: MemoryObjectSendStream[str]
-        self._saves_out: MemoryObjectReceiveStream[str]
+        self.intake = Intake(
+            self.client,
+            self.keys,
+            self.store,
+            IntakeOptions(
+                consumer=options.consumer,
+                batch_size=section.batch_size,
+                claim_idle_s=section.claim_idle_s,
+            ),
+            on_applied=self._after_apply,
+            agent_allowed=options.settings.agent_allowed,
+        )
+        self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
+        self.results = self._consumer(self.keys.results, self.coach.on_results)
+        self.reconciler = Reconciler(
+            self.store, self.requests, self.limits, self.coach, self.settings
+        )
+        context = ApiContext(
+            self.client,
+            self.keys,
+            self.store,
+            self.intake,
+            self.limits,
+            self.requests,
+            self.budgets,
+            options.api_token,
+        )
+        api = options.settings.api
+        self.http = HttpServer(create_app(context), api.host, api.port)
         self._saves, self._saves_out = anyio.create_memory_object_stream[str](1000)
-        self._stopping = False
         self._stop_requested = anyio.Event()
         self._saves_done = anyio.Event()
+        self._stopping = False
+
+    def settings(self) -> Settings:
+        """The settings in force (reloaded on SIGHUP)."""
+        return self._settings
+
+    def _consumer(self, stream: str, handler: Callable[..., object]) -> StreamConsumer:
+        section = self._settings.controller
+        options = ConsumerOptions(
+            stream=stream,
+            group=CONTROLLER_GROUP,
+            consumer=self.options.consumer,
+            batch_size=50,
+            claim_idle_s=section.claim_idle_s,
+        )
+        return StreamConsumer(self.client, options, handler)  # type: ignore[arg-type]
 
     async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
         for event, _ in done:
-            if isinstance(event, RunFinished):
-                await self._saves.send(event.run_id)
+            if isinstance(event, RunStarted):
+                self._tasks.start_soon(self._register, event.run_id, event.agent_url)
+            elif isinstance(event, RunFinished):
+                self._tasks.start_soon(self._finish, event.run_id)
+
+    async def _register(self, run_id: str, agent_url: str) -> None:
+        await self.registry.register(run_id, agent_url, self._settings)
+
+    async def _finish(self, run_id: str) -> None:
+        started = await self.store.started(run_id)
+        if started is not None:
+            await self.registry.unregister(run_id, started.agent_url)
+        await self._saves.send(run_id)
 
     async def _save_loop(self, *, task_status: TaskStatus[None]) -> None:
         # Finished runs a previous controller acknowledged but never saved come first.
@@ -83,30 +171,44 @@ class Controller:
                     log.exception("run.save_failed", run_id=run_id)
         self._saves_done.set()
 
+    async def _catch_up(self) -> None:
+        # Runs whose run.started was applied but whose agent was never asked (a crash).
+        for run_id in await self.store.runs_in_state("active"):
+            started = await self.store.unregistered(run_id)
+            if started is not None:
+                self._tasks.start_soon(self._register, run_id, started.agent_url)
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""
         try:
             async with anyio.create_task_group() as tg:
+                self._tasks = tg
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self._save_loop)
-                await tg.start(self.intake.run)
+                await self._catch_up()
+                for loop in (self.intake, self.terminals, self.results, self.reconciler):
+                    await tg.start(loop.run)
                 await tg.start(self.http.run)
                 log.info(
                     "controller.ready",
-                    api=f"http://{self.options.api_host}:{self.http.port}",
-                    consumer=self.options.intake.consumer,
+                    api=f"http://{self._settings.api.host}:{self.http.port}",
+                    consumer=self.options.consumer,
                 )
                 task_status.started()
                 await self._wait_drained()
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
+                await self.http_client.aclose()
                 await self.client.aclose()
-            log.info("controller.stopped", **vars(self.intake.counters))
+            log.info(
+                "controller.stopped", **vars(self.intake.counters), **vars(self.coach.counters)
+            )
 
     async def _wait_drained(self) -> None:
         await self._stop_requested.wait()
-        while self.intake.running or self.http.running:  # noqa: ASYNC110 - both are flags
+        loops: tuple[_Loop, ...] = (self.intake, self.terminals, self.results, self.http)
+        while any(loop.running for loop in loops):  # noqa: ASYNC110 - they are flags
             await anyio.sleep(0.05)
         await self._saves.aclose()  # the save loop writes what is queued, then ends
         await self._saves_done.wait()
@@ -117,12 +219,27 @@ class Controller:
             return
         self._stopping = True
         self._stop_requested.set()
-        self.intake.stop()
-        self.http.stop()
+        for loop in (self.intake, self.terminals, self.results, self.reconciler, self.http):
+            loop.stop()
 
-    async def _watch_signals(self, tg: anyio.abc.TaskGroup) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    def reload(self) -> None:
+        """Re-read the config file; budgets and routes apply from the next admission."""
+        if self.options.reload is None:
+            return
+        try:
+            fresh = self.options.reload()
+        except ConfigError as error:
+            log.error("config.reload_refused", problems=[str(p) for p in error.problems])
+            return
+        self._settings = self._settings.model_copy(update={"coaching": fresh.coaching})
+        log.info("config.reloaded", limits=fresh.coaching.limits.model_dump())
+
+    async def _watch_signals(self, tg: TaskGroup) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             async for signum in signals:
+                if signum == signal.SIGHUP:
+                    self.reload()
+                    continue
                 if self._stopping:
                     log.warning("controller.forced_stop", signal=signal.Signals(signum).name)
                     tg.cancel_scope.cancel()
@@ -131,14 +248,16 @@ class Controller:
                 self.stop()
                 tg.start_soon(self._deadline, tg)
 
-    async def _deadline(self, tg: anyio.abc.TaskGroup) -> None:
-        await anyio.sleep(self.options.grace_s)
-        busy = [
-            name
-            for name, running in (("intake", self.intake.running), ("api", self.http.running))
-            if running
-        ]
-        log.warning("controller.grace_expired", grace_s=self.options.grace_s, still_running=busy)
+    async def _deadline(self, tg: TaskGroup) -> None:
+        grace_s = self._settings.controller.grace_s
+        await anyio.sleep(grace_s)
+        named: dict[str, _Loop] = {
+            "intake": self.intake,
+            "terminals": self.terminals,
+            "results": self.results,
+        }
+        busy = [name for name, loop in named.items() if loop.running]
+        log.warning("controller.grace_expired", grace_s=grace_s, still_running=busy)
         tg.cancel_scope.cancel()
 
 
@@ -147,11 +266,13 @@ async def run_controller(options: ControllerOptions) -> None:
     await Controller(options).run()
 
 
-async def save_run(options: ControllerOptions, run_id: str) -> Path | None:
+async def save_run(settings: Settings, redis_url: str, run_id: str) -> Path | None:
     """Save one run now (a finished one is also marked saved); None for an unknown run."""
-    client = Redis.from_url(options.redis_url)
+    client = Redis.from_url(redis_url)
     try:
-        store = GraphStore(client, Keys(options.key_prefix))
-        return await Persister(store, options.output_dir, options.saved_ttl_s).save(run_id)
+        keys = Keys(settings.redis.key_prefix)
+        store = GraphStore(client, keys)
+        persister = Persister(store, settings.output_dir, settings.controller.saved_ttl_s)
+        return await persister.save(run_id)
     finally:
         await client.aclose()

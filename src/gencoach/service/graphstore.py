@@ -26,6 +26,8 @@ from gencoach.protocol import (
     CandidateCreated,
     CandidateExecuted,
     CoachingError,
+    CoachingLog,
+    CoachingMarker,
     JsonObject,
     RunFinished,
     RunStarted,
@@ -56,7 +58,9 @@ _SCRIPT_PARTS: Final = (
     LINKS,
     MEMBERS,
 )
-RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches")
+MARKERS, LOGS = "markers", "logs"
+# Parts written outside the apply script: coaching markers, requests, coaching logs.
+RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches", MARKERS, "requests", LOGS)
 
 UNKNOWN_AGENT: Final = "unknown"
 _EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
@@ -196,6 +200,47 @@ class GraphStore:
         if started:
             now = await self.client.time()
             await self.client.zadd(self.keys.runs, dict.fromkeys(started, now[0]), nx=True)
+
+    async def storage_id(self, run_id: str, candidate_id: str) -> int | None:
+        """The storage id of a candidate known by its generator id."""
+        value = await self.client.hget(self.keys.run(run_id, CANDIDATE_IDS), candidate_id)
+        return int(value) if value is not None else None
+
+    async def markers(self, run_id: str, candidate_ids: list[int]) -> dict[int, CoachingMarker]:
+        """The coaching markers of those candidates that have one."""
+        if not candidate_ids:
+            return {}
+        values = await self.client.hmget(self.keys.run(run_id, MARKERS), candidate_ids)
+        return {
+            cid: CoachingMarker.model_validate_json(value)
+            for cid, value in zip(candidate_ids, values, strict=True)
+            if value is not None
+        }
+
+    async def started(self, run_id: str) -> RunStarted | None:
+        """The run's run.started event, or None for an unknown run."""
+        raw = await self.client.hget(self.keys.run(run_id, META), "started")
+        return RunStarted.model_validate_json(raw) if raw is not None else None
+
+    async def unregistered(self, run_id: str) -> RunStarted | None:
+        """The run.started of a run whose agent was never asked for its info, if so."""
+        started, info, error = await self.client.hmget(
+            self.keys.run(run_id, META), ["started", "agent_info", "agent_error"]
+        )
+        if started is None or info is not None or error is not None:
+            return None
+        return RunStarted.model_validate_json(started)
+
+    async def add_logs(self, run_id: str, logs: Sequence[CoachingLog]) -> None:
+        """Keep coaching exchanges' logs for the run's `_coaching_logs/`."""
+        if logs:
+            key = self.keys.run(run_id, LOGS)
+            await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
+
+    async def coaching_logs(self, run_id: str) -> list[CoachingLog]:
+        """Every coaching log kept for the run, in arrival order."""
+        raw = await self.client.lrange(self.keys.run(run_id, LOGS), 0, -1)
+        return [CoachingLog.model_validate_json(item) for item in raw]
 
     async def run_ids(self) -> list[str]:
         """Every run this Redis has seen start, oldest first."""

@@ -20,7 +20,6 @@ from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
     AgentError,
     CandidateRecord,
-    CoachingLog,
     Producer,
     RunConfig,
     SituationLink,
@@ -164,7 +163,7 @@ class Persister:
         """Where a run's save goes."""
         return self.output_dir / run_folder_name(run_id)
 
-    async def save(self, run_id: str, logs: list[CoachingLog] | None = None) -> Path | None:
+    async def save(self, run_id: str) -> Path | None:
         """Write the run's save (again, whole); mark a finished run saved. None if unknown."""
         graph = await self.store.load(run_id)
         if graph is None:
@@ -173,7 +172,8 @@ class Persister:
         records = build_records(graph)
         config = build_config(graph, agent_id, agent_version)
         folder = self.folder_for(run_id)
-        await anyio.to_thread.run_sync(write_save, folder, config, records, logs or [])
+        logs = await self.store.coaching_logs(run_id)
+        await anyio.to_thread.run_sync(write_save, folder, config, records, logs)
         if graph.state in ("finished", "saved"):
             await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s)
         log.info(

@@ -1,0 +1,292 @@
+"""The coaching state machine: opportunities become admitted requests, jobs, answers.
+
+Terminal candidates (from the terminals stream) are routed; a request the limits
+admit gets its first job (diagnosis, rewrite, or repair for a format error); each
+job's result (from the results stream) moves the request on, to the repair job or
+to an end. Every step is keyed by the request id and checks the request's state
+first, so re-delivered entries and stale results change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from redis.asyncio import Redis
+
+from gencoach.config import Settings
+from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
+from gencoach.errors import ContractError
+from gencoach.logs import bound, get_logger
+from gencoach.protocol import (
+    REPLACEMENT_POINT,
+    CoachingProposal,
+    ReplaceSay,
+)
+from gencoach.protocol.jobs import AnyJob, JobResult
+from gencoach.service.budgets import Budgets
+from gencoach.service.consumer import Entry
+from gencoach.service.graphstore import GraphStore, RunGraph, as_text
+from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
+from gencoach.service.limits import StageLimits
+from gencoach.service.registry import AgentRegistry
+from gencoach.service.requests import CoachingRequest, RequestStore, request_id_for
+from gencoach.service.router import Routed, Skip, route
+from gencoach.service.trajectory import Step, trajectory
+
+log = get_logger("coach")
+
+
+class Dispatcher(Protocol):
+    """Hands a job to the workers."""
+
+    async def dispatch(self, job: AnyJob) -> None:
+        """Enqueue the job."""
+
+
+@dataclass
+class CoachCounters:
+    """What the coaching loop has done, for status and metrics."""
+
+    opportunities: int = 0
+    skipped: int = 0
+    admitted: int = 0
+    refused_by_limits: int = 0
+    corrected: int = 0
+    ended: int = 0
+
+
+class Coach:
+    """Moves coaching requests through their life."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: Keys,
+        store: GraphStore,
+        requests: RequestStore,
+        limits: StageLimits,
+        registry: AgentRegistry,
+        settings: Callable[[], Settings],
+        budgets: Budgets,
+        dispatcher: Dispatcher,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.store = store
+        self.requests = requests
+        self.limits = limits
+        self.registry = registry
+        self.settings = settings
+        self.budgets = budgets
+        self.dispatcher = dispatcher
+        self.counters = CoachCounters()
+
+    async def on_terminals(self, entries: Sequence[Entry]) -> None:
+        """Handle a batch of the terminals stream, then acknowledge it."""
+        for _, fields in entries:
+            if fields:
+                run_id = as_text(fields[b"run_id"])
+                candidate = as_text(fields[b"candidate_id"])
+                with bound(run_id=run_id):
+                    await self.on_terminal(run_id, candidate)
+        ids = [entry_id for entry_id, _ in entries]
+        await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, *ids)
+
+    async def _steps(self, run_id: str, candidate_id: int) -> tuple[list[Step], RunGraph] | None:
+        graph = await self.store.lineage(run_id, candidate_id)
+        if graph is None:
+            return None
+        markers = await self.store.markers(run_id, list(graph.candidates))
+        return trajectory(graph, candidate_id, markers), graph
+
+    async def on_terminal(self, run_id: str, gen_candidate_id: str) -> None:
+        """Route a terminal candidate; open, admit and dispatch its request."""
+        settings = self.settings()
+        if not settings.coaching.enabled:
+            return
+        candidate_id = await self.store.storage_id(run_id, gen_candidate_id)
+        found = await self._steps(run_id, candidate_id) if candidate_id is not None else None
+        if found is None or candidate_id is None:
+            log.warning("coach.unknown_candidate", candidate_id=gen_candidate_id)
+            return
+        steps, graph = found
+        decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
+        if decision is None:
+            return
+        request_id = request_id_for(run_id, candidate_id, decision.route)
+        request = await self.requests.get(run_id, request_id)
+        if request is None:
+            self.counters.opportunities += 1
+            request = CoachingRequest(
+                request_id=request_id,
+                run_id=run_id,
+                route=decision.route,
+                kind=decision.kind if isinstance(decision, Routed) else None,
+                type_coaching=decision.type_coaching,
+                candidate_id=candidate_id,
+                candidate_gen_id=gen_candidate_id,
+                stage_id=steps[-1].stage_id,
+                state="opportunity",
+            ).moved("opportunity")
+            await self.requests.create(request)
+        if request.state != "opportunity":
+            return  # seen before: it has moved on
+        with bound(request_id=request_id):
+            if isinstance(decision, Skip):
+                await self._end(request, "skipped", decision.reason)
+                return
+            await self._admit(request, steps, graph, settings)
+
+    async def _admit(
+        self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
+    ) -> None:
+        admission = await self.limits.admit(
+            request.run_id,
+            request.stage_id,
+            request.request_id,
+            await self.budgets.current(),
+            settings.coaching.lease_s,
+            human=request.human,
+        )
+        if not admission.admitted:
+            self.counters.refused_by_limits += 1
+            await self._end(request, "skipped", f"refused by the stage limits: {admission.reason}")
+            return
+        self.counters.admitted += 1
+        log.info("coaching.admitted", route=request.route, stage=request.stage_id)
+        await self._first_job(request.moved("admitted"), steps, graph, settings)
+
+    async def _first_job(
+        self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
+    ) -> None:
+        if request.route == "format":
+            request = request.moved("repairing")
+        elif request.route == "text_rewrite":
+            request = request.moved("rewriting")
+        else:
+            request = request.moved("diagnosing")
+        await self._dispatch(request, steps, graph, settings)
+
+    async def _dispatch(
+        self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
+    ) -> None:
+        """Save the request, then enqueue the job its state calls for."""
+        lease_s = settings.coaching.lease_s
+        backend = next(iter(settings.backends))
+        job: AnyJob
+        if request.state == "diagnosing":
+            job = diagnosis_job(request, graph, steps, backend, lease_s)
+        elif request.state == "rewriting":
+            job = rewrite_job(request, steps, backend, lease_s)
+        else:
+            selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
+            timeout_s = settings.workers.job_timeout_s
+            job = repair_job(request, graph, steps, selected, timeout_s, lease_s)
+        await self.requests.save(request)
+        await self.dispatcher.dispatch(job)
+
+    async def retry(self, request: CoachingRequest, reason: str, max_attempts: int) -> None:
+        """Dispatch an in-flight request's job again after its worker was lost, or give up."""
+        if request.attempt >= max_attempts:
+            await self._end(
+                request, "abandoned", f"{reason}; gave up after {request.attempt} attempts"
+            )
+            return
+        settings = self.settings()
+        admission = await self.limits.admit(
+            request.run_id,
+            request.stage_id,
+            request.request_id,
+            await self.budgets.current(),
+            settings.coaching.lease_s,
+            human=request.human,
+        )
+        if not admission.admitted:  # the stage is full now: a later pass tries again
+            log.info("coaching.retry_waiting", reason=admission.reason)
+            return
+        found = await self._steps(request.run_id, request.candidate_id)
+        if found is None:
+            await self._end(request, "abandoned", f"{reason}; the run's graph is gone")
+            return
+        steps, graph = found
+        retried = request.moved(request.state, f"retry: {reason}", attempt=request.attempt + 1)
+        log.warning("coaching.retry", attempt=retried.attempt, reason=reason)
+        await self._dispatch(retried, steps, graph, settings)
+
+    async def _end(self, request: CoachingRequest, state: str, reason: str) -> None:
+        ended = request.moved(state, reason)  # type: ignore[arg-type]
+        await self.requests.save(ended)
+        if state == "skipped":
+            self.counters.skipped += 1
+        else:
+            self.counters.ended += 1
+            await self.limits.release(request.run_id, request.stage_id, request.request_id)
+        log.info("coaching.ended", state=state, reason=reason, route=request.route)
+
+    async def on_results(self, entries: Sequence[Entry]) -> None:
+        """Handle a batch of the results stream, then acknowledge it."""
+        for entry_id, fields in entries:
+            raw = fields.get(RESULT_FIELD.encode()) if fields else None
+            if raw is None:
+                continue
+            try:
+                result = JobResult.parse_json(raw)
+            except ContractError as error:
+                log.error("coach.bad_result", entry_id=as_text(entry_id), reason=str(error))
+                continue
+            with bound(run_id=result.run_id, request_id=result.request_id):
+                await self.on_result(result)
+        ids = [entry_id for entry_id, _ in entries]
+        await self.client.xack(self.keys.results, CONTROLLER_GROUP, *ids)
+
+    async def on_result(self, result: JobResult) -> None:
+        """Move a request on with its job's result; stale or repeated results are ignored."""
+        request = await self.requests.get(result.run_id, result.request_id)
+        expected = {"diagnosis": "diagnosing", "repair": "repairing", "rewrite": "rewriting"}
+        if request is None or request.attempt != result.attempt:
+            return
+        if request.state != expected[result.job]:
+            return
+        await self.store.add_logs(result.run_id, result.logs)
+        if result.status in ("abandoned", "error"):
+            await self._end(request, result.status, result.reason or result.status)
+        elif result.status == "declined":
+            await self._end(request, "declined", result.reason or "nothing to correct")
+        elif result.job == "diagnosis" and result.diagnosis is not None:
+            await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
+        elif result.job == "rewrite" and result.rewrite is not None:
+            payload = ReplaceSay(text=result.rewrite).model_dump(mode="json")
+            proposal = CoachingProposal(
+                reinjection_point_id=REPLACEMENT_POINT, extra_keys={"coaching": payload}
+            )
+            await self._corrected(request, [proposal], rewrite=result.rewrite)
+        elif result.job == "repair" and result.coaching is not None:
+            answer = result.coaching
+            if answer.status == "corrected":
+                await self._corrected(request, answer.proposals)
+            else:
+                await self._end(request, answer.status, answer.reason or answer.status)
+
+    async def _repair(self, request: CoachingRequest) -> None:
+        diagnosis = request.diagnosis
+        assert diagnosis is not None
+        found = await self._steps(request.run_id, request.candidate_id)
+        if found is None:
+            await self._end(request, "error", "the run's graph is gone")
+            return
+        steps, graph = found
+        repairing = request.moved("repairing", f"diagnosed step {diagnosis.step_id}")
+        await self._dispatch(repairing, steps, graph, self.settings())
+
+    async def _corrected(
+        self,
+        request: CoachingRequest,
+        proposals: list[CoachingProposal],
+        rewrite: str | None = None,
+    ) -> None:
+        self.counters.corrected += 1
+        corrected = request.moved("corrected", None, proposals=proposals, rewrite=rewrite)
+        await self.requests.save(corrected)
+        log.info("coaching.corrected", proposals=len(proposals), route=request.route)

@@ -1,0 +1,89 @@
+"""Reconciliation: requests whose worker died are retried or abandoned, never lost.
+
+Workers renew their request's lease while they work. Every `every_s` the controller
+looks at its runs' requests: one in flight whose lease lapsed lost its worker and is
+dispatched again (up to `max_attempts`); one answered and awaiting reinjection keeps
+its pending slot, so the controller renews its lease; one left as a bare
+opportunity by a crash is routed again. RQ's own recovery of a killed job is far
+slower (DESIGN.md, "Known pitfalls") and is not waited for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import anyio
+import redis.exceptions
+from anyio.abc import TaskStatus
+
+from gencoach.config import Settings
+from gencoach.logs import bound, get_logger
+from gencoach.service.coach import Coach
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.limits import StageLimits
+from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
+
+log = get_logger("reconcile")
+
+MAX_ATTEMPTS = 3
+
+
+class Reconciler:
+    """The periodic pass over in-flight requests."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        requests: RequestStore,
+        limits: StageLimits,
+        coach: Coach,
+        settings: Callable[[], Settings],
+        every_s: float = 2.0,
+    ) -> None:
+        self.store = store
+        self.requests = requests
+        self.limits = limits
+        self.coach = coach
+        self.settings = settings
+        self.every_s = every_s
+        self._stopping = anyio.Event()
+
+    def stop(self) -> None:
+        """End the loop after the pass in hand."""
+        self._stopping.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Reconcile every `every_s` until stopped."""
+        task_status.started()
+        while not self._stopping.is_set():
+            try:
+                await self.pass_once()
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+                log.warning("reconcile.redis_unavailable", error=str(error))
+            with anyio.move_on_after(self.every_s):
+                await self._stopping.wait()
+
+    async def pass_once(self) -> None:
+        """One look at every active run's requests."""
+        lease_s = self.settings().coaching.lease_s
+        for run_id in await self.store.runs_in_state("active"):
+            for request in await self.requests.all(run_id):
+                with bound(run_id=run_id, request_id=request.request_id):
+                    if request.state in IN_FLIGHT:
+                        alive = await self.limits.lease_alive(
+                            run_id, request.stage_id, request.request_id
+                        )
+                        if not alive:
+                            reason = f"the {request.state} worker's lease lapsed"
+                            await self.coach.retry(request, reason, MAX_ATTEMPTS)
+                    elif request.state == "corrected":
+                        await self.limits.renew(
+                            run_id, request.stage_id, request.request_id, lease_s
+                        )
+                    elif request.state == "opportunity" and _older_than(request, lease_s):
+                        await self.coach.on_terminal(run_id, request.candidate_gen_id)
+
+
+def _older_than(request: CoachingRequest, age_s: float) -> bool:
+    return bool(request.history) and time.time() - request.history[-1].at > age_s

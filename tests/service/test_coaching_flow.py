@@ -1,0 +1,152 @@
+"""The coaching loop end to end up to the agent's correction: a real controller, real RQ
+workers, a scripted OpenAI-compatible server and a scripted agent, all on loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from gencoach.client import Reporter
+from tests.support.agent_server import ScriptedAgent, default_info
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import known_run_events
+from tests.support.llm_server import ScriptedLLMServer, json_reply, scripted_llm_servers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLMServer]:
+    """A scripted OpenAI-compatible server."""
+    with scripted_llm_servers() as start:
+        yield start()
+
+
+def _coaching_settings(llm: ScriptedLLMServer, **routes: bool) -> dict[str, Any]:
+    return {
+        "coaching": {"enabled": True, "lease_s": 5, "routes": routes},
+        "backends": {
+            "llm": {
+                "type": "openai",
+                "endpoint": llm.endpoint,
+                "default_model": "scripted",
+                "timeout_s": 10,
+                "max_retries": 0,
+                "headers": {"Authorization": "Bearer llm-secret"},
+            }
+        },
+        "workers": {"processes": 2, "job_timeout_s": 60},
+    }
+
+
+def _report(redis_url: str, run_id: str, agent_url: str) -> None:
+    with Reporter(run_id, redis_url=redis_url) as reporter:
+        for kind, fields in known_run_events()[:-1]:
+            if kind == "run.started":
+                fields = {**fields, "agent_url": agent_url}
+            reporter.emit(kind, **fields)
+
+
+def _requests(controller: ControllerProcess, run_id: str) -> dict[str, dict[str, Any]]:
+    response = httpx.get(f"{controller.url}/v1/runs/{run_id}/requests")
+    if response.status_code != 200:
+        return {}
+    return {item["route"]: item for item in response.json()["requests"]}
+
+
+def _settled(controller: ControllerProcess, run_id: str, count: int) -> Callable[[], Any]:
+    ended = {"corrected", "skipped", "declined", "abandoned", "error"}
+
+    def check() -> Any:
+        found = _requests(controller, run_id)
+        done = len(found) == count and all(r["state"] in ended for r in found.values())
+        return found if done else None
+
+    return check
+
+
+def test_each_route_reaches_the_agent_with_the_right_request(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """An invalid answer, a failed stage and a suboptimal finish each end as a correction,
+    with the LLM asked only where two decisions could be blamed."""
+    llm.script(
+        json_reply(
+            {
+                "decision_index": 2,
+                "reason": "sw9 is not in the task",
+                "expected_decision": "press sw4",
+            }
+        )
+    )
+    controller = controller_factory(settings=_coaching_settings(llm))
+    controller.start()
+    controller.start_workers()
+    _report(redis_url, "flow", scripted_agent.url)
+    found = wait_for(_settled(controller, "flow", 3), timeout_s=60, what="three settled requests")
+    assert {route: r["state"] for route, r in found.items()} == {
+        "format": "corrected",
+        "failure": "corrected",
+        "suboptimal": "corrected",
+    }, found
+
+    session = scripted_agent.sessions["flow"]
+    backend = session["backends"]["llm"]
+    assert (backend["type"], backend["endpoint"]) == ("ollama", llm.endpoint)
+    assert backend["headers"] == {
+        "Authorization": "Bearer llm-secret",
+        "Content-type": "application/json",
+    }
+
+    (diagnosis_call,) = llm.requests  # only the failure had two diagnosable decisions
+    prompt = json.dumps(diagnosis_call.body["messages"])
+    assert "press sw0 then sw4" in prompt
+    assert "sw9" in prompt
+
+    by_kind = {request["kind"]: request for request in scripted_agent.coaching_requests}
+    assert set(by_kind) == {"format", "failure", "suboptimal"}
+    failure = by_kind["failure"]
+    assert failure["target_step_id"] == 3
+    assert failure["diagnosis"] == {
+        "explanation": "sw9 is not in the task",
+        "expected_decision": "press sw4",
+    }
+    assert failure["reinjection_points"] == [
+        {"id": "replacement", "input_step_id": 3, "input": None}
+    ]
+    assert [step["id"] for step in failure["trajectory"]] == [0, 3]
+    assert by_kind["format"]["target_step_id"] == 1
+    assert by_kind["format"]["additional_info"]["invalid_reason"].startswith("an answer must not")
+    assert by_kind["suboptimal"]["target_step_id"] == 4
+    assert found["suboptimal"]["diagnosis"]["rule"] == "single_step"
+    assert "llm-secret" not in controller.log_text()
+
+
+def test_skip_rules_are_recorded_with_their_reasons(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """A route switched off and a kind the agent does not offer end as skipped, with why."""
+    scripted_agent.info = default_info(specialized_coaching=["format", "failure"])
+    controller = controller_factory(settings=_coaching_settings(llm, failure=False))
+    controller.start()
+    controller.start_workers()
+    _report(redis_url, "skips", scripted_agent.url)
+    found = wait_for(_settled(controller, "skips", 3), timeout_s=60, what="three settled requests")
+    assert found["failure"]["state"] == "skipped"
+    assert (
+        found["failure"]["reason"] == "the failure route is switched off (coaching.routes.failure)"
+    )
+    assert found["suboptimal"]["state"] == "skipped"
+    assert found["suboptimal"]["reason"] == "the agent does not offer suboptimal coaching"
+    assert found["format"]["state"] == "corrected"
+    assert llm.requests == []
