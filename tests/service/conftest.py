@@ -14,6 +14,7 @@ from redis.asyncio import Redis as AsyncRedis
 from gencoach.constants import Keys
 from gencoach.service.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
+from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
 
 
 @pytest.fixture
@@ -53,3 +54,10 @@ async def async_redis(redis_url: str, redis_client: redis.Redis) -> AsyncIterato
 async def store(async_redis: AsyncRedis) -> GraphStore:
     """A graph store on the test database."""
     return GraphStore(async_redis, Keys())
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLMServer]:
+    """A scripted OpenAI-compatible server on loopback."""
+    with scripted_llm_servers() as start:
+        yield start()

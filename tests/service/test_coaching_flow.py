@@ -4,69 +4,16 @@ workers, a scripted OpenAI-compatible server and a scripted agent, all on loopba
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
-import httpx
 import pytest
 
-from gencoach.client import Reporter
 from tests.support.agent_server import ScriptedAgent, default_info
+from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import known_run_events
-from tests.support.llm_server import ScriptedLLMServer, json_reply, scripted_llm_servers
+from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLMServer]:
-    """A scripted OpenAI-compatible server."""
-    with scripted_llm_servers() as start:
-        yield start()
-
-
-def _coaching_settings(llm: ScriptedLLMServer, **routes: bool) -> dict[str, Any]:
-    return {
-        "coaching": {"enabled": True, "lease_s": 5, "routes": routes},
-        "backends": {
-            "llm": {
-                "type": "openai",
-                "endpoint": llm.endpoint,
-                "default_model": "scripted",
-                "timeout_s": 10,
-                "max_retries": 0,
-                "headers": {"Authorization": "Bearer llm-secret"},
-            }
-        },
-        "workers": {"processes": 2, "job_timeout_s": 60},
-    }
-
-
-def _report(redis_url: str, run_id: str, agent_url: str) -> None:
-    with Reporter(run_id, redis_url=redis_url) as reporter:
-        for kind, fields in known_run_events()[:-1]:
-            if kind == "run.started":
-                fields = {**fields, "agent_url": agent_url}
-            reporter.emit(kind, **fields)
-
-
-def _requests(controller: ControllerProcess, run_id: str) -> dict[str, dict[str, Any]]:
-    response = httpx.get(f"{controller.url}/v1/runs/{run_id}/requests")
-    if response.status_code != 200:
-        return {}
-    return {item["route"]: item for item in response.json()["requests"]}
-
-
-def _settled(controller: ControllerProcess, run_id: str, count: int) -> Callable[[], Any]:
-    ended = {"corrected", "skipped", "declined", "abandoned", "error"}
-
-    def check() -> Any:
-        found = _requests(controller, run_id)
-        done = len(found) == count and all(r["state"] in ended for r in found.values())
-        return found if done else None
-
-    return check
 
 
 def test_each_route_reaches_the_agent_with_the_right_request(
@@ -86,11 +33,11 @@ def test_each_route_reaches_the_agent_with_the_right_request(
             }
         )
     )
-    controller = controller_factory(settings=_coaching_settings(llm))
+    controller = controller_factory(settings=coaching_settings(llm))
     controller.start()
     controller.start_workers()
-    _report(redis_url, "flow", scripted_agent.url)
-    found = wait_for(_settled(controller, "flow", 3), timeout_s=60, what="three settled requests")
+    report_known(redis_url, "flow", scripted_agent.url)
+    found = wait_for(settled(controller, "flow", 3), timeout_s=60, what="three settled requests")
     assert {route: r["state"] for route, r in found.items()} == {
         "format": "corrected",
         "failure": "corrected",
@@ -137,11 +84,11 @@ def test_skip_rules_are_recorded_with_their_reasons(
 ) -> None:
     """A route switched off and a kind the agent does not offer end as skipped, with why."""
     scripted_agent.info = default_info(specialized_coaching=["format", "failure"])
-    controller = controller_factory(settings=_coaching_settings(llm, failure=False))
+    controller = controller_factory(settings=coaching_settings(llm, failure=False))
     controller.start()
     controller.start_workers()
-    _report(redis_url, "skips", scripted_agent.url)
-    found = wait_for(_settled(controller, "skips", 3), timeout_s=60, what="three settled requests")
+    report_known(redis_url, "skips", scripted_agent.url)
+    found = wait_for(settled(controller, "skips", 3), timeout_s=60, what="three settled requests")
     assert found["failure"]["state"] == "skipped"
     assert (
         found["failure"]["reason"] == "the failure route is switched off (coaching.routes.failure)"

@@ -37,6 +37,9 @@ from gencoach.service.trajectory import Step, trajectory
 
 log = get_logger("coach")
 
+# How long a terminal waits for its run's agent to say what coaching it offers.
+REGISTRATION_WAIT_S = 60.0
+
 
 class Dispatcher(Protocol):
     """Hands a job to the workers."""
@@ -112,6 +115,8 @@ class Coach:
             log.warning("coach.unknown_candidate", candidate_id=gen_candidate_id)
             return
         steps, graph = found
+        if not await self.registry.wait_registered(run_id, REGISTRATION_WAIT_S):
+            log.warning("coach.agent_unknown", reason="the run's agent was not asked in time")
         decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
         if decision is None:
             return

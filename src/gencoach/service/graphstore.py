@@ -224,10 +224,10 @@ class GraphStore:
 
     async def unregistered(self, run_id: str) -> RunStarted | None:
         """The run.started of a run whose agent was never asked for its info, if so."""
-        started, info, error = await self.client.hmget(
-            self.keys.run(run_id, META), ["started", "agent_info", "agent_error"]
+        started, registered = await self.client.hmget(
+            self.keys.run(run_id, META), ["started", "registered"]
         )
-        if started is None or info is not None or error is not None:
+        if started is None or registered is not None:
             return None
         return RunStarted.model_validate_json(started)
 

@@ -9,6 +9,7 @@ session is closed.
 
 from __future__ import annotations
 
+import anyio
 import httpx
 from redis.asyncio import Redis
 
@@ -26,6 +27,7 @@ log = get_logger("registry")
 # MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
 SESSION_BACKEND_TYPE = "ollama"
 NO_COACHING = AgentCoaching()
+REGISTERED = "registered"
 
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
@@ -64,7 +66,17 @@ class AgentRegistry:
         self.http = http
 
     async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
-        """Read the agent's announcement and open its coaching session if it offers one."""
+        """Read the agent's announcement and open its coaching session if it offers one.
+
+        The run is marked registered last, whatever happened, so `wait_registered` tells
+        the coaching loop when what the agent offers is known.
+        """
+        try:
+            return await self._register(run_id, agent_url, settings)
+        finally:
+            await self.client.hset(self.keys.run(run_id, META), REGISTERED, "1")
+
+    async def _register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         meta = self.keys.run(run_id, META)
         agent = AgentClient(agent_url, self.http)
         try:
@@ -128,6 +140,15 @@ class AgentRegistry:
             log.warning("agent.session_close_failed", run_id=run_id, reason=error.reason)
             return
         await self.client.hset(self.keys.run(run_id, META), "session", "closed")
+
+    async def wait_registered(self, run_id: str, timeout_s: float) -> bool:
+        """Wait until the run's agent was asked what it offers; False on timeout."""
+        with anyio.move_on_after(timeout_s):
+            # Another controller may be the one registering: the flag in Redis is the signal.
+            while not await self.client.hexists(self.keys.run(run_id, META), REGISTERED):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            return True
+        return False
 
     async def coaching(self, run_id: str) -> AgentCoaching:
         """What the run's agent offers; nothing when it never answered its info."""

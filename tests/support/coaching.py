@@ -1,0 +1,61 @@
+"""Helpers for coaching tests: the controller's settings, reporting, reading requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from gencoach.client import Reporter
+from tests.support.controller import ControllerProcess
+from tests.support.graphs import known_run_events
+from tests.support.llm_server import ScriptedLLMServer
+
+SETTLED = frozenset({"corrected", "skipped", "declined", "abandoned", "error"})
+
+
+def coaching_settings(llm: ScriptedLLMServer, **routes: bool) -> dict[str, Any]:
+    """Settings that enable coaching with the scripted LLM as the one backend."""
+    return {
+        "coaching": {"enabled": True, "lease_s": 5, "routes": routes},
+        "backends": {
+            "llm": {
+                "type": "openai",
+                "endpoint": llm.endpoint,
+                "default_model": "scripted",
+                "timeout_s": 10,
+                "max_retries": 0,
+                "headers": {"Authorization": "Bearer llm-secret"},
+            }
+        },
+        "workers": {"processes": 2, "job_timeout_s": 60},
+    }
+
+
+def report_known(redis_url: str, run_id: str, agent_url: str) -> None:
+    """Report the known run (not finished) with the given agent."""
+    with Reporter(run_id, redis_url=redis_url) as reporter:
+        for kind, fields in known_run_events()[:-1]:
+            if kind == "run.started":
+                fields = {**fields, "agent_url": agent_url}
+            reporter.emit(kind, **fields)
+
+
+def requests_of(controller: ControllerProcess, run_id: str) -> dict[str, dict[str, Any]]:
+    """The run's requests by route, as `GET /v1/runs/{id}/requests` shows them."""
+    response = httpx.get(f"{controller.url}/v1/runs/{run_id}/requests")
+    if response.status_code != 200:
+        return {}
+    return {item["route"]: item for item in response.json()["requests"]}
+
+
+def settled(controller: ControllerProcess, run_id: str, count: int) -> Callable[[], Any]:
+    """A condition: the run has `count` requests, all ended; its value is the requests."""
+
+    def check() -> Any:
+        found = requests_of(controller, run_id)
+        done = len(found) == count and all(r["state"] in SETTLED for r in found.values())
+        return found if done else None
+
+    return check
