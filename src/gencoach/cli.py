@@ -17,6 +17,7 @@ from gencoach.__about__ import __version__
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
 from gencoach.errors import ConfigError, RedisError
+from gencoach.export.command import export_command
 from gencoach.logs import configure_logging, get_logger
 from gencoach.service.controller import ControllerOptions, run_controller, save_run
 from gencoach.service.dispatch import RQDispatcher
@@ -175,6 +176,49 @@ def worker(
         typer.echo(f"gencoach worker: {error}", err=True)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+@app.command("export")
+def export(
+    source: Annotated[Path, typer.Argument(help="A run folder or any folder above runs.")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="chat, full-history, preference, or a plugin's.")
+    ],
+    options: Annotated[
+        Path | None,
+        typer.Option("--options", dir_okay=False, help="A JSON object of format options."),
+    ] = None,
+    validation_ratio: Annotated[
+        float, typer.Option("--validation-ratio", help="Share of tasks held out.")
+    ] = 0.05,
+    split_seed: Annotated[int, typer.Option("--split-seed", help="Seed of the task split.")] = 42,
+    shuffle_seed: Annotated[
+        int, typer.Option("--shuffle-seed", help="Seed of tool and rule order shuffles.")
+    ] = 42,
+    skip_pre_made: Annotated[
+        bool, typer.Option("--skip-pre-made", help="Reuse a complete, verified export.")
+    ] = False,
+    out: Annotated[
+        Path | None, typer.Option("--out", file_okay=False, help="Default: SOURCE/datasets.")
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="A progress bar on a TTY.")
+    ] = True,
+) -> None:
+    """Turn saved graphs into training datasets (no Redis, agent or backend needed)."""
+    raise typer.Exit(
+        export_command(
+            source,
+            fmt,
+            options,
+            validation_ratio,
+            split_seed,
+            shuffle_seed,
+            skip_pre_made,
+            out,
+            progress,
+        )
+    )
 
 
 @app.command()

@@ -8,6 +8,7 @@ GencoachError
 ├── RedisError             the Redis server cannot be reached or started
 │   └── EmbeddedRedisError the private server for this process tree would not start
 ├── AgentCallError         an agent was unreachable or answered outside the protocol
+├── ExportError            an export cannot run (bad options, unknown format, no usable save)
 └── BackendError           an LLM backend gave no usable answer (a function raised, a bad reply)
     ├── BackendUnavailable  unreachable, timing out or overloaded after every retry: try later
     ├── BackendRequestError the backend refuses the request as configured (HTTP 4xx): fix config
@@ -109,6 +110,14 @@ class AgentCallError(GencoachError):
         self.agent_url = agent_url
         self.reason = reason
         super().__init__(f"agent {agent_url}: {reason}")
+
+
+class ExportError(GencoachError):
+    """The export cannot run, and nothing was written; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 class BackendError(GencoachError):

@@ -1,0 +1,85 @@
+"""`gencoach export`: the command's behaviour, one-line messages and exit codes.
+
+Exit codes: 0 when the export is complete (or a complete one was reused), 1 when it was
+written but some saves or examples failed (listed in `export_failures.json`), 2 when it
+could not run at all and nothing was written.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Final
+
+from gencoach.errors import ExportError
+from gencoach.export.manifest import FAILURES_FILE
+from gencoach.export.options import load_options
+from gencoach.export.progress import display
+from gencoach.export.runner import ExportOutcome, ExportSettings, run_export
+
+EXIT_OK: Final = 0
+EXIT_FAILURES: Final = 1
+EXIT_UNUSABLE: Final = 2
+
+
+def export_command(
+    source: Path,
+    fmt: str,
+    options_file: Path | None,
+    validation_ratio: float,
+    split_seed: int,
+    shuffle_seed: int,
+    skip_pre_made: bool,
+    out: Path | None,
+    progress: bool,
+) -> int:
+    """Export the saves below `source` in format `fmt`; return the exit code."""
+    try:
+        settings = ExportSettings(
+            source=source,
+            format=fmt,
+            options=load_options(options_file),
+            validation_ratio=validation_ratio,
+            split_seed=split_seed,
+            shuffle_seed=shuffle_seed,
+            skip_pre_made=skip_pre_made,
+            out=out,
+        )
+        with display(progress) as screen:
+            outcome = run_export(settings, report=screen.say, track=screen.track)
+    except ExportError as error:
+        print(f"error: {error.reason}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    print(summary(outcome))
+    if outcome.failures:
+        where = outcome.destination / FAILURES_FILE
+        print(f"{_count(len(outcome.failures), 'failure')}: see {where}", file=sys.stderr)
+        return EXIT_FAILURES
+    return EXIT_OK
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def summary(outcome: ExportOutcome) -> str:
+    """One line saying what the export did."""
+    rows = sum(outcome.rows.values())
+    per_channel = ", ".join(f"{channel}: {count}" for channel, count in outcome.rows.items())
+    if outcome.reused:
+        return (
+            f"reused the complete export in {outcome.destination} "
+            f"({_count(rows, 'row')}; sources, settings and file hashes unchanged)"
+        )
+    line = (
+        f"exported {_count(rows, 'row')} ({per_channel}) from {_count(outcome.saves, 'save')} "
+        f"to {outcome.destination}"
+    )
+    if outcome.partition is not None:
+        line += (
+            f"; {_count(len(outcome.partition.train), 'train task')}, "
+            f"{_count(len(outcome.partition.validation), 'validation task')}"
+        )
+    if outcome.skipped:
+        line += f"; {_count(len(outcome.skipped), 'save')} skipped"
+    return line

@@ -1,0 +1,1 @@
+"""The built-in export formats: `full-history`, `chat` and `preference`."""

@@ -1,0 +1,183 @@
+"""Trajectories as OpenAI-style chat messages and tools, shared by `chat` and `preference`.
+
+A user instruction is a `user` message. Environment feedback after an answer that
+called tools is one `tool` message answering that turn (the generator reports one
+feedback for all its calls, so it carries the first call's id); feedback with no call
+before it is a `user` message. An answer is an `assistant` message: its words as
+content, its calls as `tool_calls` whose `arguments` is a JSON string naming the robot
+(`target_robot_name`) first. Tools become `{type: "function", function: {name,
+description, parameters}}`, MAGMA's `arguments` turned into a JSON Schema with the
+robot as a required string parameter. The system message holds the prompt, the
+attributes and the `memory_list` rules the agent was given.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from gencoach.export.history import Step
+from gencoach.export.inputs import JsonObject, ModelInput
+from gencoach.protocol import AgentDecision, AgentInstruction, CandidateRecord
+
+Message = dict[str, Any]
+
+DEFAULT_SYSTEM_PROMPT: Final = (
+    "You are an agent that controls robots. Answer the user in words, or act by calling "
+    "tools; every call names the robot that runs it."
+)
+ROBOT_ARGUMENT: Final = "target_robot_name"
+_ROBOT_SCHEMA: Final = {"type": "string", "description": "name of the robot that runs the call"}
+_JSON_TYPES: Final = {
+    "str": "string",
+    "string": "string",
+    "int": "integer",
+    "integer": "integer",
+    "float": "number",
+    "number": "number",
+    "bool": "boolean",
+    "boolean": "boolean",
+    "list": "array",
+    "array": "array",
+    "dict": "object",
+    "object": "object",
+}
+_REASONING_KEYS: Final = ("reasoning", "thinking")
+
+
+def call_id(candidate_id: int, index: int) -> str:
+    """A tool call id, unique in a conversation and stable across exports."""
+    return f"call_{candidate_id}_{index}"
+
+
+def _parameters(tool: JsonObject) -> dict[str, Any]:
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    schema = tool.get("parameters")
+    if isinstance(schema, dict):
+        given = schema.get("properties")
+        properties = dict(given) if isinstance(given, dict) else {}
+        names = schema.get("required")
+        required = (
+            [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+        )
+    else:
+        arguments = tool.get("arguments")
+        for name, spec in (arguments if isinstance(arguments, dict) else {}).items():
+            described = spec if isinstance(spec, dict) else {}
+            kind = _JSON_TYPES.get(str(described.get("type", "str")).lower(), "string")
+            properties[name] = {"type": kind, "description": str(described.get("description", ""))}
+            required.append(name)
+    properties.pop(ROBOT_ARGUMENT, None)
+    return {
+        "type": "object",
+        "properties": {ROBOT_ARGUMENT: dict(_ROBOT_SCHEMA), **properties},
+        "required": [ROBOT_ARGUMENT, *(name for name in required if name != ROBOT_ARGUMENT)],
+    }
+
+
+def function_tool(tool: JsonObject) -> dict[str, Any]:
+    """A MAGMA (or already OpenAI-shaped) tool as an OpenAI function tool."""
+    inner = tool.get("function")
+    source: JsonObject = (
+        inner if tool.get("type") == "function" and isinstance(inner, dict) else tool
+    )
+    return {
+        "type": "function",
+        "function": {
+            "name": str(source.get("name", "")),
+            "description": str(source.get("description", "")),
+            "parameters": _parameters(source),
+        },
+    }
+
+
+def system_message(prompt: str, seen: ModelInput) -> Message:
+    """The system message: the prompt, then the attributes and rules the agent was given."""
+    parts = [prompt, "Attributes: " + json.dumps(seen.attributes, ensure_ascii=False)]
+    if seen.rules:
+        parts.append("Rules:\n" + "\n".join(f"- {rule}" for rule in seen.rules))
+    return {"role": "system", "content": "\n\n".join(parts)}
+
+
+def instruction_message(instruction: AgentInstruction, previous: CandidateRecord | None) -> Message:
+    """A user message, or the tool message answering the previous turn's calls."""
+    calls = previous.output.tool_calls if previous is not None and previous.output else []
+    if instruction.type == "env" and previous is not None and calls:
+        return {
+            "role": "tool",
+            "tool_call_id": call_id(previous.id, 0),
+            "name": calls[0].name,
+            "content": instruction.content,
+        }
+    return {"role": "user", "content": instruction.content}
+
+
+def assistant_message(candidate: CandidateRecord) -> Message:
+    """An answer as an assistant message (no output: an empty one)."""
+    decision = candidate.output or AgentDecision()
+    message: Message = {"role": "assistant", "content": decision.say}
+    if decision.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id(candidate.id, index),
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": json.dumps(
+                        {
+                            ROBOT_ARGUMENT: call.target_robot_name,
+                            **{k: v for k, v in call.arguments.items() if k != ROBOT_ARGUMENT},
+                        },
+                        ensure_ascii=False,
+                    ),
+                },
+            }
+            for index, call in enumerate(decision.tool_calls)
+        ]
+    return message
+
+
+Turn = tuple[Message, Message]
+
+
+def turns(steps: Sequence[Step], known: dict[int, Turn] | None = None) -> list[Turn]:
+    """Each step as (instruction message, assistant message), root first.
+
+    A step's messages depend on its candidate alone, so `known` (one per save) lets the
+    examples of a save share them; callers copy a message before changing it.
+    """
+    pairs: list[Turn] = []
+    previous: CandidateRecord | None = None
+    for step in steps:
+        pair = known.get(step.candidate.id) if known is not None else None
+        if pair is None:
+            instruction = instruction_message(step.situation.input.instruction, previous)
+            pair = (instruction, assistant_message(step.candidate))
+            if known is not None:
+                known[step.candidate.id] = pair
+        pairs.append(pair)
+        previous = step.candidate
+    return pairs
+
+
+def reasoning_of(candidate: CandidateRecord) -> str:
+    """The agent's internal reasoning: the `reasoning`/`thinking` texts of its internal steps."""
+    texts = []
+    for step in candidate.internal_steps:
+        for key in _REASONING_KEYS:
+            value = step.get(key)
+            if isinstance(value, str) and value:
+                texts.append(value)
+                break
+    return "\n\n".join(texts)
+
+
+def as_parts(message: Message, thinking: str = "") -> Message:
+    """The message with content parts: an optional thinking part, then the text."""
+    parts: list[dict[str, str]] = []
+    if thinking:
+        parts.append({"type": "thinking", "thinking": thinking})
+    parts.append({"type": "text", "text": message["content"]})
+    return {**message, "content": parts}

@@ -1,0 +1,142 @@
+"""`full-history`: MAGMA's full-history agent rows, into `hr_data.json`.
+
+Each row is what the agent was given and what it answered, the structured parts as
+JSON strings: `persistent_rules` (the `memory_list` rules), `attributes`, `tools`,
+`history`, `memory` (the rest of the agent's memory), `instruction` and
+`instruction_role` (`USER` or `ENV`), and `output`, `{"say", "action": {robot: {name,
+arguments}}}`. The history is the agent's own (`memory.history`) when it keeps one;
+otherwise it is rebuilt from the trajectory, one `{author, content}` entry per
+instruction (`USER`/`ENV`) and per answer (`MODEL`, as MAGMA writes it: the words, the
+action as JSON, or both on two lines).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from pydantic import JsonValue
+
+from gencoach.export.formats.base import (
+    SCORE_DIGITS,
+    Exporter,
+    Row,
+    RowFailure,
+    example_id,
+    lineage,
+)
+from gencoach.export.history import Step, trajectory
+from gencoach.export.inputs import example_rng, model_input
+from gencoach.export.selection import Example, SelectionPolicy
+from gencoach.graph import SavedGraph
+from gencoach.protocol import AgentDecision
+
+CHANNEL = "hr_data"
+
+
+class OneCallPerRobotError(ValueError):
+    """A decision sends two calls to one robot, which a MAGMA action cannot hold."""
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def magma_action(decision: AgentDecision, strict: bool = True) -> dict[str, Any]:
+    """`{robot: {name, arguments}}`; leniently, a robot with several calls gets a list."""
+    action: dict[str, Any] = {}
+    for call in decision.tool_calls:
+        entry = {"name": call.name, "arguments": call.arguments}
+        robot = call.target_robot_name
+        if robot not in action:
+            action[robot] = entry
+        elif strict:
+            raise OneCallPerRobotError(
+                f"a full-history row holds one call per robot; the answer sends "
+                f"several calls to {robot!r}"
+            )
+        else:
+            previous = action[robot]
+            action[robot] = [*(previous if isinstance(previous, list) else [previous]), entry]
+    return action
+
+
+def model_content(decision: AgentDecision | None) -> str:
+    """An answer as a MAGMA history entry: the words, the action as JSON, or both."""
+    if decision is None:
+        return ""
+    action = magma_action(decision, strict=False)
+    if not action:
+        return decision.say
+    if not decision.say:
+        return _dumps(action)
+    return f"{decision.say}\n{_dumps(action)}"
+
+
+def rebuilt_history(steps: Sequence[Step]) -> list[JsonValue]:
+    """The history of earlier steps, when the agent kept none in its memory."""
+    entries: list[JsonValue] = []
+    for step in steps:
+        instruction = step.situation.input.instruction
+        entries.append({"author": instruction.type.upper(), "content": instruction.content})
+        entries.append({"author": "MODEL", "content": model_content(step.candidate.output)})
+    return entries
+
+
+class FullHistoryExporter(Exporter):
+    """Selected examples as MAGMA full-history rows."""
+
+    name = "full-history"
+    files: ClassVar[Mapping[str, str]] = {CHANNEL: "hr_data.json"}
+
+    def __init__(self, options: Mapping[str, JsonValue]) -> None:
+        super().__init__(options)
+        self._policy = SelectionPolicy(
+            min_score=self._reader.number("min_score", 0),
+            best_of=self._reader.count("best_of", 1),
+        )
+        self._reader.finish()
+
+    @property
+    def selection(self) -> SelectionPolicy:
+        """Selected examples, limited by `min_score` and `best_of`."""
+        return self._policy
+
+    def rows(
+        self, graph: SavedGraph, examples: Sequence[Example], shuffle_seed: int
+    ) -> Iterator[Row | RowFailure]:
+        """One row per selected example."""
+        config = graph.config
+        for example in examples:
+            candidate = graph.candidates[example.candidate_id]
+            situation = graph.situations[example.situation_id]
+            if candidate.output is None:  # selection keeps completed answers only
+                continue
+            try:
+                action = magma_action(candidate.output)
+            except OneCallPerRobotError as error:
+                yield RowFailure(example_id(situation.id, candidate.id), str(error))
+                continue
+            rng = example_rng(shuffle_seed, config.run_id, situation.id, candidate.id)
+            seen = model_input(situation.input, rng)
+            history = seen.history
+            if history is None:
+                history = rebuilt_history(trajectory(graph, candidate.id)[:-1])
+            instruction = situation.input.instruction
+            metadata = lineage(config, situation.id, candidate)
+            metadata["score"] = round(example.score, SCORE_DIGITS)
+            yield Row(
+                CHANNEL,
+                {
+                    "persistent_rules": _dumps(seen.rules),
+                    "attributes": _dumps(seen.attributes),
+                    "tools": _dumps(seen.tools),
+                    "history": _dumps(history),
+                    "memory": _dumps(seen.memory),
+                    "instruction": instruction.content,
+                    "instruction_role": instruction.type.upper(),
+                    "output": _dumps({"say": candidate.output.say, "action": action}),
+                    "metadata": metadata,
+                },
+            )

@@ -1,0 +1,61 @@
+"""What the model saw at a situation, with the orders it must not learn shuffled.
+
+Tool lists, attribute order and the `memory_list` rules reach the model in whatever
+order the generator kept; each example gets its own shuffle, from a generator seeded by
+the shuffle seed and the example's identity, so the result does not depend on which
+other saves are exported alongside it or in what order.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from gencoach.protocol import AgentInput
+
+JsonObject = dict[str, JsonValue]
+
+RULES_KEY = "memory_list"
+HISTORY_KEY = "history"
+
+
+def example_rng(seed: int, run_id: str, *ids: int) -> random.Random:
+    """The shuffle generator of one example (string seeds hash the same in every process)."""
+    return random.Random(":".join([str(seed), run_id, *map(str, ids)]))
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """A situation's input as an example shows it: shuffled copies, memory split out."""
+
+    tools: list[JsonObject]
+    attributes: JsonObject
+    rules: list[JsonValue]
+    history: list[JsonValue] | None
+    memory: JsonObject
+
+
+def model_input(source: AgentInput, rng: random.Random) -> ModelInput:
+    """Shuffle tools, attributes and rules; `history` is the agent's own when it keeps one."""
+    tools = list(source.tools)
+    rng.shuffle(tools)
+    items = list(source.attributes.items())
+    rng.shuffle(items)
+    memory = dict(source.memory)
+    rules = memory.pop(RULES_KEY, None)
+    if isinstance(rules, list):
+        rules = list(rules)
+        rng.shuffle(rules)
+    else:
+        if rules is not None:
+            memory[RULES_KEY] = rules
+        rules = []
+    history = memory.pop(HISTORY_KEY, None)
+    if history is not None and not isinstance(history, list):
+        memory[HISTORY_KEY] = history
+        history = None
+    return ModelInput(
+        tools=tools, attributes=dict(items), rules=rules, history=history, memory=memory
+    )

@@ -1,0 +1,42 @@
+"""Fixtures for export tests: a source folder of saves, and exports run on it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gencoach.export import ExportOutcome, ExportSettings, run_export
+
+Export = Callable[..., ExportOutcome]
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """An empty folder to write saves into; exports go to its `datasets/`."""
+    folder = tmp_path / "output"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def export(source: Path) -> Export:
+    """Run an export of `source` with the given format and settings; messages are collected."""
+
+    def run(fmt: str = "chat", messages: list[str] | None = None, **settings: Any) -> ExportOutcome:
+        sink = messages if messages is not None else []
+        return run_export(ExportSettings(source=source, format=fmt, **settings), report=sink.append)
+
+    return run
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a `.jsonl` file or a `.json` array."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        rows: list[dict[str, Any]] = json.loads(text)
+        return rows
+    return [json.loads(line) for line in text.splitlines()]

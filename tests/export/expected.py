@@ -1,0 +1,56 @@
+"""Rows and messages as the chat formats must write them, for the plain coached run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.export.saves import FEEDBACK
+
+SYSTEM = (
+    "You are an agent that controls robots. Answer the user in words, or act by calling "
+    "tools; every call names the robot that runs it.\n\n"
+    'Attributes: {"known_robots": ["panda"]}\n\n'
+    "Rules:\n- press buttons in order"
+)
+ROBOT = {"type": "string", "description": "name of the robot that runs the call"}
+PRESS_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "press_button",
+        "description": "Press a button once with the robot.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "target_robot_name": ROBOT,
+                "id": {"type": "string", "description": "id of the button to press"},
+            },
+            "required": ["target_robot_name", "id"],
+        },
+    },
+}
+
+
+def press_turn(candidate_id: int, button: str, weight: int | None = 1) -> dict[str, Any]:
+    """An assistant turn pressing `button`, as the chat formats write it."""
+    call = {
+        "id": f"call_{candidate_id}_0",
+        "type": "function",
+        "function": {
+            "name": "press_button",
+            "arguments": f'{{"target_robot_name": "panda", "id": "{button}"}}',
+        },
+    }
+    turn: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
+    if weight is not None:
+        turn["weight"] = weight
+    return turn
+
+
+def feedback(candidate_id: int) -> dict[str, Any]:
+    """The tool message answering the press of `candidate_id`."""
+    return {
+        "role": "tool",
+        "tool_call_id": f"call_{candidate_id}_0",
+        "name": "press_button",
+        "content": FEEDBACK,
+    }

@@ -1,0 +1,245 @@
+"""The `chat` format: OpenAI-style conversations, weights, options, and loading with `datasets`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.export.conftest import Export, read_rows
+from tests.export.expected import PRESS_TOOL, ROBOT, SYSTEM, feedback, press_turn
+from tests.export.saves import (
+    FEEDBACK,
+    candidate,
+    coached_run,
+    executed,
+    press,
+    run_config,
+    situation,
+    stage,
+    write_run,
+)
+
+
+def _chat(source: Path, name: str = "chat.jsonl") -> list[dict[str, Any]]:
+    return read_rows(source / "datasets" / name)
+
+
+def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path) -> None:
+    """c5 of the coached run: system, user, tool feedback, assistant calls as JSON strings."""
+    write_run(source / "run", coached_run(plain=True))
+    export("chat")
+    rows = _chat(source)
+    assert [row["metadata"]["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
+    assert rows[2] == {
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "press sw0, then sw4"},
+            press_turn(0, "sw0"),
+            feedback(0),
+            press_turn(2, "sw4"),
+            {"role": "user", "content": "now say done"},
+            press_turn(5, "sw0"),
+        ],
+        "tools": [PRESS_TOOL],
+        "metadata": {
+            "run_id": "run-1",
+            "scenario": "buttons",
+            "target": "sw0-sw4",
+            "situation_id": 2,
+            "candidate_id": 5,
+            "attempt_ids": [],
+            "origin": "model",
+            "score": 0.4,
+        },
+    }
+
+
+def test_lineage_stays_out_of_the_model_input(export: Export, source: Path) -> None:
+    """Run, situation and attempt ids appear in metadata only, never in messages or tools."""
+    write_run(source / "run", coached_run(plain=True))
+    export("chat")
+    coached = _chat(source)[-1]
+    assert coached["metadata"]["origin"] == "coaching"
+    assert coached["metadata"]["attempt_ids"] == [1]
+    model_input = str(coached["messages"]) + str(coached["tools"])
+    assert "run-1" not in model_input
+    assert "coaching" not in model_input
+
+
+def _recovery(folder: Path) -> None:
+    """c0's call fails (bad call); the agent recovers with c1, which succeeds."""
+    write_run(
+        folder,
+        [
+            situation(
+                0,
+                None,
+                [
+                    candidate(
+                        0,
+                        press("sw9"),
+                        "ongoing",
+                        {"stage_0": stage(1, 0, 0, 1)},
+                        links=[(1, "next")],
+                        execution=executed("sw9", "bad_call"),
+                    )
+                ],
+            ),
+            situation(
+                1,
+                0,
+                [candidate(1, press("sw4"), "optimal", {"stage_0": stage(1, 0, 0, 1)})],
+                content=FEEDBACK,
+                kind="env",
+            ),
+        ],
+    )
+
+
+def test_a_turn_whose_calls_all_failed_is_never_a_target(export: Export, source: Path) -> None:
+    """c0 is selected by its outcome, but its failed turn has weight 0 and ends no row."""
+    _recovery(source / "run")
+    export("chat")
+    (row,) = _chat(source)
+    weights = [m.get("weight") for m in row["messages"] if m["role"] == "assistant"]
+    assert weights == [0, 1]
+    assert row["metadata"]["candidate_id"] == 1
+
+
+def test_per_turn_rows_end_at_each_target_turn_once(export: Export, source: Path) -> None:
+    """One row per distinct target turn of the examples' paths; only its last turn weighs 1."""
+    write_run(source / "run", coached_run(plain=True))
+    export("chat", options={"per_turn": True})
+    rows = _chat(source)
+    assert [row["metadata"]["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
+    weights = [[m["weight"] for m in row["messages"] if m["role"] == "assistant"] for row in rows]
+    assert weights == [[1], [0, 1], [0, 0, 1], [0, 0, 0, 1], [0, 1]]
+
+
+def test_per_turn_skips_failed_turns(export: Export, source: Path) -> None:
+    """In the recovery run, per-turn rows end only at c1, the turn that did not fail."""
+    _recovery(source / "run")
+    export("chat", options={"per_turn": True})
+    assert [row["metadata"]["candidate_id"] for row in _chat(source)] == [1]
+
+
+def test_reasoning_becomes_thinking_parts_and_every_message_uses_parts(
+    export: Export, source: Path
+) -> None:
+    """With `reasoning`, all contents are part lists; the agent's reasoning precedes its text."""
+    steps = [{"component": "planner", "reasoning": "sw4 is next"}]
+    records = [
+        candidate(
+            0,
+            {"say": "ok", "tool_calls": []},
+            "optimal",
+            {"stage_0": stage(1, 0, 0, 1)},
+            internal_steps=steps,
+        )
+    ]
+    write_run(source / "run", [situation(0, None, records)])
+    export("chat", options={"reasoning": True})
+    (row,) = _chat(source)
+    assert all(isinstance(m["content"], list) for m in row["messages"])
+    assert row["messages"][-1]["content"] == [
+        {"type": "thinking", "thinking": "sw4 is next"},
+        {"type": "text", "text": "ok"},
+    ]
+    assert row["messages"][1]["content"] == [{"type": "text", "text": "press sw0, then sw4"}]
+
+
+def test_min_score_keeps_the_best_examples_only(export: Export, source: Path) -> None:
+    """`min_score` 0.45 keeps c2 (0.52) alone."""
+    write_run(source / "run")
+    export("chat", options={"min_score": 0.45})
+    assert [row["metadata"]["candidate_id"] for row in _chat(source)] == [2]
+
+
+def test_best_of_keeps_the_k_best_per_task_across_runs(export: Export, source: Path) -> None:
+    """Two runs of one task, `best_of` 3: both c2 (0.52), then c5 of the first run (0.4)."""
+    write_run(source / "a", config=run_config("run-a"))
+    write_run(source / "b", config=run_config("run-b"))
+    write_run(source / "c", config=run_config("run-c", target="other"))
+    export("chat", options={"best_of": 3})
+    kept = [(row["metadata"]["run_id"], row["metadata"]["candidate_id"]) for row in _chat(source)]
+    assert kept == [
+        ("run-a", 2),
+        ("run-a", 5),
+        ("run-b", 2),
+        ("run-c", 2),
+        ("run-c", 5),
+        ("run-c", 6),
+    ]
+
+
+def test_openai_shaped_tools_pass_through_with_the_robot_added(
+    export: Export, source: Path
+) -> None:
+    """A tool already in OpenAI shape keeps its schema, plus the required robot parameter."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "wave",
+            "description": "Wave.",
+            "parameters": {
+                "type": "object",
+                "properties": {"times": {"type": "integer"}},
+                "required": ["times"],
+            },
+        },
+    }
+    records = [
+        candidate(0, {"say": "hi", "tool_calls": []}, "optimal", {"stage_0": stage(1, 0, 0, 1)})
+    ]
+    write_run(source / "run", [situation(0, None, records, tools=[tool])])
+    export("chat")
+    (row,) = _chat(source)
+    assert row["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "wave",
+                "description": "Wave.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"target_robot_name": ROBOT, "times": {"type": "integer"}},
+                    "required": ["target_robot_name", "times"],
+                },
+            },
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"per_turn": True}, {"reasoning": True}],
+    ids=["default", "per turn", "reasoning"],
+)
+def test_chat_files_load_with_hugging_face_datasets(
+    export: Export, source: Path, options: dict[str, Any]
+) -> None:
+    """`load_dataset("json")` reads every chat file without a schema error, rows intact."""
+    datasets = pytest.importorskip("datasets")
+    steps = [{"reasoning": "press the next one"}]
+    situations = coached_run()
+    situations[1].candidates[0].internal_steps.extend(steps)
+    write_run(source / "a", situations)
+    write_run(source / "b", config=run_config("run-b", target="other"))
+    outcome = export("chat", options=options, validation_ratio=0.5)
+    folder = source / "datasets"
+    for name in ("chat.jsonl", "chat_train.jsonl", "chat_validation.jsonl"):
+        loaded = datasets.load_dataset(
+            "json", data_files=str(folder / name), split="train", cache_dir=str(source / "cache")
+        )
+        assert loaded.num_rows == len(read_rows(folder / name))
+        assert {"messages", "tools", "metadata"} <= set(loaded.column_names)
+    loaded = datasets.load_dataset(
+        "json",
+        data_files=str(folder / "chat.jsonl"),
+        split="train",
+        cache_dir=str(source / "cache"),
+    )
+    assert loaded.num_rows == outcome.rows["chat"]
+    assert loaded[0]["messages"][0]["role"] == "system"
