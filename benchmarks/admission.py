@@ -27,7 +27,7 @@ from redis.asyncio import Redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.embedded_redis import EmbeddedRedis
-from gencoach.service.limits import StageLimits
+from gencoach.limits import StageLimits
 
 RUN, STAGE = "bench-admission", 0
 LEASE_S = 30.0

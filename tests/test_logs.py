@@ -69,3 +69,15 @@ def test_unknown_level_is_refused() -> None:
     """A log level that does not exist fails with a message naming it."""
     with pytest.raises(ValueError, match="unknown log level 'loud'"):
         configure_logging("loud", "json", io.StringIO())
+
+
+def test_counts_named_like_secrets_are_kept() -> None:
+    """Token counts are not credentials: `prompt_tokens` stays visible, `access_token` not."""
+    assert redact({"prompt_tokens": 12, "total_tokens": 30}) == {
+        "prompt_tokens": 12,
+        "total_tokens": 30,
+    }
+    assert redact({"access_token": "abc", "X-Api-Key": "k"}) == {
+        "access_token": REDACTED,
+        "X-Api-Key": REDACTED,
+    }

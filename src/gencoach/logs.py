@@ -16,8 +16,11 @@ LogFormat = Literal["auto", "json", "console"]
 
 REDACTED = "**********"
 
-# Field names whose values are credentials wherever they appear in an event.
-_SECRET_KEY = re.compile(r"authorization|api[_-]?key|token|password|secret|cookie", re.I)
+# Field names whose values are credentials wherever they appear in an event: a whole
+# word of the name, so `access_token` is one but `prompt_tokens` is not.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_-])(?:authorization|api[_-]?key|apikey|token|password|secret|cookie)(?:$|[_-])", re.I
+)
 _URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
 
 

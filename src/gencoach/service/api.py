@@ -15,11 +15,11 @@ from redis.asyncio import Redis
 from gencoach.__about__ import __version__
 from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.errors import ContractError
+from gencoach.limits import StageLimits
 from gencoach.protocol import decode_json, parse_event
 from gencoach.service.budgets import BudgetError, Budgets
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake
-from gencoach.service.limits import StageLimits
 from gencoach.service.requests import RequestStore, describe
 
 MAX_BATCH = 10_000

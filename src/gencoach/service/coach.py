@@ -18,18 +18,18 @@ from redis.asyncio import Redis
 from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
 from gencoach.errors import ContractError
+from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
     REPLACEMENT_POINT,
     CoachingProposal,
     ReplaceSay,
 )
-from gencoach.protocol.jobs import AnyJob, JobResult
+from gencoach.protocol.jobs import AnyJob, JobName, JobResult
 from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.graphstore import GraphStore, RunGraph, as_text
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
-from gencoach.service.limits import StageLimits
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.requests import CoachingRequest, RequestStore, request_id_for
 from gencoach.service.router import Routed, Skip, route
@@ -46,6 +46,9 @@ class Dispatcher(Protocol):
 
     async def dispatch(self, job: AnyJob) -> None:
         """Enqueue the job."""
+
+    async def waiting(self, request_id: str, job: JobName, attempt: int) -> bool:
+        """Whether the job still waits on its queue for a worker."""
 
 
 @dataclass

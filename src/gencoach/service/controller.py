@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
+from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.api import ApiContext, create_app
@@ -33,7 +34,6 @@ from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.graphstore import Applied, GraphStore
 from gencoach.service.httpserver import HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
-from gencoach.service.limits import StageLimits
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry

@@ -8,8 +8,8 @@ import anyio
 import redis
 
 from gencoach.logs import get_logger
-from gencoach.protocol.jobs import AnyJob
-from gencoach.workers.pool import enqueue
+from gencoach.protocol.jobs import AnyJob, JobName
+from gencoach.workers.pool import enqueue, rq_job_id, waiting
 
 log = get_logger("dispatch")
 
@@ -26,3 +26,8 @@ class RQDispatcher:
         call = partial(enqueue, self.connection, job, job_timeout_s=self.job_timeout_s)
         job_id = await anyio.to_thread.run_sync(call)
         log.info("job.enqueued", job=job.job, job_id=job_id, attempt=job.attempt)
+
+    async def waiting(self, request_id: str, job: JobName, attempt: int) -> bool:
+        """Whether that job still waits on its queue for a worker."""
+        call = partial(waiting, self.connection, rq_job_id(request_id, job, attempt))
+        return await anyio.to_thread.run_sync(call)

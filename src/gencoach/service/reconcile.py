@@ -18,15 +18,21 @@ import redis.exceptions
 from anyio.abc import TaskStatus
 
 from gencoach.config import Settings
+from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
+from gencoach.protocol.jobs import JobName
 from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.limits import StageLimits
 from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
 
 log = get_logger("reconcile")
 
 MAX_ATTEMPTS = 3
+JOB_OF_STATE: dict[str, JobName] = {
+    "diagnosing": "diagnosis",
+    "repairing": "repair",
+    "rewriting": "rewrite",
+}
 
 
 class Reconciler:
@@ -64,6 +70,20 @@ class Reconciler:
             with anyio.move_on_after(self.every_s):
                 await self._stopping.wait()
 
+    async def _check_in_flight(self, request: CoachingRequest, lease_s: float) -> None:
+        run_id, stage_id, request_id = request.run_id, request.stage_id, request.request_id
+        job = JOB_OF_STATE.get(request.state)
+        if job is not None and await self.coach.dispatcher.waiting(
+            request_id, job, request.attempt
+        ):
+            # No worker has taken the job yet: until one does, its lease is ours to keep.
+            await self.limits.renew(run_id, stage_id, request_id, lease_s)
+            return
+        if not await self.limits.lease_alive(run_id, stage_id, request_id):
+            await self.coach.retry(
+                request, f"the {request.state} worker's lease lapsed", MAX_ATTEMPTS
+            )
+
     async def pass_once(self) -> None:
         """One look at every active run's requests."""
         lease_s = self.settings().coaching.lease_s
@@ -71,12 +91,7 @@ class Reconciler:
             for request in await self.requests.all(run_id):
                 with bound(run_id=run_id, request_id=request.request_id):
                     if request.state in IN_FLIGHT:
-                        alive = await self.limits.lease_alive(
-                            run_id, request.stage_id, request.request_id
-                        )
-                        if not alive:
-                            reason = f"the {request.state} worker's lease lapsed"
-                            await self.coach.retry(request, reason, MAX_ATTEMPTS)
+                        await self._check_in_flight(request, lease_s)
                     elif request.state == "corrected":
                         await self.limits.renew(
                             run_id, request.stage_id, request.request_id, lease_s

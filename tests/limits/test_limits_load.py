@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.service.limits import StageCounts, StageLimits
+from gencoach.limits import StageCounts, StageLimits
 
 RUN, STAGE = "load", 1
 THREADS, TASKS_PER_THREAD = 4, 8  # 32 admitters: threads with their own loop and connections

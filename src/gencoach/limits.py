@@ -37,7 +37,7 @@ log = get_logger("limits")
 
 # The key parts of one stage, in the order of the scripts' KEYS (then the stage index).
 STAGE_PARTS: Final = ("pending", "human", "completed", "proven", "attempts")
-_LUA: Final = resources.files("gencoach.service").joinpath("lua")
+_LUA: Final = resources.files("gencoach").joinpath("lua")
 _HASH_TAG_CHARS: Final = frozenset("{}")
 
 RefusedBy = Literal["pending", "unproven", "completed"]

@@ -23,7 +23,7 @@ from redis.asyncio import Redis
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.service.limits import StageLimits
+from gencoach.limits import StageLimits
 
 T = TypeVar("T")
 STAGE = 0

@@ -13,7 +13,7 @@ from redis.crc import key_slot
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.service.limits import Admission, StageBudget, StageLimits
+from gencoach.limits import Admission, StageBudget, StageLimits
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,0 +1,232 @@
+"""The RQ job functions: one per job kind, each publishing exactly one JobResult.
+
+RQ imports them by path and calls them with the job's JSON payload in a work-horse.
+Each runs its work in a fresh event loop (`anyio.run`) with its own Redis and HTTP
+clients, renews the request's lease while it works, and publishes one `JobResult` on
+the results stream whatever happens: a payload that does not validate, a backend or
+agent that fails, a lease that is lost, a job that outlives `workers.job_timeout_s`.
+Only a failure to publish (Redis gone) raises, so RQ records the job as failed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import anyio
+import httpx
+import redis.asyncio
+
+from gencoach.agent_client import AgentClient
+from gencoach.constants import RESULT_FIELD, Keys
+from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
+from gencoach.logs import bound, get_logger
+from gencoach.protocol.base import decode_json
+from gencoach.protocol.coaching import SpecializedCoachingResponse
+from gencoach.protocol.jobs import (
+    AnyJob,
+    Diagnosis,
+    DiagnosisJob,
+    JobName,
+    JobResult,
+    RepairJob,
+    RewriteJob,
+)
+from gencoach.workers.backends import make_backend
+from gencoach.workers.backends.python import error_summary
+from gencoach.workers.context import WorkerContext, current_context
+from gencoach.workers.diagnosis import diagnose
+from gencoach.workers.lease import LeaseHold, hold_lease
+from gencoach.workers.prompts import RewriteAnswer, rewrite_messages
+from gencoach.workers.transcripts import Transcript
+
+log = get_logger("jobs")
+
+UNKNOWN = "unknown"
+"""The id an error result carries when the refused payload did not name one."""
+
+JobT = TypeVar("JobT", DiagnosisJob, RepairJob, RewriteJob)
+Status = Literal["done", "declined", "abandoned", "error"]
+_AGENT_STATUS: dict[str, Status] = {"corrected": "done", "abandoned": "abandoned", "error": "error"}
+
+
+def run_diagnosis(payload: str) -> None:
+    """Diagnose a trajectory (a `DiagnosisJob`, on the diagnosis queue)."""
+    _run("diagnosis", DiagnosisJob, payload)
+
+
+def run_repair(payload: str) -> None:
+    """Ask the agent for a correction (a `RepairJob`, on the repair queue)."""
+    _run("repair", RepairJob, payload)
+
+
+def run_rewrite(payload: str) -> None:
+    """Rewrite a rejected text-only answer (a `RewriteJob`, on the diagnosis queue)."""
+    _run("rewrite", RewriteJob, payload)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a job's work produced, before it becomes a JobResult."""
+
+    status: Status
+    reason: str | None = None
+    diagnosis: Diagnosis | None = None
+    coaching: SpecializedCoachingResponse | None = None
+    rewrite: str | None = None
+
+
+def _run(name: JobName, model: type[JobT], payload: str) -> None:
+    context = current_context()
+    anyio.run(_main, name, model, payload, context, backend="asyncio")
+
+
+async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerContext) -> None:
+    client = redis.asyncio.Redis.from_url(context.redis_url)
+    try:
+        try:
+            job = model.parse_json(payload)
+        except ContractError as error:
+            log.error("job.refused", job=name, error=str(error))
+            result = refused_result(name, payload, error)
+        else:
+            with bound(run_id=job.run_id, request_id=job.request_id):
+                result = await perform(job, client, context)
+        with bound(run_id=result.run_id, request_id=result.request_id):
+            await publish(client, context.keys, result)
+    finally:
+        await client.aclose()
+
+
+def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
+    """The error result for a payload that does not validate, with whatever ids it names."""
+    try:
+        data: Any = decode_json(payload, name)
+    except ContractError:
+        data = None
+    fields = data if isinstance(data, dict) else {}
+
+    def text(key: str) -> str:
+        value = fields.get(key)
+        return value if isinstance(value, str) and value else UNKNOWN
+
+    attempt = fields.get("attempt")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        attempt = 1
+    return JobResult(
+        request_id=text("request_id"),
+        run_id=text("run_id"),
+        job=name,
+        attempt=attempt,
+        status="error",
+        reason=f"payload refused: {error}",
+    )
+
+
+async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) -> None:
+    """Append the result to the results stream (shielded: a finished job is always reported)."""
+    try:
+        with anyio.CancelScope(shield=True):
+            entry = await client.xadd(keys.results, {RESULT_FIELD: result.model_dump_json()})
+    except redis.RedisError as error:
+        log.error("job.unpublished", job=result.job, status=result.status, error=str(error))
+        raise
+    log.info("job.published", job=result.job, status=result.status, entry=_text(entry))
+
+
+async def perform(job: AnyJob, client: redis.asyncio.Redis, context: WorkerContext) -> JobResult:
+    """Do the job within its time limit while holding its lease, and say how it went."""
+    log.info("job.started", job=job.job, attempt=job.attempt, pid=os.getpid())
+    started = anyio.current_time()
+    transcript = Transcript()
+    outcome: Outcome | None = None
+    hold: LeaseHold | None = None
+    with anyio.move_on_after(context.job_timeout_s):
+        async with hold_lease(client, context.keys, job.lease, parent_pid=os.getppid()) as held:
+            hold = held
+            outcome = await _guarded(job, client, context, transcript)
+    if hold is not None and hold.lost_by is not None:
+        outcome = Outcome("abandoned", reason=hold.reason)
+    elif outcome is None:
+        outcome = Outcome(
+            "error", reason=f"the job did not finish within {context.job_timeout_s} s"
+        )
+    result = JobResult(
+        request_id=job.request_id,
+        run_id=job.run_id,
+        job=job.job,
+        attempt=job.attempt,
+        status=outcome.status,
+        diagnosis=outcome.diagnosis,
+        coaching=outcome.coaching,
+        rewrite=outcome.rewrite,
+        reason=outcome.reason,
+        logs=transcript.logs,
+        usage=transcript.usage,
+    )
+    log.info(
+        "job.finished",
+        job=job.job,
+        status=result.status,
+        reason=result.reason,
+        elapsed_s=round(anyio.current_time() - started, 3),
+        lease_renewals=hold.renewals if hold is not None else 0,
+        usage_total=result.usage.total_tokens,  # not `*tokens`: logs redact such keys
+    )
+    return result
+
+
+async def _guarded(
+    job: AnyJob, client: redis.asyncio.Redis, context: WorkerContext, transcript: Transcript
+) -> Outcome:
+    try:
+        if isinstance(job, RepairJob):
+            return await _repair(job, context, transcript)
+        return await _ask_backend(job, client, context, transcript)
+    except BackendAnswerError as error:
+        return Outcome("abandoned", reason=str(error))
+    except (BackendError, AgentCallError) as error:
+        return Outcome("error", reason=str(error))
+    except Exception as error:  # a bug must still end in a result, never in silence
+        log.exception("job.crashed", job=job.job)
+        return Outcome("error", reason=f"internal error: {error_summary(error)}")
+
+
+async def _ask_backend(
+    job: DiagnosisJob | RewriteJob,
+    client: redis.asyncio.Redis,
+    context: WorkerContext,
+    transcript: Transcript,
+) -> Outcome:
+    settings = context.settings.backends.get(job.backend)
+    if settings is None:
+        configured = sorted(context.settings.backends)
+        reason = f"backend {job.backend!r} is not configured on this worker (it has {configured})"
+        return Outcome("error", reason=reason)
+    async with make_backend(job.backend, settings, client, keys=context.keys) as backend:
+        if isinstance(job, DiagnosisJob):
+            verdict = await diagnose(job, backend, transcript)
+            return Outcome(verdict.status, reason=verdict.reason, diagnosis=verdict.diagnosis)
+        messages = rewrite_messages(job)
+        answer = await transcript.ask(backend, messages, RewriteAnswer, "text_rewrite")
+        return Outcome("done", rewrite=answer.say)
+
+
+async def _repair(job: RepairJob, context: WorkerContext, transcript: Transcript) -> Outcome:
+    if not context.settings.agent_allowed(job.agent_url):
+        reason = f"agent {job.agent_url} is not under the allowed prefixes (setting `agents`)"
+        return Outcome("error", reason=reason)
+    answer: SpecializedCoachingResponse | None = None
+    async with httpx.AsyncClient(timeout=job.timeout_s) as http:
+        with anyio.move_on_after(job.timeout_s):
+            answer = await AgentClient(job.agent_url, http).coach(job.coaching)
+    if answer is None:
+        reason = f"agent {job.agent_url}: no coaching answer within {job.timeout_s} s"
+        return Outcome("error", reason=reason)
+    transcript.logs.extend(answer.logs)
+    return Outcome(_AGENT_STATUS[answer.status], reason=answer.reason, coaching=answer)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

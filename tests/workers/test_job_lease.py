@@ -1,0 +1,96 @@
+"""Worker jobs hold their request's lease: renewed while they run, stopped when it is gone."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+
+from gencoach.workers.context import WorkerContext, worker_context
+from gencoach.workers.jobs import run_diagnosis
+from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
+from tests.workers.builders import (
+    FAILURE_ANSWER,
+    admit,
+    counts,
+    diagnosis_job,
+    release,
+    results,
+    settings_for,
+)
+
+
+@pytest.fixture
+def context(
+    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
+) -> Iterator[WorkerContext]:
+    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis."""
+    with worker_context(settings_for(llm_server.endpoint), redis_url) as installed:
+        yield installed
+
+
+def test_the_lease_is_renewed_while_a_slow_job_runs(
+    context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
+) -> None:
+    """A 2.5 s LLM reply outlives a 1 s lease, yet the slot stays pending until the job ends."""
+    job = diagnosis_job(lease_s=1.0)
+    admit(context.redis_url, job.lease)
+    llm_server.script(delayed(2.5, json_reply(FAILURE_ANSWER)))
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run_diagnosis, job.model_dump_json())
+        time.sleep(2.0)
+        assert counts(context.redis_url, job.lease).pending == 1
+        running.result(timeout=15)
+    (result,) = results(redis_client)
+    assert result.status == "done"
+
+
+def test_a_job_whose_lease_is_gone_stops_early(
+    context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
+) -> None:
+    """When the controller reclaims the slot, the job stops at the next renewal: abandoned."""
+    job = diagnosis_job(lease_s=0.6)
+    admit(context.redis_url, job.lease)
+    llm_server.script(delayed(20.0, json_reply(FAILURE_ANSWER)))
+    started = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(run_diagnosis, job.model_dump_json())
+        while not llm_server.requests and time.monotonic() - started < 5:
+            time.sleep(0.02)
+        release(context.redis_url, job.lease)
+        running.result(timeout=10)
+    assert time.monotonic() - started < 5
+    (result,) = results(redis_client)
+    assert result.status == "abandoned"
+    assert result.reason == (
+        "lease of request req-1 is gone: the controller reclaimed its pending slot"
+    )
+
+
+def test_a_job_never_admitted_does_no_work(
+    context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
+) -> None:
+    """Without a live lease at start, the job is abandoned before asking the LLM anything."""
+    run_diagnosis(diagnosis_job().model_dump_json())
+    (result,) = results(redis_client)
+    assert result.status == "abandoned"
+    assert llm_server.requests == []
+
+
+def test_a_job_past_its_time_limit_reports_an_error(
+    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A job still waiting at `workers.job_timeout_s` stops and publishes an error saying so."""
+    settings = settings_for(llm_server.endpoint, workers={"job_timeout_s": 1})
+    job = diagnosis_job()
+    admit(redis_url, job.lease)
+    llm_server.script(delayed(20.0, json_reply(FAILURE_ANSWER)))
+    started = time.monotonic()
+    with worker_context(settings, redis_url):
+        run_diagnosis(job.model_dump_json())
+    assert time.monotonic() - started < 5
+    (result,) = results(redis_client)
+    assert (result.status, result.reason) == ("error", "the job did not finish within 1.0 s")
