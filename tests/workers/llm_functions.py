@@ -42,3 +42,10 @@ def not_text(messages: list[dict[str, str]], *, schema: Any, model: str | None) 
 
 
 NOT_A_FUNCTION = 42
+
+
+def knows_the_job(
+    messages: list[dict[str, str]], *, schema: Any, model: str | None, context: dict[str, Any]
+) -> str:
+    """Answer with what the asking job's context says, to show the context arrives."""
+    return json.dumps({"say": f"run {context['run_id']}"})

@@ -10,6 +10,7 @@ from gencoach.config.settings import BackendSettings
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, PythonBackend, make_backend
+from gencoach.workers.prompts import RewriteAnswer
 from tests.workers import llm_functions
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("decision 1 was wrong")]
@@ -88,3 +89,12 @@ async def test_a_function_must_return_text() -> None:
     async with make_backend("rules", python_settings("not_text")) as backend:
         with pytest.raises(BackendError, match="returned dict, not the answer's text"):
             await backend.complete(PROMPT, schema=None)
+
+
+@pytest.mark.asyncio
+async def test_a_function_taking_context_receives_the_jobs() -> None:
+    """A function with a `context` keyword gets what the asking job passes; others do not."""
+    backend = make_backend("teacher", python_settings("knows_the_job"))
+    async with backend:
+        answer = await backend.ask(PROMPT, RewriteAnswer, context={"run_id": "r-7"})
+    assert answer.value.say == "run r-7"

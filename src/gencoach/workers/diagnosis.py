@@ -18,7 +18,7 @@ from pydantic import model_validator
 
 from gencoach.errors import BackendAnswerError
 from gencoach.logs import get_logger
-from gencoach.protocol.base import FieldError
+from gencoach.protocol.base import FieldError, JsonObject
 from gencoach.protocol.jobs import Diagnosis, DiagnosisJob, ExampleCase, JobStep
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
@@ -142,7 +142,7 @@ async def diagnose(job: DiagnosisJob, backend: Backend, transcript: Transcript) 
         return await _suboptimal(job, steps, examples, backend, transcript)
     contract = bounded(_BoundedFailure, len(steps))
     messages = failure_messages(job, examples)
-    answer = await transcript.ask(backend, messages, contract, _coaching_type(job))
+    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
     diagnosis = Diagnosis(
         step_id=steps[answer.decision_index - 1].id,
         decision_index=answer.decision_index,
@@ -161,7 +161,7 @@ async def _suboptimal(
 ) -> Verdict:
     contract = bounded(_BoundedSuboptimal, len(steps))
     messages = suboptimal_messages(job, examples)
-    answer = await transcript.ask(backend, messages, contract, _coaching_type(job))
+    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
     if not answer.suboptimal or answer.decision_idx is None:
         return Verdict("declined", reason=answer.reason.strip() or NOTHING_TO_IMPROVE)
     diagnosis = Diagnosis(
@@ -194,6 +194,11 @@ async def choose_examples(
     if len(known) < len(answer.root):
         log.warning("diagnosis.unknown_cases", selected=answer.root, offered=len(cases))
     return [cases[number - 1] for number in known[:MAX_EXAMPLES]]
+
+
+def _context(job: DiagnosisJob) -> JsonObject:
+    """What an in-process backend may know of the job beyond the prompt."""
+    return job.model_dump(mode="json")
 
 
 def _coaching_type(job: DiagnosisJob) -> str:

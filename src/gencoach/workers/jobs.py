@@ -209,7 +209,9 @@ async def _ask_backend(
             verdict = await diagnose(job, backend, transcript)
             return Outcome(verdict.status, reason=verdict.reason, diagnosis=verdict.diagnosis)
         messages = rewrite_messages(job)
-        answer = await transcript.ask(backend, messages, RewriteAnswer, "text_rewrite")
+        answer = await transcript.ask(
+            backend, messages, RewriteAnswer, "text_rewrite", job.model_dump(mode="json")
+        )
         return Outcome("done", rewrite=answer.say)
 
 

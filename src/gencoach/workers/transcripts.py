@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from gencoach.errors import BackendAnswerError
-from gencoach.protocol.base import ContractModel, ContractRootModel
+from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.coaching import CoachingLog
 from gencoach.protocol.jobs import Usage
 from gencoach.workers.backends import Backend, ChatMessage, Exchange
@@ -93,10 +93,11 @@ class Transcript:
         messages: Sequence[ChatMessage],
         contract: type[ContractT],
         coaching_type: str,
+        context: JsonObject | None = None,
     ) -> ContractT:
         """`backend.ask`, with every round recorded, also when the answer is abandoned."""
         try:
-            answer = await backend.ask(messages, contract)
+            answer = await backend.ask(messages, contract, context=context)
         except BackendAnswerError as error:
             self.record(coaching_type, backend.name, error.transcript)
             raise

@@ -17,7 +17,7 @@ from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
 from gencoach.errors import BackendAnswerError, BackendUnavailable, ContractError
 from gencoach.logs import get_logger
-from gencoach.protocol.base import ContractModel, ContractRootModel
+from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.llm import parse_llm_answer
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
 from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
@@ -116,8 +116,12 @@ class Backend(ABC):
         schema: type[BaseModel] | None,
         model: str | None,
         max_tokens: int | None,
+        context: JsonObject | None = None,
     ) -> Reply:
-        """Get one completion, retrying as the backend's kind allows."""
+        """Get one completion, retrying as the backend's kind allows.
+
+        `context` describes the job asking (its JSON); only in-process backends see it.
+        """
 
     @asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -148,6 +152,7 @@ class Backend(ABC):
         schema: type[BaseModel] | None,
         model: str | None = None,
         max_tokens: int | None = None,
+        context: JsonObject | None = None,
     ) -> Completion:
         """Send a chat and return the completion, asking for `schema`'s JSON if one is given.
 
@@ -157,7 +162,7 @@ class Backend(ABC):
             raise RuntimeError(f"use backend {self.name!r} inside `async with`")
         started = anyio.current_time()
         reply = await self._complete(
-            list(messages), schema=schema, model=model, max_tokens=max_tokens
+            list(messages), schema=schema, model=model, max_tokens=max_tokens, context=context
         )
         completion = Completion(
             text=reply.text,
@@ -195,6 +200,7 @@ class Backend(ABC):
         *,
         model: str | None = None,
         max_tokens: int | None = None,
+        context: JsonObject | None = None,
     ) -> Answer[ContractT]:
         """Ask for an answer that satisfies `contract`, once more if the first one does not.
 
@@ -206,7 +212,7 @@ class Backend(ABC):
         transcript: list[Exchange] = []
         for round_ in (1, 2):
             completion = await self.complete(
-                prompt, schema=contract, model=model, max_tokens=max_tokens
+                prompt, schema=contract, model=model, max_tokens=max_tokens, context=context
             )
             try:
                 value = parse_llm_answer(contract, completion.text)

@@ -15,6 +15,7 @@ from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
 from gencoach.logs import get_logger
+from gencoach.protocol.base import JsonObject
 from gencoach.workers.backends.base import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
@@ -130,6 +131,7 @@ class OpenAIBackend(Backend):
         schema: type[BaseModel] | None,
         model: str | None,
         max_tokens: int | None,
+        context: JsonObject | None = None,
     ) -> Reply:
         body = self.body(messages, schema=schema, model=model, max_tokens=max_tokens)
         tries = self.settings.max_retries + 1

@@ -6,9 +6,12 @@ The function named by `endpoint` ("package.module:function") is called as::
 
 `messages` is a list of `{"role": ..., "content": ...}` dicts (OpenAI's shape), `schema`
 the JSON schema of the expected answer (None when free text is wanted) and `model` the
-requested model or the backend's `default_model` (possibly None). It returns the answer's
-text, or an awaitable of it. A coroutine function runs on the job's event loop; a plain
-function runs in a worker thread, so it may block. Token usage is unknown: zeros.
+requested model or the backend's `default_model` (possibly None). A function that also
+takes a `context` keyword receives the asking job's JSON (its run, stage and trajectory):
+an in-process backend may know more than a prompt says, as a privileged teacher does.
+It returns the answer's text, or an awaitable of it. A coroutine function runs on the
+job's event loop; a plain function runs in a worker thread, so it may block. Token
+usage is unknown: zeros.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pydantic import BaseModel
 
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
 from gencoach.logs import get_logger
+from gencoach.protocol.base import JsonObject
 from gencoach.workers.backends.base import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage
 
@@ -47,6 +51,16 @@ def load_function(endpoint: str) -> PythonFunction:
         raise ImportError(f"{endpoint} is a {type(target).__name__}, not a function")
     function: PythonFunction = target
     return function
+
+
+def _accepts_context(function: PythonFunction) -> bool:
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return "context" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
 
 
 def error_summary(error: BaseException) -> str:
@@ -85,15 +99,18 @@ class PythonBackend(Backend):
         schema: type[BaseModel] | None,
         model: str | None,
         max_tokens: int | None,
+        context: JsonObject | None = None,
     ) -> Reply:
         function = self._function
         assert function is not None
         chosen = model or self.settings.default_model
+        extra = {"context": context} if _accepts_context(function) else {}
         call = partial(
             function,
             [message.as_json() for message in messages],
             schema=schema.model_json_schema() if schema is not None else None,
             model=chosen,
+            **extra,
         )
         timeout_s = self.settings.timeout_s
         result: object = None
