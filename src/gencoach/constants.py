@@ -58,6 +58,13 @@ class Keys:
         """Stream of branch orders for one run's generator (in the run's hash slot)."""
         return self.run(run_id, "branches")
 
+    def sim_states(self, run_id: str) -> str:
+        """Hash of the reference simulator's saved situations: input id -> episode state JSON.
+
+        Written by the reference generator, read by its privileged teacher backend.
+        """
+        return self.run(run_id, "sim_states")
+
     def stages(self, run_id: str) -> str:
         """Set of the ids of a run's stages that have per-stage coaching limits state."""
         return self.run(run_id, "stages")

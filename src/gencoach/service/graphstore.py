@@ -60,7 +60,7 @@ _SCRIPT_PARTS: Final = (
 )
 MARKERS, LOGS = "markers", "logs"
 # Parts written outside the apply script: coaching markers, requests, coaching logs.
-RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches", MARKERS, "requests", LOGS)
+RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches", MARKERS, "requests", LOGS, "sim_states")
 
 UNKNOWN_AGENT: Final = "unknown"
 _EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
