@@ -79,6 +79,11 @@ class Keys:
         return self.run(run_id, f"stage:{stage_id}:{part}")
 
     @property
+    def attempt_counter(self) -> str:
+        """Counter of coaching attempt ids (integers in saves), shared by every run."""
+        return f"{self.prefix}:attempts"
+
+    @property
     def budgets(self) -> str:
         """Hash of coaching budgets changed over HTTP, applied over the config file's."""
         return f"{self.prefix}:budgets"

@@ -14,6 +14,7 @@ from redis.asyncio import Redis as AsyncRedis
 from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import read_save
+from gencoach.limits import StageLimits
 from gencoach.protocol import parse_event
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.persist import Persister
@@ -30,7 +31,8 @@ async def saved(redis_url: str, redis_client: Any, tmp_path: Path) -> Path:
         for seq, (kind, fields) in enumerate(known_run_events())
     ]
     await store.apply(events)
-    folder = await Persister(store, tmp_path / "output", saved_ttl_s=60).save("r1")
+    limits = StageLimits(client, Keys())
+    folder = await Persister(store, limits, tmp_path / "output", saved_ttl_s=60).save("r1")
     await client.aclose()
     assert folder is not None
     return folder

@@ -39,9 +39,9 @@ def test_each_route_reaches_the_agent_with_the_right_request(
     report_known(redis_url, "flow", scripted_agent.url)
     found = wait_for(settled(controller, "flow", 3), timeout_s=60, what="three settled requests")
     assert {route: r["state"] for route, r in found.items()} == {
-        "format": "corrected",
-        "failure": "corrected",
-        "suboptimal": "corrected",
+        "format": "reinjected",
+        "failure": "reinjected",
+        "suboptimal": "reinjected",
     }, found
 
     session = scripted_agent.sessions["flow"]
@@ -95,5 +95,5 @@ def test_skip_rules_are_recorded_with_their_reasons(
     )
     assert found["suboptimal"]["state"] == "skipped"
     assert found["suboptimal"]["reason"] == "the agent does not offer suboptimal coaching"
-    assert found["format"]["state"] == "corrected"
+    assert found["format"]["state"] == "reinjected"
     assert llm.requests == []

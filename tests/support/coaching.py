@@ -12,7 +12,9 @@ from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer
 
-SETTLED = frozenset({"corrected", "skipped", "declined", "abandoned", "error"})
+SETTLED = frozenset(
+    {"reinjected", "executed", "proven", "unproven", "skipped", "declined", "abandoned", "error"}
+)
 
 
 def coaching_settings(llm: ScriptedLLMServer, **routes: bool) -> dict[str, Any]:

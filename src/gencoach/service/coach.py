@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from anyio.abc import TaskGroup
 from redis.asyncio import Redis
 
 from gencoach.config import Settings
@@ -31,6 +32,7 @@ from gencoach.service.consumer import Entry
 from gencoach.service.graphstore import GraphStore, RunGraph, as_text
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.registry import AgentRegistry
+from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import CoachingRequest, RequestStore, request_id_for
 from gencoach.service.router import Routed, Skip, route
 from gencoach.service.trajectory import Step, trajectory
@@ -77,6 +79,7 @@ class Coach:
         settings: Callable[[], Settings],
         budgets: Budgets,
         dispatcher: Dispatcher,
+        reinjector: Reinjector,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -87,7 +90,9 @@ class Coach:
         self.settings = settings
         self.budgets = budgets
         self.dispatcher = dispatcher
+        self.reinjector = reinjector
         self.counters = CoachCounters()
+        self.tasks: TaskGroup | None = None  # where reinjections run; set by the controller
 
     async def on_terminals(self, entries: Sequence[Entry]) -> None:
         """Handle a batch of the terminals stream, then acknowledge it."""
@@ -118,6 +123,10 @@ class Coach:
             log.warning("coach.unknown_candidate", candidate_id=gen_candidate_id)
             return
         steps, graph = found
+        terminal = steps[-1]
+        end = terminal.execution.stage_end if terminal.execution else None
+        if end is not None and terminal.candidate.coaching_attempt_ids:
+            await self.reinjector.outcome(run_id, terminal.candidate.coaching_attempt_ids, end)
         if not await self.registry.wait_registered(run_id, REGISTRATION_WAIT_S):
             log.warning("coach.agent_unknown", reason="the run's agent was not asked in time")
         decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
@@ -298,3 +307,9 @@ class Coach:
         corrected = request.moved("corrected", None, proposals=proposals, rewrite=rewrite)
         await self.requests.save(corrected)
         log.info("coaching.corrected", proposals=len(proposals), route=request.route)
+        self.reinject_soon(corrected)
+
+    def reinject_soon(self, request: CoachingRequest) -> None:
+        """Start reinjecting a corrected request in the background (the reconciler retries)."""
+        if self.tasks is not None:
+            self.tasks.start_soon(self.reinjector.reinject, request.run_id, request.request_id)

@@ -28,6 +28,7 @@ from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.api import ApiContext, create_app
+from gencoach.service.branches import BranchRecorder
 from gencoach.service.budgets import Budgets
 from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
@@ -37,6 +38,7 @@ from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
+from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import RequestStore
 
 log = get_logger("controller")
@@ -77,11 +79,17 @@ class Controller:
         self.client = Redis.from_url(options.redis_url)
         self.http_client = httpx.AsyncClient(timeout=30.0)
         self.store = GraphStore(self.client, self.keys)
-        self.persister = Persister(self.store, options.settings.output_dir, section.saved_ttl_s)
         self.requests = RequestStore(self.client, self.keys)
         self.limits = StageLimits(self.client, self.keys)
+        self.persister = Persister(
+            self.store, self.limits, options.settings.output_dir, section.saved_ttl_s
+        )
         self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
         self.registry = AgentRegistry(self.client, self.keys, self.http_client)
+        self.recorder = BranchRecorder(self.client, self.keys, self.store)
+        self.reinjector = Reinjector(
+            self.store, self.requests, self.limits, self.recorder, self.http_client, self.settings
+        )
         self.coach = Coach(
             self.client,
             self.keys,
@@ -92,6 +100,7 @@ class Controller:
             self.settings,
             self.budgets,
             options.dispatcher(),
+            self.reinjector,
         )
         self.intake = Intake(
             self.client,
@@ -183,6 +192,7 @@ class Controller:
         try:
             async with anyio.create_task_group() as tg:
                 self._tasks = tg
+                self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self._save_loop)
                 await self._catch_up()
@@ -272,7 +282,8 @@ async def save_run(settings: Settings, redis_url: str, run_id: str) -> Path | No
     try:
         keys = Keys(settings.redis.key_prefix)
         store = GraphStore(client, keys)
-        persister = Persister(store, settings.output_dir, settings.controller.saved_ttl_s)
+        limits = StageLimits(client, keys)
+        persister = Persister(store, limits, settings.output_dir, settings.controller.saved_ttl_s)
         return await persister.save(run_id)
     finally:
         await client.aclose()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Final, Literal
 
@@ -58,9 +58,21 @@ _SCRIPT_PARTS: Final = (
     LINKS,
     MEMBERS,
 )
-MARKERS, LOGS = "markers", "logs"
-# Parts written outside the apply script: coaching markers, requests, coaching logs.
-RUN_PARTS: Final = (*_SCRIPT_PARTS, "branches", MARKERS, "requests", LOGS, "sim_states")
+MARKERS, LOGS, SOURCES = "markers", "logs", "coaching_sources"
+ATTEMPTS, ORDERS = "attempts", "orders"
+# Parts written outside the apply script: coaching markers and sources, requests,
+# attempts and published orders, coaching logs, the reference simulator's states.
+RUN_PARTS: Final = (
+    *_SCRIPT_PARTS,
+    "branches",
+    MARKERS,
+    SOURCES,
+    ATTEMPTS,
+    ORDERS,
+    "requests",
+    LOGS,
+    "sim_states",
+)
 
 UNKNOWN_AGENT: Final = "unknown"
 _EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
@@ -201,6 +213,10 @@ class GraphStore:
             now = await self.client.time()
             await self.client.zadd(self.keys.runs, dict.fromkeys(started, now[0]), nx=True)
 
+    async def executed(self, run_id: str, candidate_id: int) -> bool:
+        """Whether the candidate's execution was reported."""
+        return bool(await self.client.hexists(self.keys.run(run_id, EXECUTIONS), candidate_id))
+
     async def storage_id(self, run_id: str, candidate_id: str) -> int | None:
         """The storage id of a candidate known by its generator id."""
         value = await self.client.hget(self.keys.run(run_id, CANDIDATE_IDS), candidate_id)
@@ -241,6 +257,11 @@ class GraphStore:
         """Every coaching log kept for the run, in arrival order."""
         raw = await self.client.lrange(self.keys.run(run_id, LOGS), 0, -1)
         return [CoachingLog.model_validate_json(item) for item in raw]
+
+    async def sources(self, run_id: str) -> dict[int, JsonObject]:
+        """Where each coached candidate's correction came from, by storage id."""
+        raw = await self.client.hgetall(self.keys.run(run_id, SOURCES))
+        return {int(as_text(key)): json.loads(value) for key, value in raw.items()}
 
     async def run_ids(self) -> list[str]:
         """Every run this Redis has seen start, oldest first."""
@@ -318,9 +339,19 @@ class GraphStore:
     async def load(self, run_id: str) -> RunGraph | None:
         """The whole graph of a run, or None for an unknown run."""
         pipe = self.client.pipeline(transaction=False)
-        for part in (META, SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS):
+        parts = (META, SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS, MARKERS, SOURCES)
+        for part in parts:
             pipe.hgetall(self.keys.run(run_id, part))
-        meta, situations, candidates, executions, links, members = await pipe.execute()
+        (
+            meta,
+            situations,
+            candidates,
+            executions,
+            links,
+            members,
+            markers,
+            sources,
+        ) = await pipe.execute()
         if not meta:
             return None
         roots = meta[b"roots"].decode()
@@ -346,6 +377,11 @@ class GraphStore:
                 int(key): [int(item) for item in value.decode().split(",")]
                 for key, value in members.items()
             },
+            markers={
+                int(key): CoachingMarker.model_validate_json(value)
+                for key, value in markers.items()
+            },
+            sources={int(key): json.loads(value) for key, value in sources.items()},
         )
 
     async def agent_identity(self, run_id: str) -> tuple[str, str]:
@@ -358,11 +394,13 @@ class GraphStore:
             as_text(version) if version else UNKNOWN_AGENT,
         )
 
-    async def mark_saved(self, run_id: str, folder: str, ttl_s: int) -> None:
-        """Record that a finished run was saved, and let its keys expire in `ttl_s` seconds."""
+    async def mark_saved(
+        self, run_id: str, folder: str, ttl_s: int, also: Sequence[str] = ()
+    ) -> None:
+        """Record that a finished run was saved; its keys (and `also`) expire in `ttl_s` s."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(self.keys.run(run_id, META), mapping={"state": "saved", "folder": folder})
-        for key in self.run_keys(run_id):
+        for key in [*self.run_keys(run_id), *also]:
             pipe.expire(key, ttl_s)
         await pipe.execute()
 
@@ -399,3 +437,5 @@ class RunGraph:
     executions: dict[int, StoredExecution]
     links: dict[int, list[tuple[int, Literal["next", "alternative"]]]]
     members: dict[int, list[int]]
+    markers: dict[int, CoachingMarker] = field(default_factory=dict)
+    sources: dict[int, JsonObject] = field(default_factory=dict)

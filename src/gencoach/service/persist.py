@@ -15,11 +15,13 @@ from gencoach.graph import (
     run_folder_name,
     write_save,
 )
+from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
     AgentError,
     CandidateRecord,
+    CoachingMarker,
     Producer,
     RunConfig,
     SituationLink,
@@ -104,6 +106,8 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
                     status=statuses[cid],  # type: ignore[arg-type]
                     execution_finished=execution is not None,
                     score=scores.get(cid, {}),
+                    coaching=graph.markers.get(cid, CoachingMarker()),
+                    coaching_source=graph.sources.get(cid, {}),
                     coaching_attempt_ids=sorted(set(candidate.coaching_attempt_ids)),
                     origin=candidate.origin,
                     links=[
@@ -154,8 +158,11 @@ def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfi
 class Persister:
     """Writes runs' saves under the output dir and lets saved runs' keys expire."""
 
-    def __init__(self, store: GraphStore, output_dir: Path, saved_ttl_s: int) -> None:
+    def __init__(
+        self, store: GraphStore, limits: StageLimits, output_dir: Path, saved_ttl_s: int
+    ) -> None:
         self.store = store
+        self.limits = limits
         self.output_dir = output_dir
         self.saved_ttl_s = saved_ttl_s
 
@@ -175,7 +182,8 @@ class Persister:
         logs = await self.store.coaching_logs(run_id)
         await anyio.to_thread.run_sync(write_save, folder, config, records, logs)
         if graph.state in ("finished", "saved"):
-            await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s)
+            also = await self.limits.run_keys(run_id)
+            await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s, also)
         log.info(
             "run.saved",
             run_id=run_id,

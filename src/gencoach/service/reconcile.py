@@ -28,6 +28,8 @@ from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
 log = get_logger("reconcile")
 
 MAX_ATTEMPTS = 3
+# A corrected request still not reinjected after this long lost its reinjection (a crash).
+STALE_S = 5.0
 JOB_OF_STATE: dict[str, JobName] = {
     "diagnosing": "diagnosis",
     "repairing": "repair",
@@ -96,6 +98,10 @@ class Reconciler:
                         await self.limits.renew(
                             run_id, request.stage_id, request.request_id, lease_s
                         )
+                        if _older_than(request, STALE_S):
+                            await self.coach.reinjector.reinject(run_id, request.request_id)
+                    elif request.state == "reinjected":
+                        await self.coach.reinjector.executed(run_id, request)
                     elif request.state == "opportunity" and _older_than(request, lease_s):
                         await self.coach.on_terminal(run_id, request.candidate_gen_id)
 

@@ -1,0 +1,185 @@
+"""Reinjection and outcomes: corrected requests become branches; branches prove attempts.
+
+A corrected request's proposals are reinjected through the agent's own endpoint
+(bounded per agent, retried with backoff, then abandoned with the reason); each becomes
+a recorded branch and an order for the generator, and the request's pending slot turns
+into a completed attempt. When a trajectory holding an attempt id reaches stage
+success the attempt is proven, once; when it fails again it stays unproven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import anyio
+import httpx
+
+from gencoach.agent_client import AgentClient
+from gencoach.config import Settings
+from gencoach.errors import AgentCallError
+from gencoach.limits import StageLimits
+from gencoach.logs import bound, get_logger
+from gencoach.protocol import AgentOutput, AgentRequest, CoachingProposal, StageEnd
+from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
+from gencoach.service.graphstore import GraphStore, RunGraph
+from gencoach.service.requests import CoachingRequest, RequestStore
+
+log = get_logger("reinjection")
+
+AGENT_TRIES = 3
+AGENT_CALLS_PER_AGENT = 4
+
+
+class Reinjector:
+    """Turns corrected requests into branches, and branch outcomes into proofs."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        requests: RequestStore,
+        limits: StageLimits,
+        recorder: BranchRecorder,
+        http: httpx.AsyncClient,
+        settings: Callable[[], Settings],
+        retry_wait_s: float = 0.5,
+    ) -> None:
+        self.store = store
+        self.requests = requests
+        self.limits = limits
+        self.recorder = recorder
+        self.http = http
+        self.settings = settings
+        self.retry_wait_s = retry_wait_s
+        self.in_progress: set[str] = set()
+        self._per_agent: dict[str, anyio.CapacityLimiter] = {}
+
+    async def reinject(self, run_id: str, request_id: str) -> None:
+        """Reinject every proposal of a corrected request (idempotent; one at a time each)."""
+        if request_id in self.in_progress:
+            return
+        self.in_progress.add(request_id)
+        try:
+            with bound(run_id=run_id, request_id=request_id):
+                request = await self.requests.get(run_id, request_id)
+                if request is not None and request.state == "corrected":
+                    await self._reinject(request)
+        finally:
+            self.in_progress.discard(request_id)
+
+    async def _reinject(self, request: CoachingRequest) -> None:
+        graph = await self.store.lineage(request.run_id, request.candidate_id)
+        if graph is None:
+            await self._end(request, "error", "the run's graph is gone")
+            return
+        attempts: list[int] = []
+        reasons: list[str] = []
+        for index, proposal in enumerate(request.proposals):
+            point = proposal.reinjection_point_id
+            anchor = anchor_of(graph, request, point)
+            if anchor is None:
+                reasons.append(f"no anchor for the {point} point")
+                continue
+            try:
+                attempt = await self._branch(request, graph, anchor, proposal)
+            except AgentCallError as error:
+                reasons.append(error.reason)
+                continue
+            except BudgetSpent as spent:
+                reasons.append(str(spent))
+                continue
+            # The first branch turns the request's pending slot into its completed attempt;
+            # any further one is recorded as an attempt of its own.
+            slot = request.request_id if index == 0 else f"{request.request_id}|{point}"
+            await self.limits.complete(request.run_id, request.stage_id, slot, attempt)
+            attempts.append(attempt)
+        if not attempts:
+            await self._end(request, "abandoned", "; ".join(reasons) or "no proposal to reinject")
+            return
+        reinjected = request.moved("reinjected", "; ".join(reasons) or None, attempt_ids=attempts)
+        await self.requests.save(reinjected)
+        log.info("coaching.reinjected", attempts=attempts, route=request.route)
+
+    async def _branch(
+        self, request: CoachingRequest, graph: RunGraph, anchor: Anchor, proposal: CoachingProposal
+    ) -> int:
+        point = proposal.reinjection_point_id
+        _, candidate_id = node_ids(request, point)
+        answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
+        attempt = await self.recorder.attempt_id(request, point)
+        if answer is None:
+            budget = self.settings().coaching.max_alternatives_per_situation
+            taken = await self.recorder.alternatives(request.run_id, anchor.situation.parent_id)
+            if taken >= budget:
+                raise BudgetSpent(
+                    f"the situation's exploration budget is spent ({taken} of {budget})"
+                )
+            answer = await self._ask(graph.started.agent_url, request, anchor, proposal)
+        await self.recorder.record(request, graph, anchor, proposal, answer, attempt)
+        return attempt
+
+    async def _ask(
+        self, agent_url: str, request: CoachingRequest, anchor: Anchor, proposal: CoachingProposal
+    ) -> AgentOutput:
+        coached_input = anchor.situation.input.model_copy(
+            update={
+                "extra_keys": {**anchor.situation.input.extra_keys, **proposal.extra_keys},
+                "num_outputs": 1,
+            }
+        )
+        call = AgentRequest(
+            request_id=f"{request.request_id}|{proposal.reinjection_point_id}",
+            inputs=[coached_input],
+        )
+        limiter = self._per_agent.setdefault(
+            agent_url, anyio.CapacityLimiter(AGENT_CALLS_PER_AGENT)
+        )
+        agent = AgentClient(agent_url, self.http)
+        for attempt in range(1, AGENT_TRIES + 1):
+            try:
+                async with limiter:
+                    return (await agent.respond(call)).root[0]
+            except AgentCallError as error:
+                if attempt == AGENT_TRIES or "failed:" not in error.reason:
+                    raise  # an answer that breaks the protocol will not improve
+                wait_s = self.retry_wait_s * 2 ** (attempt - 1)
+                log.warning(
+                    "reinjection.retry", attempt=attempt, wait_s=wait_s, reason=error.reason
+                )
+                await anyio.sleep(wait_s)
+        raise AssertionError("unreachable")
+
+    async def _end(self, request: CoachingRequest, state: str, reason: str) -> None:
+        await self.requests.save(request.moved(state, reason))  # type: ignore[arg-type]
+        await self.limits.release(request.run_id, request.stage_id, request.request_id)
+        log.info("coaching.ended", state=state, reason=reason, route=request.route)
+
+    async def outcome(self, run_id: str, attempts: list[int], stage_end: StageEnd) -> None:
+        """A trajectory holding these attempts ended its stage: prove them, or not."""
+        for attempt in attempts:
+            owner = await self.recorder.attempt_owner(run_id, attempt)
+            if owner is None:
+                continue
+            request = await self.requests.get(run_id, owner[0])
+            if request is None or request.state not in ("reinjected", "executed", "unproven"):
+                continue
+            with bound(run_id=run_id, request_id=request.request_id):
+                if stage_end.event == "success":
+                    if await self.limits.prove(run_id, request.stage_id, attempt):
+                        await self.requests.save(request.moved("proven", f"attempt {attempt}"))
+                        log.info("coaching.proven", attempt=attempt, route=request.route)
+                elif request.state != "unproven":
+                    reason = f"attempt {attempt}: the branch ended in {stage_end.event}"
+                    await self.requests.save(request.moved("unproven", reason))
+
+    async def executed(self, run_id: str, request: CoachingRequest) -> None:
+        """Mark a reinjected request executed once the generator executed its branch."""
+        for point in {p.reinjection_point_id for p in request.proposals}:
+            _, candidate_id = node_ids(request, point)
+            storage_id = await self.store.storage_id(run_id, candidate_id)
+            if storage_id is not None and await self.store.executed(run_id, storage_id):
+                await self.requests.save(request.moved("executed"))
+                return
+
+
+class BudgetSpent(Exception):  # noqa: N818 - a signal, not a failure
+    """The anchor situation already has its maximum of coached alternatives."""

@@ -1,0 +1,100 @@
+"""What a generation run is asked to do, and what it did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gencoach.constants import DEFAULT_PREFIX
+from gencoach.sim.scenarios import SCENARIOS
+
+PositiveInt = Annotated[int, Field(ge=1)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+
+
+class GenerationOptions(BaseModel):
+    """Everything a run of the reference generator needs; built once at the edge.
+
+    Report to gencoach through `redis_url` (which also carries branch orders and the
+    world states the privileged teacher reads) or `api_url` (events only); with
+    neither, the run is standalone and its events go to the log alone.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scenario: str = "buttons"
+    agent_url: str
+    redis_url: str | None = None
+    api_url: str | None = None
+    api_token: str | None = Field(default=None, repr=False)
+    key_prefix: str = DEFAULT_PREFIX
+    run_id: str | None = None
+    seed: int = 0
+    envs: PositiveInt = 1
+    branches: PositiveInt = 2
+    continue_per_situation: PositiveInt = 1
+    concurrency: PositiveInt = 8
+    timeout_s: PositiveFloat = 60.0
+    max_decisions: PositiveInt | None = None
+    max_wall_s: PositiveFloat | None = None
+    injection_probability: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    branch_grace_s: Annotated[float, Field(ge=0.0)] = 10.0
+    poll_s: PositiveFloat = 0.5
+    log_path: Path | None = None
+
+    @field_validator("scenario")
+    @classmethod
+    def _known_scenario(cls, value: str) -> str:
+        if value not in SCENARIOS:
+            raise ValueError(f"unknown scenario {value!r}; valid choices: {', '.join(SCENARIOS)}")
+        return value
+
+    @field_validator("run_id")
+    @classmethod
+    def _no_hash_tag(cls, value: str | None) -> str | None:
+        if value is not None and (not value or set(value) & set("{}")):
+            raise ValueError("a run id is not empty and has no '{' or '}'")
+        return value
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> GenerationOptions:
+        if self.redis_url is not None and self.api_url is not None:
+            raise ValueError("report through redis_url or api_url, not both")
+        return self
+
+    @property
+    def standalone(self) -> bool:
+        """Whether the run reports to no gencoach."""
+        return self.redis_url is None and self.api_url is None
+
+
+class GenerationReport(BaseModel):
+    """What a run did: its nodes, how its stages ended, the branch orders, why it stopped."""
+
+    run_id: str
+    scenario: str
+    situations: int = 0
+    candidates: int = 0
+    invalid: int = 0
+    errors: int = 0
+    stage_ends: dict[str, int] = Field(default_factory=dict)
+    orders_executed: int = 0
+    orders_skipped: int = 0
+    finish_reason: str = ""
+    log_path: Path | None = None
+    elapsed_s: float = 0.0
+
+    def summary(self) -> str:
+        """The report on one line."""
+        ends = ", ".join(f"{event} {count}" for event, count in sorted(self.stage_ends.items()))
+        line = (
+            f"run {self.run_id} ({self.scenario}): {self.situations} situations, "
+            f"{self.candidates} candidates ({self.invalid} invalid, {self.errors} errors), "
+            f"stage ends: {ends or 'none'}, branch orders: {self.orders_executed} executed, "
+            f"{self.orders_skipped} skipped; {self.finish_reason} after {self.elapsed_s:.1f} s"
+        )
+        if self.log_path is not None:
+            line += f"; log: {self.log_path}"
+        return line

@@ -1,0 +1,191 @@
+"""Where a generation's events go, and how episodes become event fields.
+
+A `Recorder` sends events to gencoach (Redis stream or HTTP API, through the client's
+reporter), appends them to a JSONL log, or both. Events are validated and numbered
+when emitted and sent in order: flushes are serialised, so a node never reaches
+gencoach before its parent. With Redis, the recorder also saves each situation's world
+state (for the privileged teacher) and reads the run's branch orders.
+
+The log holds exactly the events, one JSON object per line, so it can be replayed into
+gencoach later (`POST /v1/events`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import redis.asyncio
+
+from gencoach.client import AsyncReporter
+from gencoach.constants import Keys
+from gencoach.protocol import BranchOrder, parse_event
+from gencoach.sim.episode import EpisodeState, StepResult
+from gencoach.sim.injection import ActiveError
+from gencoach.sim.stages import Stage
+
+# Events are sent when the recorder flushes, never by the reporter on its own, so
+# every send happens under the recorder's lock and the stream keeps emission order.
+_NEVER_FULL = 1 << 30
+FLUSH_EVERY = 200
+"""Buffered events that make `emit` flush on its own."""
+
+
+def stage_info(stage: Stage) -> dict[str, Any]:
+    """The `stage` field of a situation (a text-only stage has no tool-call budget)."""
+    info = stage.describe()
+    if info["max_tool_calls"] == 0:
+        info["max_tool_calls"] = None
+    return info
+
+
+def active_errors(errors: list[ActiveError]) -> list[dict[str, Any]]:
+    """The `active_errors` field: the injected failures of the stage so far."""
+    return [error.model_dump(mode="json") for error in errors]
+
+
+def execution_record(step: StepResult) -> dict[str, Any]:
+    """The `execution` field: per-robot calls and results, then how the stage ended.
+
+    Each robot's entry is `{tool_calls, results, error_flag, failure_reason}`: its first
+    error flag other than `none`, and its failed calls' messages. When the decision ended
+    the stage, a `stage` entry adds `{event, state, failure_reason, skipped_calls}`.
+    """
+    record: dict[str, Any] = {}
+    for result in step.results:
+        entry = record.setdefault(
+            result.robot,
+            {"tool_calls": [], "results": [], "error_flag": "none", "failure_reason": None},
+        )
+        entry["tool_calls"].append(
+            {"name": result.tool, "arguments": result.arguments, "target_robot_name": result.robot}
+        )
+        entry["results"].append(
+            {"result": result.result, "message": result.message, "error_flag": result.error_flag}
+        )
+        if result.error_flag != "none" and entry["error_flag"] == "none":
+            entry["error_flag"] = result.error_flag
+        if not result.result:
+            previous = entry["failure_reason"]
+            entry["failure_reason"] = f"{previous}; {result.message}" if previous else result.message
+    end = step.outcome.stage_end
+    if end is not None:
+        record["stage"] = {
+            "event": end.event,
+            "state": end.state,
+            "failure_reason": step.outcome.reason or None,
+            "skipped_calls": step.skipped_calls,
+        }
+    return record
+
+
+class Recorder:
+    """Sends one run's events to gencoach and/or a JSONL log; saves states, reads orders."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        redis_url: str | None = None,
+        api_url: str | None = None,
+        api_token: str | None = None,
+        key_prefix: str = "gencoach",
+        log_path: Path | None = None,
+    ) -> None:
+        if redis_url is not None and api_url is not None:
+            raise ValueError("report through redis_url or api_url, not both")
+        self.run_id = run_id
+        self.log_path = log_path
+        self._keys = Keys(key_prefix)
+        self._reporter: AsyncReporter | None = None
+        if redis_url is not None or api_url is not None:
+            self._reporter = AsyncReporter(
+                run_id,
+                redis_url=redis_url,
+                api_url=api_url,
+                token=api_token,
+                key_prefix=key_prefix,
+                batch_size=_NEVER_FULL,
+            )
+        self._redis = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
+        self._seq = 0
+        self._lines: list[str] = []
+        self._buffered = 0
+        self._lock = anyio.Lock()
+
+    @property
+    def reports(self) -> bool:
+        """Whether events reach gencoach (else they only go to the log)."""
+        return self._reporter is not None
+
+    @property
+    def receives_orders(self) -> bool:
+        """Whether branch orders can be read (they travel on Redis only)."""
+        return self._redis is not None
+
+    async def emit(self, event_type: str, **fields: Any) -> None:
+        """Validate, number and buffer one event; a ContractError names a bad field."""
+        if self._reporter is not None:
+            seq = await self._reporter.emit(event_type, **fields)
+        else:
+            seq = self._seq
+            parse_event({"type": event_type, "run_id": self.run_id, "seq": seq, **fields})
+            self._seq += 1
+        if self.log_path is not None:
+            event = {"type": event_type, "run_id": self.run_id, "seq": seq, **fields}
+            self._lines.append(json.dumps(event, ensure_ascii=False) + "\n")
+        self._buffered += 1
+        if self._buffered >= FLUSH_EVERY:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send the buffered events and append them to the log, in emission order."""
+        async with self._lock:
+            lines, self._lines, self._buffered = self._lines, [], 0
+            if self._reporter is not None:
+                await self._reporter.flush()
+            if lines and self.log_path is not None:
+                async with await anyio.open_file(self.log_path, "a", encoding="utf-8") as log:
+                    await log.write("".join(lines))
+
+    async def save_state(self, input_id: int, state: EpisodeState, *, keep: bool = False) -> None:
+        """Save a situation's world state under its input id (`keep`: only if none is saved)."""
+        if self._redis is None:
+            return
+        key, value = self._keys.sim_states(self.run_id), state.model_dump_json()
+        if keep:
+            await self._redis.hsetnx(key, str(input_id), value)
+        else:
+            await self._redis.hset(key, str(input_id), value)
+
+    async def branch_orders(self, block_s: float) -> list[BranchOrder]:
+        """Branch orders published since the last call, waiting up to `block_s` for one."""
+        if self._reporter is None or self._redis is None:
+            return []
+        return await self._reporter.branch_orders(block_s=block_s)
+
+    async def aclose(self) -> None:
+        """Send what is buffered and release connections."""
+        try:
+            await self.flush()
+        finally:
+            if self._reporter is not None:
+                await self._reporter.aclose()
+            if self._redis is not None:
+                await self._redis.aclose()
+
+    async def __aenter__(self) -> Self:
+        if self.log_path is not None:
+            await anyio.Path(self.log_path).write_text("", encoding="utf-8")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
