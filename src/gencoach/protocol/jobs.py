@@ -121,7 +121,7 @@ class Diagnosis(ContractModel):
     decision_index: PositiveInt
     explanation: str
     expected_decision: str | None = None
-    rule: Literal["single_step", "llm"] = "llm"
+    rule: Literal["single_step", "llm", "human"] = "llm"
 
 
 class Usage(ContractModel):

@@ -20,6 +20,7 @@ from gencoach.protocol import decode_json, parse_event
 from gencoach.service.budgets import BudgetError, Budgets
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake
+from gencoach.service.interventions import Intervention, InterventionRefused, Interventions
 from gencoach.service.requests import RequestStore, describe
 
 MAX_BATCH = 10_000
@@ -36,6 +37,7 @@ class ApiContext:
     limits: StageLimits
     requests: RequestStore
     budgets: Budgets
+    interventions: Interventions
     token: str | None = None
 
 
@@ -134,6 +136,20 @@ def create_app(ctx: ApiContext) -> FastAPI:
             return _problem(404, f"unknown run {run_id!r}")
         listed = [describe(request) for request in await ctx.requests.all(run_id)]
         return JSONResponse({"run_id": run_id, "requests": listed})
+
+    @app.post("/v1/runs/{run_id}/interventions", dependencies=[Depends(authorized)])
+    async def intervene(run_id: str, request: Request) -> JSONResponse:
+        """A person's diagnosis and decision, reinjected at the candidate's input."""
+        try:
+            intervention = Intervention.parse_json(await request.body())
+        except ContractError as error:
+            fields = [{"field": v.field, "reason": v.reason} for v in error.violations]
+            return _problem(422, str(error), errors=fields)
+        try:
+            accepted = await ctx.interventions.submit(run_id, intervention)
+        except InterventionRefused as refused:
+            return _problem(refused.status, refused.reason)
+        return JSONResponse(describe(accepted), status_code=202)
 
     @app.get("/v1/budgets")
     async def budgets() -> JSONResponse:

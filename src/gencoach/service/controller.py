@@ -35,6 +35,7 @@ from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.graphstore import Applied, GraphStore
 from gencoach.service.httpserver import HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
+from gencoach.service.interventions import Interventions
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
@@ -119,6 +120,15 @@ class Controller:
         self.reconciler = Reconciler(
             self.store, self.requests, self.limits, self.coach, self.settings
         )
+        interventions = Interventions(
+            self.store,
+            self.requests,
+            self.limits,
+            self.budgets,
+            self.recorder,
+            self.settings,
+            self.coach.reinject_soon,
+        )
         context = ApiContext(
             self.client,
             self.keys,
@@ -127,6 +137,7 @@ class Controller:
             self.limits,
             self.requests,
             self.budgets,
+            interventions,
             options.api_token,
         )
         api = options.settings.api

@@ -163,6 +163,9 @@ class Reinjector:
             if request is None or request.state not in ("reinjected", "executed", "unproven"):
                 continue
             with bound(run_id=run_id, request_id=request.request_id):
+                if request.state == "reinjected":  # an outcome means the branch was executed
+                    request = request.moved("executed")
+                    await self.requests.save(request)
                 if stage_end.event == "success":
                     if await self.limits.prove(run_id, request.stage_id, attempt):
                         await self.requests.save(request.moved("proven", f"attempt {attempt}"))

@@ -1,0 +1,244 @@
+"""Closing the loop: a failure diagnosed, repaired, reinjected, executed by the generator
+and proven, then saved; the limits, the exploration budget and human interventions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from gencoach.client import Reporter
+from gencoach.graph import read_save
+from gencoach.protocol import BranchOrder
+from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import coaching_settings, report_known, requests_of
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import RUN_STARTED
+from tests.support.llm_server import ScriptedLLMServer, json_reply
+
+pytestmark = pytest.mark.slow
+
+SUCCESS = {"event": "success", "state": "optimal"}
+FAILURE = {"event": "failure", "state": "exceeded"}
+
+
+def _orders(reporter: Reporter, count: int) -> list[BranchOrder]:
+    orders: list[BranchOrder] = []
+    wait_for(lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count)
+    return orders
+
+
+def _state(controller: ControllerProcess, run_id: str, route: str, state: str) -> Any:
+    def check() -> Any:
+        request = requests_of(controller, run_id).get(route)
+        return request if request is not None and request["state"] == state else None
+
+    return check
+
+
+def test_failure_is_coached_executed_proven_and_saved(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """The failed stage's coached branch is recorded as an alternative, executed by the
+    generator with the attempt id on every node, proven by stage success, and saved with
+    its markers and coaching logs."""
+    llm.script(
+        json_reply(
+            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
+        )
+    )
+    controller = controller_factory(settings=coaching_settings(llm, format=False, suboptimal=False))
+    controller.start()
+    controller.start_workers()
+    report_known(redis_url, "loop", scripted_agent.url)
+    wait_for(_state(controller, "loop", "failure", "reinjected"), timeout_s=60, what="reinjection")
+
+    with Reporter("loop", redis_url=redis_url, start_seq=500) as generator:
+        (order,) = _orders(generator, 1)
+        assert (order.anchor.kind, order.anchor.situation_id) == ("replacement", "S_b")
+        assert order.candidate.output is not None
+        assert order.candidate.output.say == "corrected: press sw4"
+        assert order.coaching.type_coaching == "failure:diagnosis"
+        assert order.input.extra_keys["coaching"]["kind"] == "replace_decision"
+        attempt = order.attempt_id
+        generator.emit("candidate.executed", candidate_id=order.candidate_id, status="ongoing")
+        generator.emit(
+            "situation.created",
+            situation_id="S_f",
+            parent_candidate_id=order.candidate_id,
+            stage={"id": 0, "goal": "press sw0 then sw4"},
+            input={"id": 9, "instruction": {"type": "env", "content": "{}"}},
+            coaching_attempt_ids=[attempt],
+        )
+        generator.emit(
+            "candidate.created",
+            candidate_id="c9",
+            situation_id="S_f",
+            response_status="completed",
+            output={"say": "done"},
+            coaching_attempt_ids=[attempt],
+        )
+        generator.emit("candidate.executed", candidate_id="c9", status="optimal", stage_end=SUCCESS)
+        generator.flush()
+        proven = wait_for(_state(controller, "loop", "failure", "proven"), what="the proof")
+        stages = httpx.get(f"{controller.url}/v1/runs/loop/stages").json()["stages"]
+        stage0 = next(stage for stage in stages if stage["stage_id"] == 0)
+        assert (stage0["completed"], stage0["proven"], stage0["unproven"]) == (1, 1, 0)
+        assert [step["state"] for step in proven["history"]][-3:] == [
+            "reinjected",
+            "executed",
+            "proven",
+        ]
+        generator.emit("run.finished")
+
+    folder = controller.output_dir / "loop"
+    wait_for(
+        lambda: (
+            (folder / "config.json").is_file()
+            and json.loads((folder / "config.json").read_text())["export_complete"]
+        )
+    )
+    save = read_save(folder)
+    coached = next(c for c in save.candidates.values() if c.origin == "coaching")
+    coached_situation = save.situations[save.candidate_situation[coached.id]]
+    assert coached_situation.parent_id == 0  # c1, the parent of the anchor S_b
+    assert {"situation_id": coached_situation.id, "kind": "alternative"} in [
+        link.model_dump() for link in save.candidates[0].links
+    ]
+    assert coached.coaching.model_dump() == {
+        "type_coaching": "failure:diagnosis",
+        "coaching_role": "fixed_node",
+        "diagnosed_as_faulty": False,
+        "diagnostic_types": [],
+        "trajectory_diagnostic_applied": True,
+    }
+    assert coached.coaching_source["source_node"] == "c4"
+    assert coached.coaching_source["origin"] == "automatic"
+    faulty = save.candidates[3]
+    assert faulty.coaching.diagnosed_as_faulty is True
+    assert faulty.coaching.diagnostic_types == ["failure:diagnosis"]
+    branch = [coached, *(c for c in save.candidates.values() if c.parent_id == coached.id)]
+    assert len(branch) == 2
+    assert all(c.coaching_attempt_ids == [attempt] for c in branch)
+    assert branch[1].score["stage_0"].optimal == 1
+    logs = sorted(path.name for path in (folder / "_coaching_logs").iterdir())
+    assert any(name.endswith("_diagnosis.md") for name in logs), logs
+    assert any(name.endswith("_repair.md") for name in logs), logs
+
+
+def _failing_run(redis_url: str, run_id: str, agent_url: str, failures: int) -> None:
+    stage0 = {"id": 0, "goal": "press sw0"}
+    stage1 = {"id": 1, "goal": "press sw1"}
+    press = {
+        "say": "",
+        "tool_calls": [
+            {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
+        ],
+    }
+    user = {"type": "user", "content": "press sw"}
+    with Reporter(run_id, redis_url=redis_url) as reporter:
+        emit = reporter.emit
+        emit("run.started", **{**RUN_STARTED, "agent_url": agent_url})
+        emit("situation.created", situation_id="root", parent_candidate_id=None, stage=stage0,
+             input={"id": 0, "instruction": user})  # fmt: skip
+        emit("candidate.created", candidate_id="ok", situation_id="root",
+             response_status="completed", output=press)  # fmt: skip
+        emit("candidate.executed", candidate_id="ok", status="optimal", stage_end=SUCCESS)
+        emit("situation.created", situation_id="S", parent_candidate_id="ok", stage=stage1,
+             input={"id": 1, "instruction": user})  # fmt: skip
+        for index in range(failures):
+            emit("candidate.created", candidate_id=f"bad{index}", situation_id="S",
+                 response_status="completed", output=press)  # fmt: skip
+            emit(
+                "candidate.executed", candidate_id=f"bad{index}", status="error", stage_end=FAILURE
+            )
+
+
+def test_unproven_attempts_block_automatic_requests_but_not_people(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """With five unproven attempts the sixth automatic request is refused; a branch that
+    fails again stays unproven; a person's intervention still goes through, and one beyond
+    the situation's exploration budget is refused with 409."""
+    settings = coaching_settings(llm)
+    settings["coaching"]["max_alternatives_per_situation"] = 6
+    controller = controller_factory(settings=settings)
+    controller.start()
+    controller.start_workers()
+    _failing_run(redis_url, "tight", scripted_agent.url, failures=6)
+
+    def settled() -> Any:
+        found = httpx.get(f"{controller.url}/v1/runs/tight/requests").json()["requests"]
+        states = sorted(r["state"] for r in found)
+        return found if states == ["reinjected"] * 5 + ["skipped"] else None
+
+    found = wait_for(settled, timeout_s=60, what="five reinjected and one skipped")
+    skipped = next(r for r in found if r["state"] == "skipped")
+    assert skipped["reason"] in (
+        "refused by the stage limits: pending 5 of 5",
+        "refused by the stage limits: unproven 5 of 5",
+    )
+    with Reporter("tight", redis_url=redis_url, start_seq=500) as generator:
+        order = _orders(generator, 5)[0]
+        generator.emit(
+            "candidate.executed", candidate_id=order.candidate_id, status="error", stage_end=FAILURE
+        )
+    wait_for(
+        lambda: any(
+            r["state"] == "unproven"
+            for r in httpx.get(f"{controller.url}/v1/runs/tight/requests").json()["requests"]
+        ),
+        what="an unproven request",
+    )
+    stage1 = next(
+        s
+        for s in httpx.get(f"{controller.url}/v1/runs/tight/stages").json()["stages"]
+        if s["stage_id"] == 1
+    )
+    assert (stage1["completed"], stage1["proven"], stage1["unproven"]) == (5, 0, 5)
+
+    body = {
+        "candidate_id": skipped["candidate_id"],
+        "diagnosis": {
+            "explanation": "pressed too early",
+            "expected_decision": 'panda.press_button(id="sw1")',
+        },
+        "decision": {
+            "tool_calls": [
+                {"name": "press_button", "arguments": {"id": "sw1"}, "target_robot_name": "panda"}
+            ]
+        },
+    }
+    accepted = httpx.post(f"{controller.url}/v1/runs/tight/interventions", json=body)
+    assert accepted.status_code == 202, accepted.text
+    human_id = accepted.json()["request_id"]
+    wait_for(
+        lambda: next(
+            (
+                r
+                for r in httpx.get(f"{controller.url}/v1/runs/tight/requests").json()["requests"]
+                if r["request_id"] == human_id and r["state"] == "reinjected"
+            ),
+            None,
+        ),
+        what="the human branch",
+    )
+    refused = httpx.post(f"{controller.url}/v1/runs/tight/interventions", json=body)
+    assert refused.status_code == 409
+    assert refused.json()["detail"].startswith("the exploration budget of candidate")
+    assert "6 of 6 alternatives" in refused.json()["detail"]
+    bad = httpx.post(
+        f"{controller.url}/v1/runs/tight/interventions",
+        json={**body, "decision": {"say": "x", "tool_calls": body["decision"]["tool_calls"]}},
+    )
+    assert bad.status_code == 422
+    assert bad.json()["errors"][0]["field"] == "decision"
