@@ -29,6 +29,7 @@ from gencoach.protocol import (
 from gencoach.protocol.jobs import AnyJob, JobName, JobResult
 from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
+from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore, RunGraph, as_text
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.registry import AgentRegistry
@@ -80,6 +81,7 @@ class Coach:
         budgets: Budgets,
         dispatcher: Dispatcher,
         reinjector: Reinjector,
+        examples: Examples,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -91,6 +93,7 @@ class Coach:
         self.budgets = budgets
         self.dispatcher = dispatcher
         self.reinjector = reinjector
+        self.examples = examples
         self.counters = CoachCounters()
         self.tasks: TaskGroup | None = None  # where reinjections run; set by the controller
 
@@ -127,6 +130,8 @@ class Coach:
         end = terminal.execution.stage_end if terminal.execution else None
         if end is not None and terminal.candidate.coaching_attempt_ids:
             await self.reinjector.outcome(run_id, terminal.candidate.coaching_attempt_ids, end)
+        if end is not None and (end.event, end.state) == ("success", "optimal"):
+            await self.examples.optimal(graph, steps)
         if not await self.registry.wait_registered(run_id, REGISTRATION_WAIT_S):
             log.warning("coach.agent_unknown", reason="the run's agent was not asked in time")
         decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
@@ -194,7 +199,10 @@ class Coach:
         backend = next(iter(settings.backends))
         job: AnyJob
         if request.state == "diagnosing":
-            job = diagnosis_job(request, graph, steps, backend, lease_s)
+            cases, optimal = await self.examples.for_diagnosis(
+                graph, request.route, request.stage_id
+            )
+            job = diagnosis_job(request, graph, steps, backend, lease_s, cases, optimal)
         elif request.state == "rewriting":
             job = rewrite_job(request, steps, backend, lease_s)
         else:

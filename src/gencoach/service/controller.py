@@ -32,6 +32,7 @@ from gencoach.service.branches import BranchRecorder
 from gencoach.service.budgets import Budgets
 from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
+from gencoach.service.examples import Examples
 from gencoach.service.graphstore import Applied, GraphStore
 from gencoach.service.httpserver import HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
@@ -88,8 +89,15 @@ class Controller:
         self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
         self.registry = AgentRegistry(self.client, self.keys, self.http_client)
         self.recorder = BranchRecorder(self.client, self.keys, self.store)
+        self.examples = Examples(self.store, self.settings)
         self.reinjector = Reinjector(
-            self.store, self.requests, self.limits, self.recorder, self.http_client, self.settings
+            self.store,
+            self.requests,
+            self.limits,
+            self.recorder,
+            self.http_client,
+            self.settings,
+            self.examples,
         )
         self.coach = Coach(
             self.client,
@@ -102,6 +110,7 @@ class Controller:
             self.budgets,
             options.dispatcher(),
             self.reinjector,
+            self.examples,
         )
         self.intake = Intake(
             self.client,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gencoach.protocol import (
     RECOVERY_POINT,
@@ -16,7 +16,14 @@ from gencoach.protocol import (
     ReinjectionPoint,
     SpecializedCoachingRequest,
 )
-from gencoach.protocol.jobs import DiagnosisJob, JobStep, LeaseRef, RepairJob, RewriteJob
+from gencoach.protocol.jobs import (
+    DiagnosisJob,
+    ExampleCase,
+    JobStep,
+    LeaseRef,
+    RepairJob,
+    RewriteJob,
+)
 from gencoach.service.graphstore import RunGraph, StoredCandidate
 from gencoach.service.requests import CoachingRequest
 from gencoach.service.trajectory import Step
@@ -89,7 +96,13 @@ def _task_text(graph: RunGraph) -> str:
 
 
 def diagnosis_job(
-    request: CoachingRequest, graph: RunGraph, steps: list[Step], backend: str, lease_s: float
+    request: CoachingRequest,
+    graph: RunGraph,
+    steps: list[Step],
+    backend: str,
+    lease_s: float,
+    examples: Sequence[ExampleCase] = (),
+    optimal_trajectory: str | None = None,
 ) -> DiagnosisJob:
     """The diagnosis of a failed, exceeded, idle or suboptimal trajectory."""
     terminal = steps[-1]
@@ -105,6 +118,8 @@ def diagnosis_job(
         active_errors=terminal.situation.active_errors,
         failure_reason=failure_reason(execution),
         trajectory=job_steps(steps),
+        examples=list(examples),
+        optimal_trajectory=optimal_trajectory,
         attempt=request.attempt,
     )
 

@@ -21,8 +21,10 @@ from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import AgentOutput, AgentRequest, CoachingProposal, StageEnd
 from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
+from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore, RunGraph
 from gencoach.service.requests import CoachingRequest, RequestStore
+from gencoach.service.trajectory import trajectory
 
 log = get_logger("reinjection")
 
@@ -41,6 +43,7 @@ class Reinjector:
         recorder: BranchRecorder,
         http: httpx.AsyncClient,
         settings: Callable[[], Settings],
+        examples: Examples,
         retry_wait_s: float = 0.5,
     ) -> None:
         self.store = store
@@ -49,6 +52,7 @@ class Reinjector:
         self.recorder = recorder
         self.http = http
         self.settings = settings
+        self.examples = examples
         self.retry_wait_s = retry_wait_s
         self.in_progress: set[str] = set()
         self._per_agent: dict[str, anyio.CapacityLimiter] = {}
@@ -170,9 +174,16 @@ class Reinjector:
                     if await self.limits.prove(run_id, request.stage_id, attempt):
                         await self.requests.save(request.moved("proven", f"attempt {attempt}"))
                         log.info("coaching.proven", attempt=attempt, route=request.route)
+                        await self._register_example(request)
                 elif request.state != "unproven":
                     reason = f"attempt {attempt}: the branch ended in {stage_end.event}"
                     await self.requests.save(request.moved("unproven", reason))
+
+    async def _register_example(self, request: CoachingRequest) -> None:
+        graph = await self.store.lineage(request.run_id, request.candidate_id)
+        if graph is not None:
+            steps = trajectory(graph, request.candidate_id)
+            await self.examples.proven(request, graph, steps)
 
     async def executed(self, run_id: str, request: CoachingRequest) -> None:
         """Mark a reinjected request executed once the generator executed its branch."""
