@@ -3,7 +3,8 @@
 It serves the agent routes with FastAPI on uvicorn, in a thread: `GET /health`,
 `GET /v1/info`, `POST /v1/responses`, the coaching session routes and
 `POST /v1/coaching`. It records every request body, answers `/v1/responses` with a
-fixed decision (or the `replace_decision` found under `extra_keys.coaching`), and
+fixed decision (or the `replace_decision` found under `extra_keys.coaching`, or what
+the test's `answer(input, candidate_index)` script changes in the output), and
 `/v1/coaching` from a queue of scripted replies, by default a correction at the
 first offered reinjection point.
 """
@@ -16,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
@@ -76,6 +78,10 @@ class ScriptedAgent:
         self.coaching_requests: list[Json] = []
         self.response_requests: list[Json] = []
         self.coaching_replies: deque[Callable[[Json], tuple[int, Json]]] = deque()
+        self.response_delay_s = 0.0  # how long /v1/responses waits before answering
+        # Scripted answers: fields replacing those of the default output (e.g. "output",
+        # "memory", or "status" with "error"), given the input and the candidate index.
+        self.answer: Callable[[Json, int], Json] | None = None
         self.lock = threading.Lock()
         self.url = ""
 
@@ -121,23 +127,26 @@ class ScriptedAgent:
             body = await request.json()
             with self.lock:
                 self.response_requests.append(body)
+            if self.response_delay_s:
+                await anyio.sleep(self.response_delay_s)
             outputs = []
             for item in body["inputs"]:
                 coaching = item.get("extra_keys", {}).get("coaching") or {}
                 decision = coaching.get("decision", DEFAULT_DECISION)
                 for index in range(item.get("num_outputs", 1)):
-                    outputs.append(
-                        {
-                            "request_id": body["request_id"],
-                            "source_id": item["id"],
-                            "candidate_index": index,
-                            "status": "completed",
-                            "memory": {"history": [], "coached": bool(coaching)},
-                            "internal_steps": [],
-                            "output": decision,
-                            "error": None,
-                        }
-                    )
+                    output = {
+                        "request_id": body["request_id"],
+                        "source_id": item["id"],
+                        "candidate_index": index,
+                        "status": "completed",
+                        "memory": {"history": [], "coached": bool(coaching)},
+                        "internal_steps": [],
+                        "output": decision,
+                        "error": None,
+                    }
+                    if self.answer is not None and not coaching:
+                        output.update(self.answer(item, index))
+                    outputs.append(output)
             return JSONResponse(outputs)
 
         return app

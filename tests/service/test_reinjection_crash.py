@@ -1,0 +1,98 @@
+"""A controller killed in the middle of a reinjection, then restarted, makes one branch."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+import httpx
+import pytest
+import redis
+
+from gencoach.constants import Keys
+from tests.service.test_branches import _state
+from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import coaching_settings, report_known
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.llm_server import ScriptedLLMServer, json_reply
+
+pytestmark = pytest.mark.slow
+
+KEYS = Keys()
+DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
+
+
+def _alternatives(client: redis.Redis, run_id: str) -> int:
+    """How many coached situations gencoach recorded in the run."""
+    ids = client.hkeys(KEYS.run(run_id, "situation_ids"))
+    return sum(1 for situation_id in ids if situation_id.startswith(b"coach:"))
+
+
+def _start(
+    controller_factory: Callable[..., ControllerProcess], llm: ScriptedLLMServer
+) -> ControllerProcess:
+    llm.script(json_reply(DIAGNOSIS))
+    controller = controller_factory(settings=coaching_settings(llm, format=False, suboptimal=False))
+    controller.start()
+    controller.start_workers()
+    return controller
+
+
+def test_killed_while_the_agent_answers(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """SIGKILL while the agent is producing the reinjected answer; after a restart the
+    request is reinjected once, with one branch and one order."""
+    scripted_agent.response_delay_s = 2.0
+    controller = _start(controller_factory, llm)
+    report_known(redis_url, "crash", scripted_agent.url)
+    wait_for(lambda: scripted_agent.response_requests, timeout_s=60, what="the reinjection call")
+    controller.signal(signal.SIGKILL)
+    controller.wait()
+    scripted_agent.response_delay_s = 0.0
+    controller.start()
+    wait_for(_state(controller, "crash", "failure", "reinjected"), timeout_s=30, what="reinjection")
+    assert redis_client.xlen(KEYS.branches("crash")) == 1
+    assert _alternatives(redis_client, "crash") == 1
+
+
+def test_killed_between_the_answer_and_the_order(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """With the answer recorded but no order published (the state a kill in between
+    leaves), a restarted controller publishes exactly one order for the recorded answer,
+    without asking the agent again; a second kill and restart changes nothing."""
+    controller = _start(controller_factory, llm)
+    report_known(redis_url, "window", scripted_agent.url)
+    request = wait_for(_state(controller, "window", "failure", "reinjected"), timeout_s=60)
+    controller.signal(signal.SIGKILL)
+    controller.wait()
+    # Rewind to the moment after the nodes were recorded and before the order went out.
+    redis_client.delete(KEYS.branches("window"), KEYS.run("window", "orders"))
+    stored = redis_client.hget(KEYS.run("window", "requests"), request["request_id"])
+    assert stored is not None
+    redis_client.hset(
+        KEYS.run("window", "requests"),
+        request["request_id"],
+        stored.replace(b'"state":"reinjected"', b'"state":"corrected"'),
+    )
+    asked = len(scripted_agent.response_requests)
+    controller.start()
+    wait_for(lambda: redis_client.xlen(KEYS.branches("window")) == 1, what="the order")
+    wait_for(_state(controller, "window", "failure", "reinjected"), what="reinjection")
+    assert len(scripted_agent.response_requests) == asked, "the recorded answer was reused"
+    assert _alternatives(redis_client, "window") == 1
+    controller.signal(signal.SIGKILL)
+    controller.wait()
+    controller.start()
+    assert httpx.get(f"{controller.url}/health").status_code == 200
+    assert redis_client.xlen(KEYS.branches("window")) == 1
+    assert _alternatives(redis_client, "window") == 1
