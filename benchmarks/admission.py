@@ -14,41 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import redis
 from redis.asyncio import Redis
 
+from benchmarks.common import bench_redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.limits import StageLimits
 
 RUN, STAGE = "bench-admission", 0
 LEASE_S = 30.0
-
-
-@contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    candidate = url or "redis://127.0.0.1:6379/15"
-    try:
-        redis.Redis.from_url(candidate, socket_connect_timeout=0.5).ping()
-    except redis.RedisError:
-        if url:
-            raise
-        with (
-            tempfile.TemporaryDirectory() as folder,
-            EmbeddedRedis(Path(folder), persist=False) as server,
-        ):
-            assert server.url is not None
-            yield server.url
-            return
-    yield candidate
 
 
 @dataclass(frozen=True)
@@ -148,5 +126,5 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent admitters")
     parser.add_argument("--redis-url", default=None, help="default: 127.0.0.1:6379/15 or embedded")
     args = parser.parse_args()
-    with _redis(args.redis_url) as redis_url:
+    with bench_redis(args.redis_url, "redis://127.0.0.1:6379/15") as redis_url:
         asyncio.run(main(redis_url, args.n, args.concurrency))

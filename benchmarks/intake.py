@@ -14,18 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import anyio
-import redis
 from redis.asyncio import Redis
 
+from benchmarks.common import bench_redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
-from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake, IntakeOptions
 from tests.support.graphs import known_run_events
@@ -38,24 +33,6 @@ def _events(runs: int) -> list[str]:
             event = {"type": kind, "run_id": f"bench-{run}", "seq": seq, **fields}
             events.append(json.dumps(event, separators=(",", ":")))
     return events
-
-
-@contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    candidate = url or "redis://127.0.0.1:6379/14"
-    try:
-        redis.Redis.from_url(candidate, socket_connect_timeout=0.5).ping()
-    except redis.RedisError:
-        if url:
-            raise
-        with (
-            tempfile.TemporaryDirectory() as folder,
-            EmbeddedRedis(Path(folder), persist=False) as server,
-        ):
-            assert server.url is not None
-            yield server.url
-            return
-    yield candidate
 
 
 async def _fill(client: Redis, stream: str, events: list[str]) -> None:
@@ -138,5 +115,5 @@ if __name__ == "__main__":
     parser.add_argument("--batch", type=int, default=500, help="entries per XREADGROUP")
     parser.add_argument("--redis-url", default=None, help="default: 127.0.0.1:6379/14 or embedded")
     args = parser.parse_args()
-    with _redis(args.redis_url) as redis_url:
+    with bench_redis(args.redis_url, "redis://127.0.0.1:6379/14") as redis_url:
         anyio.run(main, redis_url, args.runs, args.batch)

@@ -39,6 +39,7 @@ from gencoach.workers.context import WorkerContext, current_context
 from gencoach.workers.diagnosis import diagnose
 from gencoach.workers.lease import LeaseHold, hold_lease
 from gencoach.workers.prompts import RewriteAnswer, rewrite_messages
+from gencoach.workers.tls import shared_ssl_context
 from gencoach.workers.transcripts import Transcript
 
 log = get_logger("jobs")
@@ -220,7 +221,7 @@ async def _repair(job: RepairJob, context: WorkerContext, transcript: Transcript
         reason = f"agent {job.agent_url} is not under the allowed prefixes (setting `agents`)"
         return Outcome("error", reason=reason)
     answer: SpecializedCoachingResponse | None = None
-    async with httpx.AsyncClient(timeout=job.timeout_s) as http:
+    async with httpx.AsyncClient(timeout=job.timeout_s, verify=shared_ssl_context()) as http:
         with anyio.move_on_after(job.timeout_s):
             answer = await AgentClient(job.agent_url, http).coach(job.coaching)
     if answer is None:

@@ -20,6 +20,7 @@ from gencoach.workers.backends.base import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
 from gencoach.workers.backends.schemas import response_format
+from gencoach.workers.tls import shared_ssl_context
 
 log = get_logger("backends.openai")
 
@@ -85,7 +86,9 @@ class OpenAIBackend(Backend):
 
     async def _open(self) -> None:
         self._client = httpx.AsyncClient(
-            headers=self.headers(), timeout=httpx.Timeout(self.settings.timeout_s)
+            headers=self.headers(),
+            timeout=httpx.Timeout(self.settings.timeout_s),
+            verify=shared_ssl_context(),
         )
 
     async def _close(self) -> None:
