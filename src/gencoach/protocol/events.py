@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput
 from gencoach.protocol.base import (
@@ -157,6 +158,21 @@ def parse_event(data: object) -> AnyEvent:
     return parse_tagged(data, "type", _EVENT_TYPES, "GenerationEvent")
 
 
+_EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(GenerationEvent)
+# Text that might hold a non-finite number (or a number that overflows to one).
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}|[0-9]{300}")
+
+
 def parse_event_json(raw: str | bytes) -> AnyEvent:
-    """Parse one event from its JSON text, or raise ContractError."""
+    """Parse one event from its JSON text, or raise ContractError.
+
+    The common case, a valid event with nothing that could be NaN or Infinity, is
+    validated straight from the JSON; anything else takes the path that explains.
+    """
+    data = raw.encode() if isinstance(raw, str) else raw
+    if not _MAYBE_NON_FINITE.search(data):
+        try:
+            return _EVENT_ADAPTER.validate_json(data, strict=True)
+        except ValidationError:
+            pass  # refused: the slow path below says why, field by field
     return parse_event(decode_json(raw, "GenerationEvent"))
