@@ -3,8 +3,8 @@
 It serves the agent routes with FastAPI on uvicorn, in a thread: `GET /health`,
 `GET /v1/info`, `POST /v1/responses`, the coaching session routes and
 `POST /v1/coaching`. It records every request body, answers `/v1/responses` with a
-fixed decision (or the `replace_decision` found under `extra_keys.coaching`, or what
-the test's `answer(input, candidate_index)` script changes in the output), and
+fixed decision (or the `replace_decision` found under `extra_keys.coaching`), changed
+by the test's `answer(input, candidate_index)` script when it has one, and
 `/v1/coaching` from a queue of scripted replies, by default a correction at the
 first offered reinjection point.
 """
@@ -80,7 +80,8 @@ class ScriptedAgent:
         self.coaching_replies: deque[Callable[[Json], tuple[int, Json]]] = deque()
         self.response_delay_s = 0.0  # how long /v1/responses waits before answering
         # Scripted answers: fields replacing those of the default output (e.g. "output",
-        # "memory", or "status" with "error"), given the input and the candidate index.
+        # "memory", or "status" with "error"), given the input (coaching included) and the
+        # candidate index.
         self.answer: Callable[[Json, int], Json] | None = None
         self.lock = threading.Lock()
         self.url = ""
@@ -144,7 +145,7 @@ class ScriptedAgent:
                         "output": decision,
                         "error": None,
                     }
-                    if self.answer is not None and not coaching:
+                    if self.answer is not None:
                         output.update(self.answer(item, index))
                     outputs.append(output)
             return JSONResponse(outputs)

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.support.processes import free_port
+from tests.support.processes import free_port, kill_tree
 
 
 class ControllerProcess:
@@ -103,7 +103,7 @@ class ControllerProcess:
         """Kill the controller and the workers that still run."""
         for worker in self.workers:
             if worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGKILL)
+                kill_tree(worker.pid)
                 worker.wait(10)
         if self.process is not None and self.process.poll() is None:
             self.process.kill()

@@ -14,24 +14,9 @@ from pathlib import Path
 import redis
 from rq import Queue, Worker
 
-from tests.support.processes import pid_alive, wait_gone
+from tests.support.processes import child_pids, pid_alive, wait_gone
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def child_pids(pid: int) -> list[int]:
-    """The live processes whose parent is `pid`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def wait_until(check: Callable[[], object], timeout_s: float, what: str) -> None:

@@ -1,0 +1,138 @@
+"""The reference coach: the diagnosis's decision, a clean re-decision, a backend, or abandon."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from gencoach.agents.reference import MistakeRates, ReferenceOptions, reference_app
+from gencoach.protocol import SpecializedCoachingRequest, SpecializedCoachingResponse
+from tests.agents.payloads import agent_input, coaching_request, request, session_config
+from tests.support.llm_server import ScriptedLLMServer, json_reply, reply
+
+Serve = Callable[[Any], str]
+PRESS_SW1 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw1"}, "target_robot_name": "panda"}
+    ],
+}
+PRESS_SW2 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw2"}, "target_robot_name": "ur5"}
+    ],
+}
+
+
+def _agent(serve: Serve, llm: ScriptedLLMServer | None = None, run_id: str = "run-1") -> str:
+    url = serve(reference_app(ReferenceOptions(rates=MistakeRates(malformed=1.0))))
+    if llm is not None:
+        config = session_config(llm.endpoint)
+        config["backends"]["checker"]["max_retry"] = 0
+        response = httpx.put(f"{url}/v1/coaching/sessions/{run_id}", json=config)
+        assert response.status_code == 204
+    return url
+
+
+def _memory_after_first(url: str) -> dict[str, Any]:
+    body = request(agent_input(1, "Press sw1 twice, then sw2."))
+    memory: dict[str, Any] = httpx.post(f"{url}/v1/responses", json=body).json()[0]["memory"]
+    return memory
+
+
+def _coach(url: str, body: dict[str, Any]) -> SpecializedCoachingResponse:
+    response = httpx.post(f"{url}/v1/coaching", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    answer = SpecializedCoachingResponse.parse(response.json())
+    answer.validate_request(SpecializedCoachingRequest.parse(body))
+    return answer
+
+
+def _decisions(answer: SpecializedCoachingResponse) -> dict[str, Any]:
+    return {p.reinjection_point_id: p.extra_keys["coaching"]["decision"] for p in answer.proposals}
+
+
+def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """A failure whose diagnosis expects `panda.press_button(id="sw1")` gets it at both points."""
+    url = _agent(serve, llm)
+    answer = _coach(url, coaching_request("failure", "run-1", "r1", {}))
+    assert answer.status == "corrected"
+    assert _decisions(answer) == {"replacement": PRESS_SW1, "recovery": PRESS_SW1}
+    assert answer.proposals[0].extra_keys["coaching"]["kind"] == "replace_decision"
+    assert "took the diagnosis's expected decision" in answer.logs[0].content
+    assert answer.logs[0].coaching_type == "failure_repair"
+    assert llm.requests == []
+
+
+def test_suboptimal_uses_the_expected_decision_at_the_replacement(serve: Serve) -> None:
+    """A suboptimal step is replaced by the expected decision, without any session."""
+    answer = _coach(_agent(serve), coaching_request("suboptimal", "run-1", "r1", {}))
+    assert _decisions(answer) == {"replacement": PRESS_SW1}
+
+
+def test_an_unparseable_expected_decision_asks_the_session_backend(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """When the expected decision is prose, the session's backend gives the decision as JSON."""
+    url = _agent(serve, llm)
+    llm.script(json_reply(PRESS_SW2))
+    body = coaching_request("failure", "run-1", "r1", {})
+    body["diagnosis"]["expected_decision"] = "press the second button with the other robot"
+    answer = _coach(url, body)
+    assert _decisions(answer) == {"replacement": PRESS_SW2, "recovery": PRESS_SW2}
+    [sent] = llm.requests
+    prompt = sent.body["messages"][-1]["content"]
+    assert "Expected decision: press the second button with the other robot" in prompt
+    assert sent.body["response_format"]["type"] == "json_object"
+    assert sent.headers["content-type"] == "application/json"
+
+
+def test_format_is_repaired_by_deciding_again_without_mistakes(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """A malformed answer is replaced by the scripted policy's clean decision, no backend asked."""
+    url = _agent(serve, llm)
+    memory = _memory_after_first(url)
+    answer = _coach(url, coaching_request("format", "run-1", "r1", memory))
+    assert _decisions(answer) == {"replacement": PRESS_SW1}
+    assert "decided again without mistakes" in answer.logs[0].content
+    assert llm.requests == []
+
+
+def test_without_a_session_or_a_decision_the_coach_abandons_with_the_reasons(
+    serve: Serve,
+) -> None:
+    """Nothing parses, the policy cannot decide and no backend is shared: abandoned, saying why."""
+    answer = _coach(_agent(serve), coaching_request("format", "run-9", "r1", {}))
+    assert answer.status == "abandoned"
+    assert answer.reason is not None
+    assert "deciding again failed" in answer.reason
+    assert "no coaching session for run run-9" in answer.reason
+
+
+@pytest.mark.parametrize(
+    ("replies", "why"),
+    [
+        ((reply("not json"), reply("still not json")), "backend checker failed"),
+        ((json_reply({"say": "", "tool_calls": [{**PRESS_SW1["tool_calls"][0], "name": "push"}]}),),
+         "malformed decision: it calls unknown tools ['push']"),
+    ],
+)  # fmt: skip
+def test_a_backend_without_a_usable_decision_means_abandon(
+    serve: Serve, llm: ScriptedLLMServer, replies: tuple[Any, ...], why: str
+) -> None:
+    """Answers that do not parse, or name unknown tools, leave the request abandoned."""
+    url = _agent(serve, llm)
+    llm.script(*replies)
+    body = coaching_request("failure", "run-1", "r1", {})
+    body["diagnosis"]["expected_decision"] = "do the right thing"
+    answer = _coach(url, body)
+    assert answer.status == "abandoned"
+    assert answer.reason is not None
+    assert why in answer.reason

@@ -1,0 +1,132 @@
+"""The remaining routes end to end (no_action, exceeded, text rewrite), and a worker
+killed in the middle of a job: its request is retried, never lost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gencoach.client import Reporter
+from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import coaching_settings, report_known, requests_of, settled
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import RUN_STARTED
+from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
+from tests.support.processes import kill_tree
+
+pytestmark = pytest.mark.slow
+
+PRESS = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
+    ],
+}
+
+
+def _two_step_run(
+    reporter: Reporter, prefix: str, stage: dict[str, Any], end: dict[str, str]
+) -> None:
+    """A root decision that goes on, then one that ends the stage with `end`."""
+    emit = reporter.emit
+    user = {"type": "user", "content": f"{prefix}: press sw0"}
+    emit("situation.created", situation_id=f"{prefix}-s0", parent_candidate_id=None, stage=stage,
+         input={"id": len(prefix) * 100, "instruction": user})  # fmt: skip
+    emit("candidate.created", candidate_id=f"{prefix}-c0", situation_id=f"{prefix}-s0",
+         response_status="completed", output=PRESS)  # fmt: skip
+    emit("candidate.executed", candidate_id=f"{prefix}-c0", status="ongoing")
+    feedback = {"id": len(prefix) * 100 + 1, "instruction": {"type": "env", "content": "{}"}}
+    emit("situation.created", situation_id=f"{prefix}-s1", parent_candidate_id=f"{prefix}-c0",
+         stage=stage, input=feedback)  # fmt: skip
+    second = (
+        {"say": "I am done", "tool_calls": []}
+        if stage.get("text_only") or end["event"] == "no_action"
+        else PRESS
+    )
+    emit("candidate.created", candidate_id=f"{prefix}-c1", situation_id=f"{prefix}-s1",
+         response_status="completed", output=second)  # fmt: skip
+    emit("candidate.executed", candidate_id=f"{prefix}-c1", status="error", stage_end=end)
+
+
+def test_no_action_exceeded_and_text_rewrite_routes(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """no_action and exceeded ends are diagnosed and repaired as failure coaching with
+    their own types; a failed text-only stage is rewritten by the LLM and reinjected as
+    replace_say."""
+    diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    llm.script(diagnosis, diagnosis)
+    controller = controller_factory(settings=coaching_settings(llm))
+    controller.start()
+    controller.start_workers()
+    with Reporter("routes", redis_url=redis_url) as reporter:
+        reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
+        _two_step_run(
+            reporter, "idle", {"id": 0, "goal": "act"}, {"event": "no_action", "state": "exceeded"}
+        )
+        _two_step_run(
+            reporter, "long", {"id": 1, "goal": "act"}, {"event": "exceeded", "state": "exceeded"}
+        )
+    found = wait_for(settled(controller, "routes", 2), timeout_s=60, what="two requests")
+    assert {route: r["type_coaching"] for route, r in found.items()} == {
+        "no_action": "no_action:diagnosis",
+        "exceeded": "exceeded:diagnosis",
+    }
+    assert {r["state"] for r in found.values()} == {"reinjected"}
+    kinds = sorted(
+        request["additional_info"]["type_coaching"] for request in scripted_agent.coaching_requests
+    )
+    assert kinds == ["exceeded:diagnosis", "no_action:diagnosis"]
+    assert all(request["kind"] == "failure" for request in scripted_agent.coaching_requests)
+
+    llm.script(json_reply({"say": "the answer is 42"}))
+    with Reporter("text", redis_url=redis_url) as reporter:
+        reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
+        _two_step_run(reporter, "text", {"id": 0, "goal": "answer", "text_only": True},
+                      {"event": "failure", "state": "exceeded"})  # fmt: skip
+    (rewrite,) = wait_for(settled(controller, "text", 1), timeout_s=60, what="the rewrite").values()
+    assert (rewrite["route"], rewrite["state"]) == ("text_rewrite", "reinjected")
+    prompt = json.dumps(llm.requests[-1].body["messages"])
+    assert "I am done" in prompt
+    reinjected = scripted_agent.response_requests[-1]["inputs"][0]["extra_keys"]["coaching"]
+    assert reinjected == {"kind": "replace_say", "text": "the answer is 42"}
+
+
+def test_worker_killed_mid_job_is_retried(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """Every worker process killed with SIGKILL during a slow diagnosis: the slot comes
+    back when its lease lapses, and the request is retried on new workers and reinjected."""
+    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    llm.script(delayed(30.0, answer), answer)
+    settings = coaching_settings(llm, format=False, suboptimal=False)
+    settings["coaching"]["lease_s"] = 2
+    controller = controller_factory(settings=settings)
+    controller.start()
+    workers = controller.start_workers()
+    report_known(redis_url, "killed", scripted_agent.url)
+    wait_for(lambda: llm.requests, timeout_s=60, what="the slow diagnosis to start")
+    kill_tree(workers.pid)
+    workers.wait(10)
+    controller.start_workers()
+    request = wait_for(
+        lambda: (
+            (r := requests_of(controller, "killed").get("failure"))
+            and r["state"] == "reinjected"
+            and r
+        ),
+        timeout_s=60,
+        what="the retried request",
+    )
+    assert request["attempt"] == 2
+    retries = [step for step in request["history"] if (step["reason"] or "").startswith("retry:")]
+    assert retries[0]["reason"] == "retry: the diagnosing worker's lease lapsed"

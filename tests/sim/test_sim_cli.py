@@ -1,0 +1,88 @@
+"""`gencoach sim run` as a person uses it: its help, its one-line errors, a standalone run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from gencoach.cli import app
+from gencoach.sim import SCENARIOS
+from tests.sim.events import Tree, read_log
+from tests.sim.players import buttons_player
+from tests.support.agent_server import ScriptedAgent
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sim_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gencoach sim run ARGS` and capture what it prints."""
+    return subprocess.run(
+        [sys.executable, "-m", "gencoach", "sim", "run", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+
+
+def test_help_documents_every_option(tmp_path: Path) -> None:
+    """`--help` lists every option of the command, and each one has a help text."""
+    result = sim_run("--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    command = typer.main.get_command(app).commands["sim"].commands["run"]  # type: ignore[attr-defined]
+    options = [param for param in command.params if param.name != "help"]
+    assert len(options) == 18
+    for param in options:
+        assert param.help, f"{param.name} has no help"
+        assert param.opts[0] in result.stdout, f"{param.opts[0]} is not in --help"
+    assert "|".join(SCENARIOS) in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--scenario", "chess"], "valid choices: buttons, sorting, two_stage, text_question"),
+        (["--envs", "0"], "'--envs'"),
+        (["--injection-probability", "2"], "'--injection-probability'"),
+        (["--branches", "many"], "'--branches'"),
+        (["--colour", "red"], "No such option: --colour"),
+        (["--redis-url", "redis://x", "--api-url", "http://x"], "not both"),
+        (["--run-id", "a{b}"], "--run-id"),
+    ],
+)
+def test_a_bad_option_fails_with_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    """A bad scenario or option prints one line naming it (and the choices), and exits 2."""
+    result = sim_run("--agent-url", "http://127.0.0.1:9", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("gencoach sim run: ")
+    assert expected in lines[0]
+    assert result.stdout == ""
+
+
+def test_a_missing_agent_url_fails_with_one_line(tmp_path: Path) -> None:
+    """Without --agent-url, one line says it is missing."""
+    result = sim_run(cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "gencoach sim run: Missing option '--agent-url'."
+
+
+def test_a_standalone_run_writes_its_log(scripted_agent: ScriptedAgent, tmp_path: Path) -> None:
+    """With no gencoach, the run writes `<run_id>.events.jsonl` and prints a one-line summary."""
+    scripted_agent.answer = buttons_player("wrong_button")
+    result = sim_run(
+        "--agent-url", scripted_agent.url, "--run-id", "cli-1", "--seed", "3", cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("run cli-1 (buttons): 3 situations, 6 candidates")
+    tree = Tree.of(read_log(tmp_path / "cli-1.events.jsonl"))
+    assert len(tree.situations) == 3
+    assert tree.events[0]["env_options"]["seed"] == 3
