@@ -14,6 +14,7 @@ import typer
 import yaml
 
 from gencoach.__about__ import __version__
+from gencoach.agents.cli import agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
 from gencoach.errors import ConfigError, RedisError
@@ -21,6 +22,7 @@ from gencoach.export.command import export_command
 from gencoach.logs import configure_logging, get_logger
 from gencoach.service.controller import ControllerOptions, run_controller, save_run
 from gencoach.service.dispatch import RQDispatcher
+from gencoach.sim.cli import sim_app
 from gencoach.workers.pool import run_workers
 
 app = typer.Typer(
@@ -32,6 +34,9 @@ app = typer.Typer(
 )
 config_app = typer.Typer(help="Inspect the configuration.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+app.add_typer(agent_app, name="agent")
+app.command("check-agent")(check_agent)
+app.add_typer(sim_app, name="sim")
 
 EXIT_BAD_CONFIG = 2
 

@@ -5,6 +5,8 @@
 routes and `POST /v1/coaching`. Bodies are validated strictly (422 with every refused
 field and why), and every answer is validated before it is sent: a policy's or a coach's
 mistake becomes an error candidate, a 500 or a coaching `error`, never an invalid answer.
+An input carrying a correction under `extra_keys.coaching` (`replace_decision`, or
+`replace_say` as words alone) is answered with that decision without calling the policy.
 """
 
 from __future__ import annotations
@@ -136,14 +138,17 @@ def create_agent_app(
 
     @app.get("/health")
     async def health() -> JSONResponse:
+        """Ready as soon as the app exists: policies are built before it."""
         return JSONResponse(AgentHealth().model_dump(mode="json"))
 
     @app.get("/v1/info")
     async def get_info() -> JSONResponse:
+        """The agent's announcement."""
         return JSONResponse(info_body)
 
     @app.post("/v1/responses")
     async def responses(request: Request) -> Response:
+        """Candidates for every input, in input order then candidate order."""
         try:
             agent_request = AgentRequest.parse_json(await request.body())
             prepared = _prepare(agent_request)
@@ -190,6 +195,7 @@ async def _respond(
 def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: SessionStore) -> None:
     @app.put("/v1/coaching/sessions/{run_id}")
     async def open_session(run_id: str, request: Request) -> Response:
+        """Open the run's session: 204, 409 for another config, 503 for a dead backend."""
         try:
             config = CoachingSessionConfig.parse_json(await request.body())
             await store.open(run_id, config)
@@ -202,12 +208,14 @@ def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: Ses
 
     @app.delete("/v1/coaching/sessions/{run_id}")
     async def close_session(run_id: str) -> Response:
+        """Close the run's session: 204, or 404 when it has none."""
         if not store.close(run_id):
             return JSONResponse({"detail": f"no coaching session for run {run_id}"}, 404)
         return Response(status_code=204)
 
     @app.post("/v1/coaching")
     async def coaching(request: Request) -> Response:
+        """Repair a decision: the coach's outcome, validated against the request."""
         try:
             coaching_request = SpecializedCoachingRequest.parse_json(await request.body())
         except ContractError as error:

@@ -142,7 +142,7 @@ class SessionStore:
             self._sessions[run_id] = CoachingSession(run_id, config, settings)
 
     async def _probe_all(self, config: CoachingSessionConfig) -> Sequence[str]:
-        problems: dict[str, str | None] = {}
+        problems: dict[str, str | None] = dict.fromkeys(config.backends)
         async with httpx.AsyncClient(transport=self._transport) as http:
 
             async def run(name: str, backend: CoachingBackendConfig) -> None:
@@ -151,7 +151,7 @@ class SessionStore:
             async with anyio.create_task_group() as group:
                 for name, backend in config.backends.items():
                     group.start_soon(run, name, backend)
-        return [problems[name] for name in config.backends if problems[name] is not None]
+        return [problem for problem in problems.values() if problem is not None]
 
     def close(self, run_id: str) -> bool:
         """Close the run's session; False when it had none."""

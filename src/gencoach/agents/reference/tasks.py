@@ -39,7 +39,9 @@ def world_from(attributes: JsonObject) -> World:
     try:
         holding = data["holding"]
         world = {
-            "robots": {name: {"name": name, "holding": holding.get(name)} for name in data["known_robots"]},
+            "robots": {
+                name: {"name": name, "holding": holding.get(name)} for name in data["known_robots"]
+            },
             "buttons": {button: {"id": button} for button in data["buttons"]},
             "places": {pid: {"id": pid, **place} for pid, place in data["places"].items()},
             "objects": {oid: {"id": oid, **obj} for oid, obj in data["objects"].items()},
@@ -60,7 +62,11 @@ def _feedback_presses(content: str) -> list[str]:
         return []
     pressed = []
     for call, line in zip(calls, lines, strict=False):
-        if isinstance(call, dict) and call.get("name") == "press_button" and line.endswith("succeed"):
+        if (
+            isinstance(call, dict)
+            and call.get("name") == "press_button"
+            and line.endswith("succeed")
+        ):
             pressed.append(str((call.get("arguments") or {}).get("id")))
     return pressed
 
@@ -76,12 +82,18 @@ def read_situation(agent_input: AgentInput, memory: Memory) -> Situation:
             raise PolicyError("no_task", "environment feedback arrived before any instruction")
         instruction = stage[0].content
         stage = [*stage[1:], HistoryEntry(author="SYSTEM", content=agent_input.instruction.content)]
-    presses = [b for entry in stage if entry.author == "SYSTEM" for b in _feedback_presses(entry.content)]
+    presses = [
+        b for entry in stage if entry.author == "SYSTEM" for b in _feedback_presses(entry.content)
+    ]
     decisions = [entry_decision(entry) for entry in stage]
     detoured = any(call.name == CANCEL for d in decisions if d for call in d.tool_calls)
     world = world_from(agent_input.attributes)
     return Situation(
-        instruction.strip(), world, tuple(presses), detoured, _QUESTION.fullmatch(instruction.strip()) is not None
+        instruction.strip(),
+        world,
+        tuple(presses),
+        detoured,
+        _QUESTION.fullmatch(instruction.strip()) is not None,
     )
 
 
@@ -89,7 +101,9 @@ def _object(world: World, shape: str, colour: str | None = None) -> str:
     for obj in world.objects.values():
         if obj.shape == shape and colour in (None, obj.colour):
             return obj.id
-    raise PolicyError("unknown_object", f"no {colour or ''} {shape} on the table".replace("  ", " "))
+    raise PolicyError(
+        "unknown_object", f"no {colour or ''} {shape} on the table".replace("  ", " ")
+    )
 
 
 def _buttons(match: re.Match[str], world: World) -> Goal:

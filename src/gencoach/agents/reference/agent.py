@@ -1,0 +1,65 @@
+"""The reference agent: its announcement and app, with the scripted or the LLM policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fastapi import FastAPI
+
+from gencoach.__about__ import __version__
+from gencoach.agents.app import create_agent_app
+from gencoach.agents.policy import Policy
+from gencoach.agents.reference.coach import ReferenceCoach
+from gencoach.agents.reference.llm import LLMPolicy
+from gencoach.agents.reference.mistakes import MistakeRates
+from gencoach.agents.reference.scripted import ScriptedPolicy
+from gencoach.protocol import COACHING_KINDS, AgentInfo
+
+PolicyName = Literal["scripted", "llm"]
+DEFAULT_LLM_ENDPOINT = "http://127.0.0.1:11434/v1/chat/completions"
+DEFAULT_AGENT_ID = "gencoach-reference"
+
+
+@dataclass(frozen=True)
+class ReferenceOptions:
+    """What `gencoach agent serve` chooses: the policy, its mistakes and seed, the LLM."""
+
+    policy: PolicyName = "scripted"
+    rates: MistakeRates = field(default_factory=MistakeRates)
+    seed: int = 0
+    llm_endpoint: str = DEFAULT_LLM_ENDPOINT
+    model: str | None = None
+    agent_id: str = DEFAULT_AGENT_ID
+
+    def __post_init__(self) -> None:
+        if self.policy == "llm" and not self.model:
+            raise ValueError("the llm policy needs a model (--model)")
+
+
+def reference_info(agent_id: str = DEFAULT_AGENT_ID) -> AgentInfo:
+    """The reference agent's announcement: every coaching kind, and text resumes."""
+    return AgentInfo(
+        agent_id=agent_id,
+        agent_version=__version__,
+        specialized_coaching=list(COACHING_KINDS),
+        coaching_resume=True,
+        capabilities={"tool_calls": True, "replace_decision": True, "replace_say": True},
+    )
+
+
+def reference_policy(options: ReferenceOptions) -> tuple[Policy, Policy]:
+    """The policy that decides, and the one the coach re-decides malformed answers with."""
+    if options.policy == "llm":
+        assert options.model is not None
+        llm = LLMPolicy(options.llm_endpoint, options.model)
+        return llm, llm
+    scripted = ScriptedPolicy(options.rates, options.seed)
+    return scripted, scripted.without_mistakes()
+
+
+def reference_app(options: ReferenceOptions | None = None) -> FastAPI:
+    """The reference agent's FastAPI app."""
+    options = options or ReferenceOptions()
+    policy, repair = reference_policy(options)
+    return create_agent_app(reference_info(options.agent_id), policy, ReferenceCoach(repair))

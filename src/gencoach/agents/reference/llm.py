@@ -1,0 +1,208 @@
+"""The LLM policy: an OpenAI-compatible chat-completions server decides, tools offered as functions.
+
+Each MAGMA tool `{name, description, arguments: {param: {description, type}}}` becomes a
+function tool whose parameters add `target_robot_name`; the model's `tool_calls` become
+the decision's calls and its text content the decision's `say`. One request is sent per
+candidate, concurrently. An unreachable server or an unreadable answer becomes an error
+candidate (`backend_unavailable`, `backend_error`, `malformed_output`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import anyio
+import httpx
+
+from gencoach.agents.memory import Memory, entry_decision
+from gencoach.agents.policy import Decided
+from gencoach.protocol import AgentDecision, AgentInput, JsonObject, ToolCall
+from gencoach.protocol.decision_text import format_decision
+from gencoach.workers.backends.openai import public_url, server_message
+
+_JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean"}
+_SYSTEM = (
+    "You control robots on a tabletop through function calls. To act, call tools, each "
+    "naming the robot that runs it in target_robot_name; to answer a question, reply with "
+    "text alone and call no tool. Never mix text and tool calls.\n"
+    "Robots: {robots}\nWhat you see of the world (JSON): {world}"
+)
+
+
+class MalformedAnswerError(ValueError):
+    """The model's message cannot be read as a decision."""
+
+
+def function_tools(tools: list[JsonObject], robots: list[str]) -> list[dict[str, Any]]:
+    """The MAGMA tools as OpenAI function tools, each with a `target_robot_name` parameter."""
+    functions = []
+    for tool in tools:
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        arguments = tool.get("arguments")
+        properties: dict[str, Any] = {}
+        for param, spec in (arguments if isinstance(arguments, dict) else {}).items():
+            spec = spec if isinstance(spec, dict) else {}
+            properties[param] = {
+                "type": _JSON_TYPES.get(str(spec.get("type")), "string"),
+                "description": str(spec.get("description", "")),
+            }
+        robot: dict[str, Any] = {"type": "string", "description": "the robot that runs the call"}
+        if robots:
+            robot["enum"] = robots
+        properties["target_robot_name"] = robot
+        functions.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": str(tool.get("description", "")),
+                    "parameters": {
+                        "type": "object",
+                        "properties": properties,
+                        "required": list(properties),
+                    },
+                },
+            }
+        )
+    return functions
+
+
+def chat_messages(agent_input: AgentInput, memory: Memory) -> list[dict[str, str]]:
+    """The prompt: instructions and world, rules, the history, then the current instruction."""
+    attributes = agent_input.attributes
+    robots = attributes.get("known_robots", [])
+    system = _SYSTEM.format(robots=robots, world=json.dumps(attributes))
+    if memory.memory_list:
+        system += "\nRules to follow:\n" + "\n".join(f"- {rule}" for rule in memory.memory_list)
+    messages = [{"role": "system", "content": system}]
+    for entry in memory.history:
+        decision = entry_decision(entry)
+        if decision is not None:
+            messages.append({"role": "assistant", "content": format_decision(decision)})
+        elif entry.author == "SYSTEM":
+            messages.append({"role": "user", "content": f"Environment feedback: {entry.content}"})
+        elif entry.author == "USER":
+            messages.append({"role": "user", "content": entry.content})
+    current = agent_input.instruction
+    prefix = "" if current.type == "user" else "Environment feedback: "
+    messages.append({"role": "user", "content": prefix + current.content})
+    return messages
+
+
+def read_decision(message: object, robots: list[str]) -> AgentDecision:
+    """The decision an assistant message holds, or MalformedAnswerError."""
+    if not isinstance(message, dict):
+        raise MalformedAnswerError("the answer holds no assistant message")
+    content = message.get("content")
+    calls = []
+    for raw in message.get("tool_calls") or []:
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict) or not function.get("name"):
+            raise MalformedAnswerError(f"a tool call without a function name: {raw!r}")
+        arguments = function.get("arguments") or {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                raise MalformedAnswerError(f"arguments are not JSON: {arguments!r}") from None
+        if not isinstance(arguments, dict):
+            raise MalformedAnswerError(f"arguments are not an object: {arguments!r}")
+        robot = arguments.pop("target_robot_name", None) or (
+            robots[0] if len(robots) == 1 else None
+        )
+        if not isinstance(robot, str) or not robot:
+            raise MalformedAnswerError(f"call {function['name']} names no target_robot_name")
+        calls.append(
+            ToolCall(name=str(function["name"]), arguments=arguments, target_robot_name=robot)
+        )
+    say = content.strip() if isinstance(content, str) else ""
+    return AgentDecision(say=say, tool_calls=calls)
+
+
+class LLMPolicy:
+    """Asks an OpenAI-compatible server (Ollama, vLLM, llama.cpp…) for each decision."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        model: str,
+        *,
+        headers: dict[str, str] | None = None,
+        timeout_s: float = 120.0,
+        temperature: float = 0.7,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.model = model
+        self.headers = {"Content-Type": "application/json", **(headers or {})}
+        self.timeout_s = timeout_s
+        self.temperature = temperature
+        self._transport = transport
+
+    def body(self, agent_input: AgentInput, memory: Memory) -> dict[str, Any]:
+        """The chat-completions request for one candidate."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(agent_input, memory),
+            "temperature": self.temperature,
+        }
+        tools = function_tools(agent_input.tools, _robots(agent_input))
+        if tools:
+            body["tools"] = tools
+        return body
+
+    async def decide(self, agent_input: AgentInput, memory: Memory, count: int) -> list[Decided]:
+        """`count` candidates, one request each, sent concurrently."""
+        body = self.body(agent_input, memory)
+        decided: list[Decided] = [Decided.failed("cancelled", "not answered")] * count
+        async with httpx.AsyncClient(
+            headers=self.headers, timeout=self.timeout_s, transport=self._transport
+        ) as http:
+
+            async def one(index: int) -> None:
+                decided[index] = await self._candidate(http, body, _robots(agent_input))
+
+            async with anyio.create_task_group() as group:
+                for index in range(count):
+                    group.start_soon(one, index)
+        return decided
+
+    async def _candidate(
+        self, http: httpx.AsyncClient, body: dict[str, Any], robots: list[str]
+    ) -> Decided:
+        where = public_url(self.endpoint)
+        try:
+            response = await http.post(self.endpoint, json=body)
+        except httpx.HTTPError as error:
+            return Decided.failed("backend_unavailable", f"{where}: {error!r}", component="llm")
+        if not response.is_success:
+            message = f"{where} answered {response.status_code}: {server_message(response)}"
+            return Decided.failed("backend_error", message, component="llm")
+        step: JsonObject = {
+            "id": f"llm-{uuid.uuid4().hex}",
+            "component": "llm",
+            "origin": "model",
+            "full_prompt": json.dumps(body["messages"]),
+            "input_elements": {"model": self.model},
+            "output_raw": response.text,
+        }
+        try:
+            message = response.json()["choices"][0]["message"]
+            decision = read_decision(message, robots)
+        except (ValueError, LookupError, TypeError) as error:
+            return Decided.failed(
+                "malformed_output",
+                str(error) or repr(error),
+                component="llm",
+                internal_steps=[step],
+            )
+        return Decided.of(decision, internal_steps=[step])
+
+
+def _robots(agent_input: AgentInput) -> list[str]:
+    robots = agent_input.attributes.get("known_robots")
+    return [str(robot) for robot in robots] if isinstance(robots, list) else []
