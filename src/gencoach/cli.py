@@ -12,17 +12,20 @@ import anyio
 import httpx
 import typer
 import yaml
+from rich.console import Console
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
+from gencoach.demo import DemoOptions, run_demo
 from gencoach.errors import ConfigError, RedisError
 from gencoach.export.command import export_command
 from gencoach.logs import configure_logging, get_logger
 from gencoach.service.controller import ControllerOptions, run_controller, save_run
 from gencoach.service.dispatch import RQDispatcher
 from gencoach.sim.cli import sim_app
+from gencoach.sim.scenarios import SCENARIOS
 from gencoach.workers.pool import run_workers
 
 app = typer.Typer(
@@ -102,6 +105,53 @@ def config_check(
     state: CliState = ctx.obj
     settings = load_or_exit(file or state.config_path)
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
+
+
+@app.command()
+def demo(
+    output: Annotated[
+        Path, typer.Option("--output", file_okay=False, help="Where the demo's folder goes.")
+    ] = Path("output"),
+    redis: Annotated[
+        str | None, typer.Option("--redis-url", help="Use this Redis (default: embedded).")
+    ] = None,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option("--scenario", help=f"Repeatable; default all: {', '.join(SCENARIOS)}."),
+    ] = None,
+    envs: Annotated[int, typer.Option(min=1, help="Environments per scenario.")] = 2,
+    branches: Annotated[int, typer.Option(min=1, help="Candidates per fresh situation.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the world and of the agent's mistakes.")] = 7,
+    max_wall_s: Annotated[
+        float, typer.Option("--max-wall-s", min=5, help="Time budget of each scenario's run.")
+    ] = 75.0,
+    llm_endpoint: Annotated[
+        str | None,
+        typer.Option(help="A chat-completions URL: a real model coaches and decides."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="The model, with --llm-endpoint.")] = None,
+) -> None:
+    """Run everything on this machine: Redis, controller, workers, agent and simulator."""
+    unknown = sorted(set(scenario or ()) - set(SCENARIOS))
+    if unknown:
+        typer.echo(f"unknown scenario {unknown[0]!r}; valid: {', '.join(SCENARIOS)}", err=True)
+        raise typer.Exit(2)
+    if (llm_endpoint is None) != (model is None):
+        typer.echo("give --llm-endpoint and --model together", err=True)
+        raise typer.Exit(2)
+    configure_logging("warning", "console")
+    options = DemoOptions(
+        output_dir=output,
+        redis_url=redis,
+        scenarios=tuple(scenario or SCENARIOS),
+        envs=envs,
+        branches=branches,
+        seed=seed,
+        max_wall_s=max_wall_s,
+        llm_endpoint=llm_endpoint,
+        model=model,
+    )
+    raise typer.Exit(run_demo(options, Console()))
 
 
 @app.command()

@@ -75,6 +75,10 @@ class ReferenceCoach:
             decision = await self._redecide(agent_input, notes)
         if decision is None:
             decision = await self._ask(request, agent_input, session, notes)
+        if decision is None and request.kind != "format":
+            # Last resort, for the reference agent only: its policy without the mistakes
+            # it makes on purpose knows the intended decision at that step.
+            decision = await self._redecide(agent_input, notes)
         if decision is None:
             return CoachingOutcome.abandoned("; ".join(notes), [_log(request, notes)])
         notes.append(f"proposed at {', '.join(p.id for p in points)}: {format_decision(decision)}")

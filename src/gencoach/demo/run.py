@@ -1,0 +1,240 @@
+"""`gencoach demo`: the whole system on a laptop, from Redis to proven corrections.
+
+It starts an embedded Redis (unless given one), the controller, the workers and the
+reference agent as child processes, runs the reference generator on every scenario
+in this process, shows live progress read from the controller's API, and ends with a
+summary and the path of the saved graphs. Every process it started is stopped on the
+way out, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import httpx
+import yaml
+from rich.console import Console
+from rich.live import Live
+
+from gencoach.demo.processes import Child, ChildError
+from gencoach.demo.progress import Snapshot, render, snapshot
+from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.sim.generator import run_generation
+from gencoach.sim.options import GenerationOptions, GenerationReport
+from gencoach.sim.scenarios import SCENARIOS
+
+TEACHER = "gencoach.sim.teacher:diagnose"
+MUST_PROVE = ("format", "failure", "suboptimal")
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """What the demo runs; the defaults finish in about a minute on two cores."""
+
+    output_dir: Path = Path("output")
+    redis_url: str | None = None
+    scenarios: tuple[str, ...] = tuple(SCENARIOS)
+    envs: int = 2
+    branches: int = 2
+    seed: int = 7
+    max_wall_s: float = 75.0
+    injection_probability: float = 0.1
+    mistakes: dict[str, float] = field(
+        default_factory=lambda: {
+            "wrong-argument": 0.2,
+            "skipped-prerequisite": 0.1,
+            "malformed": 0.15,
+            "detour": 0.25,
+            "no-action": 0.05,
+        }
+    )
+    llm_endpoint: str | None = None
+    model: str | None = None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -> Path:
+    if options.llm_endpoint:
+        backend = {
+            "type": "openai",
+            "endpoint": options.llm_endpoint,
+            "default_model": options.model,
+            "timeout_s": 120,
+        }
+    else:
+        backend = {"type": "python", "endpoint": TEACHER, "timeout_s": 30}
+    config = {
+        "redis": {"url": redis_url},
+        "output_dir": str(folder / "graphs"),
+        "api": {"port": api_port},
+        "coaching": {
+            "enabled": True,
+            "lease_s": 15,
+            "max_alternatives_per_situation": 4,
+            "examples": {"register_successful": True, "cache_dir": str(folder / "cases")},
+        },
+        "backends": {"teacher" if not options.llm_endpoint else "llm": backend},
+        "workers": {"processes": 2, "job_timeout_s": 120},
+        "controller": {"consumer": "demo", "grace_s": 5},
+        "log": {"level": "info", "format": "json"},
+    }
+    path = folder / "gencoach.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+@contextlib.contextmanager
+def _redis(options: DemoOptions, folder: Path) -> Iterator[str]:
+    if options.redis_url is not None:
+        yield options.redis_url
+        return
+    with EmbeddedRedis(folder / "redis", persist=False) as server:
+        assert server.url is not None
+        yield server.url
+
+
+def _agent_args(options: DemoOptions, port: int) -> list[str]:
+    args = ["agent", "serve", "--port", str(port), "--seed", str(options.seed)]
+    if options.llm_endpoint:
+        return [
+            *args,
+            "--policy",
+            "llm",
+            "--llm-endpoint",
+            options.llm_endpoint,
+            "--model",
+            str(options.model),
+        ]
+    for name, rate in options.mistakes.items():
+        args += [f"--{name}", str(rate)]
+    return args
+
+
+async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> list[GenerationReport]:
+    reports: list[GenerationReport] = []
+
+    async def one(index: int, scenario: str) -> None:
+        generation = GenerationOptions(
+            scenario=scenario,
+            agent_url=agent_url,
+            redis_url=redis_url,
+            seed=options.seed + index,
+            envs=options.envs,
+            branches=options.branches,
+            max_wall_s=options.max_wall_s,
+            injection_probability=options.injection_probability,
+            branch_grace_s=8.0,
+        )
+        reports.append(await run_generation(generation))
+
+    async with anyio.create_task_group() as tg:
+        for index, scenario in enumerate(options.scenarios):
+            tg.start_soon(one, index, scenario)
+    return reports
+
+
+async def _watch(api: str, console: Console, done: anyio.Event) -> None:
+    with httpx.Client(timeout=5) as client:
+        live = Live(console=console, auto_refresh=False) if console.is_terminal else None
+        last_line = 0.0
+        with live or contextlib.nullcontext():
+            while not done.is_set():
+                seen = await anyio.to_thread.run_sync(snapshot, api, client)
+                if live is not None:
+                    live.update(render(seen, "gencoach demo: coaching live"), refresh=True)
+                elif time.monotonic() - last_line > 5:
+                    last_line = time.monotonic()
+                    proven = sum(seen.reached["proven"].values())
+                    console.print(
+                        f"runs {seen.finished}/{seen.runs}, decisions {seen.decisions}, "
+                        f"requests {sum(seen.opportunities.values())}, proven {proven}"
+                    )
+                with anyio.move_on_after(1.0):
+                    await done.wait()
+
+
+async def _drive(
+    options: DemoOptions, redis_url: str, agent_url: str, api: str, console: Console
+) -> Snapshot:
+    done = anyio.Event()
+
+    async def generate_then_settle() -> None:
+        try:
+            reports = await _generate(options, redis_url, agent_url)
+            for report in reports:
+                console.print(report.summary())
+            async with httpx.AsyncClient(timeout=5) as client:
+                with anyio.move_on_after(30):
+                    while True:  # until every finished run is saved
+                        runs = (await client.get(f"{api}/v1/runs")).json()["runs"]
+                        if all(run["state"] == "saved" for run in runs):
+                            break
+                        await anyio.sleep(0.5)
+        finally:
+            done.set()
+
+    async def watch() -> None:
+        await _watch(api, console, done)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(generate_then_settle)
+        tg.start_soon(watch)
+    with httpx.Client(timeout=5) as client:
+        return await anyio.to_thread.run_sync(snapshot, api, client)
+
+
+def run_demo(options: DemoOptions, console: Console) -> int:
+    """Run the demo: 0 when it ran to its summary, 1 when a part failed, 130 on Ctrl-C."""
+    folder = (options.output_dir / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
+    folder.mkdir(parents=True)
+    started = time.monotonic()
+    try:
+        with _redis(options, folder) as redis_url:
+            seen = _with_children(options, folder, redis_url, console)
+    except ChildError as error:
+        console.print(f"[red]demo failed:[/] {error}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: every process the demo started was stopped[/]")
+        return 130
+    console.print(render(seen, f"gencoach demo: done in {time.monotonic() - started:.0f} s"))
+    graphs = folder / "graphs"
+    console.print(f"saved graphs: {graphs}  (then: gencoach export {graphs} --format chat)")
+    missing = [route for route in MUST_PROVE if seen.proven(route) == 0]
+    if missing:
+        console.print(f"[yellow]no proven correction this time for: {', '.join(missing)}[/]")
+    return 0
+
+
+def _with_children(
+    options: DemoOptions, folder: Path, redis_url: str, console: Console
+) -> Snapshot:
+    api_port, agent_port = _free_port(), _free_port()
+    api, agent_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{agent_port}"
+    config = str(_config(options, folder, redis_url, api_port))
+    agent = Child("agent", _agent_args(options, agent_port), folder / "agent.log")
+    controller = Child("controller", ["--config", config, "serve"], folder / "controller.log")
+    workers = Child("workers", ["--config", config, "worker"], folder / "workers.log")
+    children = [agent, controller, workers]
+    try:
+        for child in children:
+            child.start()
+        agent.wait_healthy(f"{agent_url}/health")
+        controller.wait_healthy(f"{api}/health")
+        console.print(f"[bold]gencoach demo[/] in {folder} (controller {api}, agent {agent_url})")
+        return anyio.run(_drive, options, redis_url, agent_url, api, console)
+    finally:
+        for child in reversed(children):  # workers, controller, then the agent
+            child.stop()
