@@ -151,7 +151,7 @@ def demo(
         llm_endpoint=llm_endpoint,
         model=model,
     )
-    raise typer.Exit(run_demo(options, Console()))
+    raise typer.Exit(run_demo(options, Console(soft_wrap=True)))
 
 
 @app.command()

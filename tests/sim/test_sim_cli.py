@@ -15,8 +15,9 @@ from gencoach.sim import SCENARIOS
 from tests.sim.events import Tree, read_log
 from tests.sim.players import buttons_player
 from tests.support.agent_server import ScriptedAgent
+from tests.support.processes import free_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 
 def sim_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -73,6 +74,16 @@ def test_a_missing_agent_url_fails_with_one_line(tmp_path: Path) -> None:
     result = sim_run(cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == "gencoach sim run: Missing option '--agent-url'."
+
+
+def test_an_unreachable_redis_fails_with_one_line(tmp_path: Path) -> None:
+    """A Redis that does not answer ends the run at once: one line, exit 1."""
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    result = sim_run("--agent-url", "http://127.0.0.1:9", "--redis-url", url, cwd=tmp_path)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("gencoach sim run: Redis: ")
 
 
 def test_a_standalone_run_writes_its_log(scripted_agent: ScriptedAgent, tmp_path: Path) -> None:

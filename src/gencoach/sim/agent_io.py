@@ -94,7 +94,9 @@ def _listed(names: list[str]) -> str:
 class AgentAsker:
     """Asks one agent for decisions, with bounded concurrency and a time limit per call."""
 
-    def __init__(self, agent_url: str, http: httpx.AsyncClient, concurrency: int, timeout_s: float):
+    def __init__(
+        self, agent_url: str, http: httpx.AsyncClient, concurrency: int, timeout_s: float
+    ) -> None:
         self.client = AgentClient(agent_url, http)
         self.limiter = anyio.CapacityLimiter(concurrency)
         self.timeout_s = timeout_s

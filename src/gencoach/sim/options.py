@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -49,6 +50,14 @@ class GenerationOptions(BaseModel):
     def _known_scenario(cls, value: str) -> str:
         if value not in SCENARIOS:
             raise ValueError(f"unknown scenario {value!r}; valid choices: {', '.join(SCENARIOS)}")
+        return value
+
+    @field_validator("agent_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host")
         return value
 
     @field_validator("run_id")

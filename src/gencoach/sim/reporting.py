@@ -21,7 +21,7 @@ import anyio
 import redis.asyncio
 
 from gencoach.client import AsyncReporter
-from gencoach.constants import Keys
+from gencoach.constants import DEFAULT_PREFIX, Keys
 from gencoach.protocol import BranchOrder, parse_event
 from gencoach.sim.episode import EpisodeState, StepResult
 from gencoach.sim.injection import ActiveError
@@ -70,7 +70,9 @@ def execution_record(step: StepResult) -> dict[str, Any]:
             entry["error_flag"] = result.error_flag
         if not result.result:
             previous = entry["failure_reason"]
-            entry["failure_reason"] = f"{previous}; {result.message}" if previous else result.message
+            entry["failure_reason"] = (
+                f"{previous}; {result.message}" if previous else result.message
+            )
     end = step.outcome.stage_end
     if end is not None:
         record["stage"] = {
@@ -92,7 +94,7 @@ class Recorder:
         redis_url: str | None = None,
         api_url: str | None = None,
         api_token: str | None = None,
-        key_prefix: str = "gencoach",
+        key_prefix: str = DEFAULT_PREFIX,
         log_path: Path | None = None,
     ) -> None:
         if redis_url is not None and api_url is not None:
@@ -145,11 +147,12 @@ class Recorder:
         """Send the buffered events and append them to the log, in emission order."""
         async with self._lock:
             lines, self._lines, self._buffered = self._lines, [], 0
-            if self._reporter is not None:
-                await self._reporter.flush()
+            # The log first: what could not be sent is still on disk.
             if lines and self.log_path is not None:
                 async with await anyio.open_file(self.log_path, "a", encoding="utf-8") as log:
                     await log.write("".join(lines))
+            if self._reporter is not None:
+                await self._reporter.flush()
 
     async def save_state(self, input_id: int, state: EpisodeState, *, keep: bool = False) -> None:
         """Save a situation's world state under its input id (`keep`: only if none is saved)."""

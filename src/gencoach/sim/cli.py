@@ -1,0 +1,183 @@
+"""`gencoach sim run`: play a reference scenario against an agent and report it to gencoach.
+
+Every mistake on the command line ends in one line on stderr that names the option and,
+where there are choices, lists them (exit 2); a run that cannot report exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import anyio
+import redis
+import typer
+from pydantic import ValidationError
+
+# Typer vendors click (since 0.20): its parser and usage errors live in `typer._click`.
+from typer._click.core import Context as ClickContext
+from typer._click.exceptions import UsageError
+from typer.core import TyperCommand
+
+from gencoach.client import ReportError
+from gencoach.constants import DEFAULT_PREFIX
+from gencoach.errors import AgentCallError
+from gencoach.logs import configure_logging
+from gencoach.sim.generator import run_generation
+from gencoach.sim.options import GenerationOptions
+from gencoach.sim.scenarios import SCENARIOS
+
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+
+sim_app = typer.Typer(
+    help="The reference simulator: tabletop scenarios played against an agent.",
+    no_args_is_help=True,
+)
+
+
+class OneLineErrors(TyperCommand):
+    """A command whose usage errors print as one line (`gencoach sim run: …`), exit 2."""
+
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
+        """Parse as usual; a usage error becomes one line on stderr."""
+        try:
+            return super().parse_args(ctx, args)
+        except UsageError as error:
+            fail(error.format_message())
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
+    """Print `gencoach sim run: <message>` on one line and exit with `code`."""
+    typer.echo(f"gencoach sim run: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def _first_problem(error: ValidationError) -> str:
+    problem = error.errors()[0]
+    names = {"log_path": "log", "api_token": "api-token-env"}
+    fields = [names.get(str(part), str(part).replace("_", "-")) for part in problem["loc"]]
+    message = str(problem["msg"]).removeprefix("Value error, ")
+    return f"--{'.'.join(fields)}: {message}" if fields else message
+
+
+CHOICES = "|".join(SCENARIOS)
+Scenario = Annotated[
+    str,
+    typer.Option(
+        metavar=f"[{CHOICES}]",
+        help="The scenario to play: "
+        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
+    ),
+]
+
+
+@sim_app.command("run", cls=OneLineErrors)
+def run(
+    agent_url: Annotated[
+        str, typer.Option(help="The protocol-2.0 agent to ask (its base URL, without /v1).")
+    ],
+    scenario: Scenario = "buttons",
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Report through this Redis (events stream); also receives branch orders and "
+            "saves the world states the teacher reads."
+        ),
+    ] = None,
+    api_url: Annotated[
+        str | None,
+        typer.Option(help="Report through gencoach's HTTP API instead (events only, no orders)."),
+    ] = None,
+    api_token_env: Annotated[
+        str | None,
+        typer.Option(help="Environment variable holding the HTTP API's bearer token."),
+    ] = None,
+    key_prefix: Annotated[
+        str, typer.Option(help="gencoach's Redis key prefix (redis.key_prefix).")
+    ] = DEFAULT_PREFIX,
+    run_id: Annotated[
+        str | None, typer.Option(help="The run id (default: sim-<scenario>-<random>).")
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(help="Seed of environment 0; environment k uses seed+k.")
+    ] = 0,
+    envs: Annotated[int, typer.Option(min=1, help="Environments played in parallel.")] = 1,
+    branches: Annotated[
+        int, typer.Option(min=1, help="Candidates asked for each fresh situation (nb_branch).")
+    ] = 2,
+    continue_per_situation: Annotated[
+        int, typer.Option(min=1, help="Valid candidates per situation whose branch continues.")
+    ] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Agent requests in flight at most.")] = 8,
+    timeout_s: Annotated[
+        float, typer.Option(min=0.001, help="Seconds an agent request may take.")
+    ] = 60.0,
+    max_decisions: Annotated[
+        int | None, typer.Option(min=1, help="Stop asking once this many candidates exist.")
+    ] = None,
+    max_wall_s: Annotated[
+        float | None, typer.Option(min=0.001, help="Stop asking after this many seconds.")
+    ] = None,
+    injection_probability: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Chance that a call fails by injection (once a stage)."
+        ),
+    ] = 0.0,
+    branch_grace_s: Annotated[
+        float,
+        typer.Option(min=0.0, help="Seconds to wait for branch orders once every branch ended."),
+    ] = 10.0,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            dir_okay=False,
+            help="Also write every event to this JSONL file "
+            "(standalone default: <run_id>.events.jsonl).",
+        ),
+    ] = None,
+) -> None:
+    """Play a scenario against an agent, report every node to gencoach, execute branch orders."""
+    if scenario not in SCENARIOS:
+        fail(f"--scenario: unknown scenario {scenario!r}; valid choices: {', '.join(SCENARIOS)}")
+    if redis_url is not None and api_url is not None:
+        fail("give --redis-url or --api-url, not both (neither: standalone, log only)")
+    token = None
+    if api_token_env is not None:
+        token = os.environ.get(api_token_env)
+        if not token:
+            fail(f"--api-token-env: the variable {api_token_env} is not set")
+    configure_logging("warning")
+    try:
+        options = GenerationOptions(
+            scenario=scenario,
+            agent_url=agent_url,
+            redis_url=redis_url,
+            api_url=api_url,
+            api_token=token,
+            key_prefix=key_prefix,
+            run_id=run_id,
+            seed=seed,
+            envs=envs,
+            branches=branches,
+            continue_per_situation=continue_per_situation,
+            concurrency=concurrency,
+            timeout_s=timeout_s,
+            max_decisions=max_decisions,
+            max_wall_s=max_wall_s,
+            injection_probability=injection_probability,
+            branch_grace_s=branch_grace_s,
+            log_path=log,
+        )
+    except ValidationError as error:
+        fail(_first_problem(error))
+    try:
+        report = anyio.run(run_generation, options)
+    except (ReportError, AgentCallError, OSError) as error:
+        fail(str(error), EXIT_RUN_FAILED)
+    except redis.RedisError as error:
+        fail(f"Redis: {error}", EXIT_RUN_FAILED)
+    typer.echo(report.summary())

@@ -1,0 +1,164 @@
+"""Playing one situation: save and report it, ask the agent, execute and report each answer.
+
+Every candidate is executed on its own copy of the situation's episode. An invalid or
+error candidate is a leaf, reported executed with its status and no stage end; a valid
+one is executed in the world and judged by the stage. The situation that follows a
+candidate carries the environment feedback (`env`) while its stage goes on, or the next
+stage's instruction (`user`) after a stage success; any other stage end ends the branch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+
+from gencoach.protocol import AgentInput
+from gencoach.protocol.base import JsonObject
+from gencoach.sim.agent_io import AgentAsker, Answer
+from gencoach.sim.branches import Budget, SavedSituation, SituationBook
+from gencoach.sim.episode import Episode
+from gencoach.sim.options import GenerationOptions, GenerationReport
+from gencoach.sim.reporting import Recorder, active_errors, execution_record, stage_info
+
+
+@dataclass(frozen=True)
+class Node:
+    """A situation about to be reported and asked: its episode and its place in the graph."""
+
+    env: int
+    episode: Episode
+    parent_candidate_id: str | None
+    instruction: dict[str, str]
+    memory: JsonObject
+    attempt_ids: tuple[int, ...] = ()
+
+
+def message(kind: str, content: str) -> dict[str, str]:
+    """An agent instruction: `{"type": "user"|"env", "content": ...}`."""
+    return {"type": kind, "content": content}
+
+
+class Explorer:
+    """Plays situations of one run, numbering its situations, inputs and candidates."""
+
+    def __init__(
+        self,
+        options: GenerationOptions,
+        run_id: str,
+        recorder: Recorder,
+        asker: AgentAsker,
+        book: SituationBook,
+        budget: Budget,
+        report: GenerationReport,
+    ) -> None:
+        self.options = options
+        self.run_id = run_id
+        self.recorder = recorder
+        self.asker = asker
+        self.book = book
+        self.budget = budget
+        self.report = report
+        self._situations = itertools.count()
+        self._candidates = itertools.count()
+
+    async def situation(self, node: Node) -> list[Node]:
+        """Play a situation; the nodes that continue its branch (first valid ones, in order)."""
+        number = next(self._situations)
+        situation_id = f"e{node.env}-s{number}"
+        episode, state = node.episode, node.episode.snapshot()
+        agent_input = AgentInput.model_validate(
+            {
+                "id": number,
+                "instruction": node.instruction,
+                "tools": episode.tools(),
+                "attributes": episode.attributes(),
+                "memory": node.memory,
+                "num_outputs": self.options.branches,
+            }
+        )
+        # The teacher may read the state as soon as gencoach knows the situation.
+        await self.recorder.save_state(number, state)
+        self.book.save(situation_id, SavedSituation(state, node.env, node.attempt_ids))
+        await self.recorder.emit(
+            "situation.created",
+            situation_id=situation_id,
+            parent_candidate_id=node.parent_candidate_id,
+            link="next",
+            stage=stage_info(episode.stage),
+            input=agent_input.model_dump(mode="json"),
+            active_errors=active_errors(episode.active_errors),
+            coaching_attempt_ids=list(node.attempt_ids),
+        )
+        self.report.situations += 1
+        answers = await self.asker.ask(f"{self.run_id}:{situation_id}", agent_input)
+        continuing: list[Node] = []
+        for answer in answers:
+            candidate_id = f"e{node.env}-c{next(self._candidates)}"
+            await self._candidate(candidate_id, situation_id, answer, node.attempt_ids)
+            following = await self.execute(
+                candidate_id, answer, Episode.restore(state), node.env, node.attempt_ids
+            )
+            if following is not None and len(continuing) < self.options.continue_per_situation:
+                continuing.append(following)
+        await self.recorder.flush()
+        return continuing
+
+    async def _candidate(
+        self, candidate_id: str, situation_id: str, answer: Answer, attempt_ids: tuple[int, ...]
+    ) -> None:
+        decision = answer.decision
+        await self.recorder.emit(
+            "candidate.created",
+            candidate_id=candidate_id,
+            situation_id=situation_id,
+            response_status=answer.status,
+            output=decision.model_dump(mode="json") if decision is not None else None,
+            error=answer.error.model_dump(mode="json") if answer.error is not None else None,
+            memory=answer.memory,
+            internal_steps=answer.internal_steps,
+            invalid_reason=answer.invalid_reason,
+            origin="model",
+            coaching_attempt_ids=list(attempt_ids),
+        )
+
+    async def execute(
+        self,
+        candidate_id: str,
+        answer: Answer,
+        episode: Episode,
+        env: int,
+        attempt_ids: tuple[int, ...],
+    ) -> Node | None:
+        """Execute and report one candidate; the node that follows it if its branch goes on."""
+        self.budget.spend()
+        self.report.candidates += 1
+        if answer.decision is None or answer.invalid_reason is not None:
+            status = "invalid" if answer.invalid_reason is not None else "error"
+            self.report.invalid += status == "invalid"
+            self.report.errors += status == "error"
+            await self.recorder.emit(
+                "candidate.executed",
+                candidate_id=candidate_id,
+                execution={},
+                status=status,
+                stage_end=None,
+            )
+            return None
+        step = episode.step(answer.decision.model_dump(mode="json"))
+        end = step.outcome.stage_end
+        await self.recorder.emit(
+            "candidate.executed",
+            candidate_id=candidate_id,
+            execution=execution_record(step),
+            status=step.outcome.status,
+            stage_end=end.model_dump(mode="json") if end is not None else None,
+        )
+        if end is None:
+            instruction = message("env", json.dumps(step.feedback, ensure_ascii=False))
+        else:
+            self.report.stage_ends[end.event] = self.report.stage_ends.get(end.event, 0) + 1
+            if step.next_stage_id is None:
+                return None
+            instruction = message("user", episode.instruction())
+        return Node(env, episode, candidate_id, instruction, answer.memory, attempt_ids)
