@@ -1,0 +1,77 @@
+"""`gencoach demo` from the command line: it runs to its summary, its saves hold proven
+coached branches of each route, and Ctrl-C leaves no process and no Redis behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gencoach.graph import read_save
+from tests.support.processes import descendants, pid_alive, wait_gone
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+ROUTE_TYPES = {
+    "format": "format_error:format_fix",
+    "failure": "failure:diagnosis",
+    "suboptimal": "finish_suboptimal:suboptimal_diagnosis",
+}
+
+
+def _demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gencoach", "demo", "--output", str(tmp_path), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_demo_runs_and_saves_proven_coaching_of_each_route(tmp_path: Path) -> None:
+    """The demo exits 0 after its summary, and its saved graphs load with the reader and
+    hold coached branches of the format, failure and suboptimal routes, some proven."""
+    demo = _demo(tmp_path, "--max-wall-s", "60")
+    output, _ = demo.communicate(timeout=200)
+    assert demo.returncode == 0, output
+    assert "gencoach demo: done in" in output
+    assert "saved graphs:" in output
+    (graphs,) = tmp_path.glob("demo-*/graphs")
+    saves = [read_save(config.parent) for config in graphs.glob("*/config.json")]
+    assert len(saves) == 4
+    coached = [c for save in saves for c in save.candidates.values() if c.origin == "coaching"]
+    for route, type_coaching in ROUTE_TYPES.items():
+        branch = [c for c in coached if c.coaching.type_coaching == type_coaching]
+        assert branch, f"no coached {route} branch in {output}"
+    proven = [
+        c for c in coached if any(score.optimal + score.non_optimal for score in c.score.values())
+    ]
+    assert proven, output
+
+
+def test_ctrl_c_leaves_no_process_and_no_redis(tmp_path: Path) -> None:
+    """SIGINT while the demo runs stops the controller, workers, agent and Redis it started."""
+    demo = _demo(tmp_path)
+    assert demo.stdout is not None
+    started = time.monotonic()
+    for line in demo.stdout:
+        if "gencoach demo" in line and "controller http" in line:
+            break
+        assert time.monotonic() - started < 60, "the demo did not start"
+    time.sleep(2)  # let the generator get going
+    tree = descendants(demo.pid)
+    assert len(tree) >= 4, "controller, workers, agent and Redis run under the demo"
+    assert any(
+        "redis-server" in Path(f"/proc/{pid}/cmdline").read_text() for pid in tree if pid_alive(pid)
+    )
+    os.kill(demo.pid, signal.SIGINT)
+    output, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 130, output
+    assert "interrupted" in output
+    assert all(wait_gone(pid, timeout_s=10) for pid in tree), [p for p in tree if pid_alive(p)]
