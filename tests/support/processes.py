@@ -70,8 +70,20 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def session_members(session: int) -> list[int]:
+    """The live processes of a session (orphans re-parented to init included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if os.getsid(int(entry.name)) == session:
+                    found.append(int(entry.name))
+    return found
+
+
 def kill_tree(pid: int) -> None:
-    """SIGKILL a process and everything below it (they may sit in other process groups)."""
-    for target in [pid, *descendants(pid)]:
+    """SIGKILL a process and everything below it, in whatever process group or, when it
+    leads a session, whatever part of its session they are."""
+    for target in {pid, *descendants(pid), *session_members(pid)}:
         with contextlib.suppress(ProcessLookupError):
             os.kill(target, signal.SIGKILL)

@@ -146,6 +146,10 @@ def _watch_parent(parent_pid: int) -> None:
         while os.getppid() == parent_pid:
             time.sleep(1.0)
         os.kill(os.getpid(), signal.SIGTERM)
+        # An orphan must not linger: if the warm stop has not ended in time, leave hard
+        # (the job's lease lapses and the controller retries it).
+        time.sleep(WORKER_TTL_S)
+        os._exit(1)
 
     threading.Thread(target=watch, name="pool-watch", daemon=True).start()
 
