@@ -131,44 +131,40 @@ class BackendError(GencoachError):
         super().__init__(f"backend {backend!r}: {message} ({tries})")
 
 
-class BackendUnavailable(BackendError):  # noqa: N818 (the name the design gives it)
+class _BackendCallError(BackendError):
+    """A failed call: where it went (`endpoint`, no credentials) and the last HTTP status."""
+
+    what = "failed"
+
+    def __init__(
+        self,
+        backend: str,
+        message: str,
+        *,
+        attempts: int = 1,
+        endpoint: str | None = None,
+        status: int | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.status = status
+        where = f" at {endpoint}" if endpoint else ""
+        super().__init__(backend, f"{self.what}{where}: {message}", attempts=attempts)
+
+
+class BackendUnavailable(_BackendCallError):  # noqa: N818 (the name the design gives it)
     """The backend could not be reached, timed out or stayed overloaded through every retry.
 
     `endpoint` is where it was called (without credentials) and `status` the last HTTP
     status, None when no answer came back at all.
     """
 
-    def __init__(
-        self,
-        backend: str,
-        message: str,
-        *,
-        attempts: int = 1,
-        endpoint: str | None = None,
-        status: int | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.status = status
-        where = f" at {endpoint}" if endpoint else ""
-        super().__init__(backend, f"unavailable{where}: {message}", attempts=attempts)
+    what = "unavailable"
 
 
-class BackendRequestError(BackendError):
+class BackendRequestError(_BackendCallError):
     """The backend refused the request as it is configured (a 4xx, an import path that fails)."""
 
-    def __init__(
-        self,
-        backend: str,
-        message: str,
-        *,
-        attempts: int = 1,
-        endpoint: str | None = None,
-        status: int | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.status = status
-        where = f" at {endpoint}" if endpoint else ""
-        super().__init__(backend, f"request refused{where}: {message}", attempts=attempts)
+    what = "request refused"
 
 
 class BackendAnswerError(BackendError):

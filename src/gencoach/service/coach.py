@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
 from gencoach.errors import ContractError
-from gencoach.limits import StageLimits
+from gencoach.limits import Admission, StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
     REPLACEMENT_POINT,
@@ -164,14 +164,7 @@ class Coach:
     async def _admit(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
     ) -> None:
-        admission = await self.limits.admit(
-            request.run_id,
-            request.stage_id,
-            request.request_id,
-            await self.budgets.current(),
-            settings.coaching.lease_s,
-            human=request.human,
-        )
+        admission = await self._admit_lease(request, settings)
         if not admission.admitted:
             self.counters.refused_by_limits += 1
             await self._end(request, "skipped", f"refused by the stage limits: {admission.reason}")
@@ -179,6 +172,17 @@ class Coach:
         self.counters.admitted += 1
         log.info("coaching.admitted", route=request.route, stage=request.stage_id)
         await self._first_job(request.moved("admitted"), steps, graph, settings)
+
+    async def _admit_lease(self, request: CoachingRequest, settings: Settings) -> Admission:
+        """Take (or renew) the request's pending slot under the budgets in force."""
+        return await self.limits.admit(
+            request.run_id,
+            request.stage_id,
+            request.request_id,
+            await self.budgets.current(),
+            settings.coaching.lease_s,
+            human=request.human,
+        )
 
     async def _first_job(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
@@ -220,14 +224,7 @@ class Coach:
             )
             return
         settings = self.settings()
-        admission = await self.limits.admit(
-            request.run_id,
-            request.stage_id,
-            request.request_id,
-            await self.budgets.current(),
-            settings.coaching.lease_s,
-            human=request.human,
-        )
+        admission = await self._admit_lease(request, settings)
         if not admission.admitted:  # the stage is full now: a later pass tries again
             log.info("coaching.retry_waiting", reason=admission.reason)
             return

@@ -75,6 +75,7 @@ RUN_PARTS: Final = (
 )
 
 UNKNOWN_AGENT: Final = "unknown"
+INVALID_RESPONSE: Final = "invalid_response"
 _EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
 _HASH_TAG_CHARS: Final = frozenset("{}")
 
@@ -121,6 +122,17 @@ class StoredCandidate(_Stored):
     invalid_reason: str | None = None
     origin: Literal["model", "coaching", "simulation"]
     coaching_attempt_ids: list[int] = Field(default_factory=list)
+
+    def reported_error(self) -> AgentError | None:
+        """The candidate's error; a generator's rejection reads as an invalid response."""
+        if self.invalid_reason is None:
+            return self.error
+        answer = self.output.model_dump_json() if self.output is not None else "null"
+        return AgentError(
+            code=INVALID_RESPONSE,
+            message=f"{self.invalid_reason}; rejected answer: {answer}",
+            component="generator",
+        )
 
 
 class StoredExecution(_Stored):

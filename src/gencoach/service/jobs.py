@@ -8,7 +8,6 @@ from collections.abc import Iterator, Sequence
 from gencoach.protocol import (
     RECOVERY_POINT,
     REPLACEMENT_POINT,
-    AgentError,
     CoachingDiagnosis,
     CoachingStage,
     CoachingStep,
@@ -24,20 +23,9 @@ from gencoach.protocol.jobs import (
     RepairJob,
     RewriteJob,
 )
-from gencoach.service.graphstore import RunGraph, StoredCandidate
+from gencoach.service.graphstore import RunGraph
 from gencoach.service.requests import CoachingRequest
 from gencoach.service.trajectory import Step
-
-INVALID_RESPONSE = "invalid_response"
-
-
-def candidate_error(candidate: StoredCandidate) -> AgentError | None:
-    """The candidate's error; a generator's rejection reads as an invalid response."""
-    if candidate.invalid_reason is not None:
-        return AgentError(
-            code=INVALID_RESPONSE, message=candidate.invalid_reason, component="generator"
-        )
-    return candidate.error
 
 
 def stage_of(step: Step) -> CoachingStage:
@@ -71,7 +59,7 @@ def job_steps(steps: list[Step]) -> list[JobStep]:
             id=step.candidate.id,
             input=step.situation.input,
             output=step.candidate.output,
-            error=candidate_error(step.candidate),
+            error=step.candidate.reported_error(),
             internal_steps=step.candidate.internal_steps,
             execution=step.execution.execution if step.execution else {},
             status=step.execution.status if step.execution else "ongoing",
@@ -198,15 +186,8 @@ def repair_job(
         diagnosis=diagnosis,
         target_step_id=selected_id,
         trajectory=[
-            CoachingStep(
-                id=step.candidate.id,
-                input=step.situation.input,
-                output=step.candidate.output,
-                error=candidate_error(step.candidate),
-                internal_steps=step.candidate.internal_steps,
-                execution=step.execution.execution if step.execution else {},
-            )
-            for step in shown
+            CoachingStep.model_validate(step.model_dump(exclude={"status", "diagnosable"}))
+            for step in job_steps(shown)
         ],
         reinjection_points=reinjection_points(request, graph, selected),
         additional_info=additional,

@@ -19,7 +19,6 @@ from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
-    AgentError,
     CandidateRecord,
     CoachingMarker,
     Producer,
@@ -36,8 +35,6 @@ from gencoach.service.graphstore import (
 )
 
 log = get_logger("persist")
-
-INVALID_RESPONSE = "invalid_response"
 
 
 def saved_status(execution: StoredExecution | None, candidate: StoredCandidate) -> str:
@@ -56,17 +53,6 @@ def status_for_stage_end(stage_end: StageEnd | None) -> str | None:
     if stage_end.event != "success":
         return "error"
     return "optimal" if stage_end.state == "optimal" else "suboptimal"
-
-
-def _candidate_error(candidate: StoredCandidate) -> AgentError | None:
-    if candidate.invalid_reason is None:
-        return candidate.error
-    answer = candidate.output.model_dump_json() if candidate.output is not None else "null"
-    return AgentError(
-        code=INVALID_RESPONSE,
-        message=f"{candidate.invalid_reason}; rejected answer: {answer}",
-        component="generator",
-    )
 
 
 def build_records(graph: RunGraph) -> list[SituationRecord]:
@@ -91,7 +77,7 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
         for cid in graph.members.get(sid, []):
             candidate = graph.candidates[cid]
             execution = graph.executions.get(cid)
-            error = _candidate_error(candidate)
+            error = candidate.reported_error()
             candidates.append(
                 CandidateRecord(
                     id=cid,
