@@ -53,11 +53,16 @@ class AgentClient:
         try:
             return await self.http.request(method, url, json=body)
         except httpx.HTTPError as error:
-            raise AgentCallError(self.base_url, f"{method} {path} failed: {error!r}") from None
+            reason = f"{method} {path} failed: {error!r}"
+            raise AgentCallError(self.base_url, reason, retryable=True) from None
 
     def _refuse(self, path: str, response: httpx.Response) -> AgentCallError:
+        status = response.status_code
+        retryable = (
+            status >= httpx.codes.INTERNAL_SERVER_ERROR or status == httpx.codes.TOO_MANY_REQUESTS
+        )
         return AgentCallError(
-            self.base_url, f"{path} answered {response.status_code}: {_reason(response)}"
+            self.base_url, f"{path} answered {status}: {_reason(response)}", retryable=retryable
         )
 
     async def info(self) -> AgentInfo:

@@ -106,9 +106,10 @@ class EmbeddedRedisError(RedisError):
 class AgentCallError(GencoachError):
     """An agent call failed: unreachable, an unexpected status, or an invalid answer."""
 
-    def __init__(self, agent_url: str, reason: str) -> None:
+    def __init__(self, agent_url: str, reason: str, *, retryable: bool = False) -> None:
         self.agent_url = agent_url
         self.reason = reason
+        self.retryable = retryable  # unreachable or overloaded, rather than wrong
         super().__init__(f"agent {agent_url}: {reason}")
 
 

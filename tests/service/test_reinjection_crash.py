@@ -96,3 +96,25 @@ def test_killed_between_the_answer_and_the_order(
     assert httpx.get(f"{controller.url}/health").status_code == 200
     assert redis_client.xlen(KEYS.branches("window")) == 1
     assert _alternatives(redis_client, "window") == 1
+
+
+def test_unreachable_agent_is_retried_then_the_request_abandoned(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """An agent that keeps answering 503 at reinjection is asked three times, then the
+    request is abandoned with the reason and its pending slot given back."""
+    scripted_agent.response_status = 503
+    controller = _start(controller_factory, llm)
+    report_known(redis_url, "down", scripted_agent.url)
+    request = wait_for(_state(controller, "down", "failure", "abandoned"), timeout_s=60)
+    assert request["reason"] == (
+        "the agent's reinjected answer: /v1/responses answered 503: scripted outage"
+    )
+    assert len(scripted_agent.response_requests) == 3
+    stages = httpx.get(f"{controller.url}/v1/runs/down/stages").json()["stages"]
+    assert all(stage["pending"] == 0 for stage in stages)
+    assert redis_client.xlen(KEYS.branches("down")) == 0

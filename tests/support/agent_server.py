@@ -79,6 +79,7 @@ class ScriptedAgent:
         self.response_requests: list[Json] = []
         self.coaching_replies: deque[Callable[[Json], tuple[int, Json]]] = deque()
         self.response_delay_s = 0.0  # how long /v1/responses waits before answering
+        self.response_status: int | None = None  # answer /v1/responses with this error
         # Scripted answers: fields replacing those of the default output (e.g. "output",
         # "memory", or "status" with "error"), given the input (coaching included) and the
         # candidate index.
@@ -130,6 +131,8 @@ class ScriptedAgent:
                 self.response_requests.append(body)
             if self.response_delay_s:
                 await anyio.sleep(self.response_delay_s)
+            if self.response_status is not None:
+                return JSONResponse({"detail": "scripted outage"}, self.response_status)
             outputs = []
             for item in body["inputs"]:
                 coaching = item.get("extra_keys", {}).get("coaching") or {}

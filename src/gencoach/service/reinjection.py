@@ -86,7 +86,7 @@ class Reinjector:
             try:
                 attempt = await self._branch(request, graph, anchor, proposal)
             except AgentCallError as error:
-                reasons.append(error.reason)
+                reasons.append(f"the agent's reinjected answer: {error.reason}")
                 continue
             except BudgetSpent as spent:
                 reasons.append(str(spent))
@@ -143,7 +143,7 @@ class Reinjector:
                 async with limiter:
                     return (await agent.respond(call)).root[0]
             except AgentCallError as error:
-                if attempt == AGENT_TRIES or "failed:" not in error.reason:
+                if attempt == AGENT_TRIES or not error.retryable:
                     raise  # an answer that breaks the protocol will not improve
                 wait_s = self.retry_wait_s * 2 ** (attempt - 1)
                 log.warning(
