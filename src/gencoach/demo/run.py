@@ -50,7 +50,7 @@ class DemoOptions:
             "wrong-argument": 0.2,
             "skipped-prerequisite": 0.1,
             "malformed": 0.15,
-            "detour": 0.25,
+            "detour": 0.4,
             "no-action": 0.05,
         }
     )
@@ -82,6 +82,8 @@ def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -
         "coaching": {
             "enabled": True,
             "lease_s": 15,
+            "max_pending_per_stage": 8,
+            "max_unproven_per_stage": 8,
             "max_alternatives_per_situation": 4,
             "examples": {"register_successful": True, "cache_dir": str(folder / "cases")},
         },
