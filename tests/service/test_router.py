@@ -8,7 +8,8 @@ import pytest
 
 from gencoach.config import RouteSwitches
 from gencoach.protocol import CoachingMarker, StageEnd
-from gencoach.service.graphstore import GraphStore, RunGraph
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.nodes import RunGraph
 from gencoach.service.router import AgentCoaching, Routed, Skip, route
 from gencoach.service.trajectory import Step, trajectory
 from tests.support.graphs import apply_known

@@ -31,17 +31,8 @@ from gencoach.protocol import (
     JsonObject,
     SituationCreated,
 )
-from gencoach.service.graphstore import (
-    ATTEMPTS,
-    LINKS,
-    MARKERS,
-    ORDERS,
-    SOURCES,
-    GraphStore,
-    RunGraph,
-    StoredSituation,
-    as_text,
-)
+from gencoach.service.graphstore import ATTEMPTS, LINKS, MARKERS, ORDERS, SOURCES, GraphStore
+from gencoach.service.nodes import RunGraph, StoredSituation, as_text
 from gencoach.service.requests import CoachingRequest
 
 # Nodes gencoach records itself carry seqs from here up: far above any generator's.

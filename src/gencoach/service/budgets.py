@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.service.graphstore import as_text
+from gencoach.service.nodes import as_text
 
 FIELDS = tuple(Limits.model_fields)
 

@@ -30,8 +30,9 @@ from gencoach.protocol.jobs import AnyJob, JobName, JobResult
 from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
-from gencoach.service.graphstore import GraphStore, RunGraph, as_text
+from gencoach.service.graphstore import GraphStore
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
+from gencoach.service.nodes import RunGraph, as_text
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import CoachingRequest, RequestStore, request_id_for

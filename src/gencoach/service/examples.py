@@ -23,8 +23,9 @@ from gencoach.config import Settings
 from gencoach.graph.files import write_json_atomic
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import ExampleCase
-from gencoach.service.graphstore import GraphStore, RunGraph
+from gencoach.service.graphstore import GraphStore
 from gencoach.service.jobs import job_steps
+from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest
 from gencoach.service.trajectory import Step
 from gencoach.workers.prompts import format_trajectory

@@ -23,7 +23,7 @@ from gencoach.protocol.jobs import (
     RepairJob,
     RewriteJob,
 )
-from gencoach.service.graphstore import RunGraph
+from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest
 from gencoach.service.trajectory import Step
 

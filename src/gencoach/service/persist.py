@@ -27,12 +27,8 @@ from gencoach.protocol import (
     SituationRecord,
     StageEnd,
 )
-from gencoach.service.graphstore import (
-    GraphStore,
-    RunGraph,
-    StoredCandidate,
-    StoredExecution,
-)
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.nodes import RunGraph, StoredCandidate, StoredExecution
 
 log = get_logger("persist")
 

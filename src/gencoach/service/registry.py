@@ -19,7 +19,8 @@ from gencoach.constants import Keys
 from gencoach.errors import AgentCallError
 from gencoach.logs import get_logger
 from gencoach.protocol import AgentInfo, CoachingBackendConfig, CoachingSessionConfig
-from gencoach.service.graphstore import META, as_text
+from gencoach.service.graphstore import META
+from gencoach.service.nodes import as_text
 from gencoach.service.router import AgentCoaching
 
 log = get_logger("registry")

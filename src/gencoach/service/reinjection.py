@@ -22,7 +22,8 @@ from gencoach.logs import bound, get_logger
 from gencoach.protocol import AgentOutput, AgentRequest, CoachingProposal, StageEnd
 from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.examples import Examples
-from gencoach.service.graphstore import GraphStore, RunGraph
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.trajectory import trajectory
 

@@ -6,12 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gencoach.protocol import CoachingMarker, StageInfo
-from gencoach.service.graphstore import (
-    RunGraph,
-    StoredCandidate,
-    StoredExecution,
-    StoredSituation,
-)
+from gencoach.service.nodes import RunGraph, StoredCandidate, StoredExecution, StoredSituation
 
 NO_MARKER = CoachingMarker()
 
