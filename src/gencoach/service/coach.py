@@ -31,6 +31,7 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.isolation import isolated
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.nodes import RunGraph, as_text
 from gencoach.service.registry import AgentRegistry
@@ -105,7 +106,8 @@ class Coach:
                 run_id = as_text(fields[b"run_id"])
                 candidate = as_text(fields[b"candidate_id"])
                 with bound(run_id=run_id):
-                    await self.on_terminal(run_id, candidate)
+                    async with isolated("coach.terminal_failed", candidate_id=candidate):
+                        await self.on_terminal(run_id, candidate)
         ids = [entry_id for entry_id, _ in entries]
         await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, *ids)
 
@@ -260,7 +262,8 @@ class Coach:
                 log.error("coach.bad_result", entry_id=as_text(entry_id), reason=str(error))
                 continue
             with bound(run_id=result.run_id, request_id=result.request_id):
-                await self.on_result(result)
+                async with isolated("coach.result_failed", job=result.job):
+                    await self.on_result(result)
         ids = [entry_id for entry_id, _ in entries]
         await self.client.xack(self.keys.results, CONTROLLER_GROUP, *ids)
 

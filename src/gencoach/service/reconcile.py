@@ -23,6 +23,7 @@ from gencoach.logs import bound, get_logger
 from gencoach.protocol.jobs import JobName
 from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.isolation import isolated
 from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
 
 log = get_logger("reconcile")
@@ -92,18 +93,21 @@ class Reconciler:
         for run_id in await self.store.runs_in_state("active"):
             for request in await self.requests.all(run_id):
                 with bound(run_id=run_id, request_id=request.request_id):
-                    if request.state in IN_FLIGHT:
-                        await self._check_in_flight(request, lease_s)
-                    elif request.state == "corrected":
-                        await self.limits.renew(
-                            run_id, request.stage_id, request.request_id, lease_s
-                        )
-                        if _older_than(request, STALE_S):
-                            await self.coach.reinjector.reinject(run_id, request.request_id)
-                    elif request.state == "reinjected":
-                        await self.coach.reinjector.executed(run_id, request)
-                    elif request.state == "opportunity" and _older_than(request, lease_s):
-                        await self.coach.on_terminal(run_id, request.candidate_gen_id)
+                    async with isolated("reconcile.request_failed", state=request.state):
+                        await self._reconcile(request, lease_s)
+
+    async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
+        run_id = request.run_id
+        if request.state in IN_FLIGHT:
+            await self._check_in_flight(request, lease_s)
+        elif request.state == "corrected":
+            await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
+            if _older_than(request, STALE_S):
+                await self.coach.reinjector.reinject(run_id, request.request_id)
+        elif request.state == "reinjected":
+            await self.coach.reinjector.executed(run_id, request)
+        elif request.state == "opportunity" and _older_than(request, lease_s):
+            await self.coach.on_terminal(run_id, request.candidate_gen_id)
 
 
 def _older_than(request: CoachingRequest, age_s: float) -> bool:

@@ -23,6 +23,7 @@ from gencoach.protocol import AgentOutput, AgentRequest, CoachingProposal, Stage
 from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.isolation import isolated
 from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.trajectory import trajectory
@@ -65,9 +66,10 @@ class Reinjector:
         self.in_progress.add(request_id)
         try:
             with bound(run_id=run_id, request_id=request_id):
-                request = await self.requests.get(run_id, request_id)
-                if request is not None and request.state == "corrected":
-                    await self._reinject(request)
+                async with isolated("reinjection.failed"):
+                    request = await self.requests.get(run_id, request_id)
+                    if request is not None and request.state == "corrected":
+                        await self._reinject(request)
         finally:
             self.in_progress.discard(request_id)
 
@@ -75,6 +77,9 @@ class Reinjector:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
         if graph is None:
             await self._end(request, "error", "the run's graph is gone")
+            return
+        if graph.state != "active":
+            await self._end(request, "abandoned", f"the run is {graph.state}: no branch to add")
             return
         attempts: list[int] = []
         reasons: list[str] = []
