@@ -81,7 +81,43 @@ def _orders(reply: Any) -> tuple[list[BranchOrder], str | None]:
     return orders, last
 
 
-class Reporter:
+class _ReporterBase:
+    """What both reporters keep: numbering and batches, key names, the orders read so far."""
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        redis_url: str | None,
+        api_url: str | None,
+        token: str | None,
+        key_prefix: str,
+        batch_size: int,
+        start_seq: int,
+    ) -> None:
+        if (redis_url is None) == (api_url is None):
+            raise ValueError("give exactly one of redis_url or api_url")
+        self._batch = _Batch(run_id, start_seq, batch_size)
+        self._keys = Keys(key_prefix)
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._last_order = "0"
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next event will carry."""
+        return self._batch.next_seq
+
+    def _orders_query(self, block_s: float) -> tuple[dict[Any, Any], int | None]:
+        stream = self._keys.branches(self._batch.run_id)
+        return {stream: self._last_order}, int(block_s * 1000) if block_s > 0 else None
+
+    def _read_orders(self, reply: Any) -> list[BranchOrder]:
+        orders, last = _orders(reply)
+        self._last_order = last or self._last_order
+        return orders
+
+
+class Reporter(_ReporterBase):
     """Reports one run's events (blocking API)."""
 
     def __init__(
@@ -95,19 +131,17 @@ class Reporter:
         batch_size: int = 200,
         start_seq: int = 0,
     ) -> None:
-        if (redis_url is None) == (api_url is None):
-            raise ValueError("give exactly one of redis_url or api_url")
-        self._batch = _Batch(run_id, start_seq, batch_size)
-        self._keys = Keys(key_prefix)
+        super().__init__(
+            run_id,
+            redis_url=redis_url,
+            api_url=api_url,
+            token=token,
+            key_prefix=key_prefix,
+            batch_size=batch_size,
+            start_seq=start_seq,
+        )
         self._redis = redis.Redis.from_url(redis_url) if redis_url else None
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=api_url, headers=headers) if api_url else None
-        self._last_order = "0"
-
-    @property
-    def next_seq(self) -> int:
-        """The seq the next event will carry."""
-        return self._batch.next_seq
+        self._http = httpx.Client(base_url=api_url, headers=self._headers) if api_url else None
 
     def emit(self, event_type: str, **fields: Any) -> int:
         """Validate, number and buffer an event (sent when the batch fills); return its seq."""
@@ -135,12 +169,8 @@ class Reporter:
             raise ValueError(
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
-        stream = self._keys.branches(self._batch.run_id)
-        block = int(block_s * 1000) if block_s > 0 else None
-        reply = self._redis.xread({stream: self._last_order}, count=count, block=block)
-        orders, last = _orders(reply)
-        self._last_order = last or self._last_order
-        return orders
+        streams, block = self._orders_query(block_s)
+        return self._read_orders(self._redis.xread(streams, count=count, block=block))
 
     def close(self) -> None:
         """Send what is buffered and release connections."""
@@ -164,7 +194,7 @@ class Reporter:
         self.close()
 
 
-class AsyncReporter:
+class AsyncReporter(_ReporterBase):
     """Reports one run's events (async API, for asyncio or trio via anyio)."""
 
     def __init__(
@@ -178,19 +208,18 @@ class AsyncReporter:
         batch_size: int = 200,
         start_seq: int = 0,
     ) -> None:
-        if (redis_url is None) == (api_url is None):
-            raise ValueError("give exactly one of redis_url or api_url")
-        self._batch = _Batch(run_id, start_seq, batch_size)
-        self._keys = Keys(key_prefix)
+        super().__init__(
+            run_id,
+            redis_url=redis_url,
+            api_url=api_url,
+            token=token,
+            key_prefix=key_prefix,
+            batch_size=batch_size,
+            start_seq=start_seq,
+        )
         self._redis = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = self._headers
         self._http = httpx.AsyncClient(base_url=api_url, headers=headers) if api_url else None
-        self._last_order = "0"
-
-    @property
-    def next_seq(self) -> int:
-        """The seq the next event will carry."""
-        return self._batch.next_seq
 
     async def emit(self, event_type: str, **fields: Any) -> int:
         """Validate, number and buffer an event (sent when the batch fills); return its seq."""
@@ -218,12 +247,8 @@ class AsyncReporter:
             raise ValueError(
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
-        stream = self._keys.branches(self._batch.run_id)
-        block = int(block_s * 1000) if block_s > 0 else None
-        reply = await self._redis.xread({stream: self._last_order}, count=count, block=block)
-        orders, last = _orders(reply)
-        self._last_order = last or self._last_order
-        return orders
+        streams, block = self._orders_query(block_s)
+        return self._read_orders(await self._redis.xread(streams, count=count, block=block))
 
     async def aclose(self) -> None:
         """Send what is buffered and release connections."""
