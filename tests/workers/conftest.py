@@ -12,7 +12,9 @@ import redis.asyncio
 
 from gencoach.config.settings import BackendSettings
 from gencoach.workers.backends import RetryPolicy
+from gencoach.workers.context import WorkerContext, worker_context
 from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
+from tests.workers.builders import settings_for
 
 
 @pytest.fixture
@@ -76,3 +78,12 @@ def openai_settings(endpoint: str, **options: Any) -> BackendSettings:
 def events(logs: Sequence[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
     """The captured log events called `name`, in order."""
     return [entry for entry in logs if entry["event"] == name]
+
+
+@pytest.fixture
+def context(
+    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
+) -> Iterator[WorkerContext]:
+    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis."""
+    with worker_context(settings_for(llm_server.endpoint), redis_url) as installed:
+        yield installed

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import pytest
 import redis
 
 from gencoach.workers.context import WorkerContext, worker_context
@@ -21,15 +19,6 @@ from tests.workers.builders import (
     results,
     settings_for,
 )
-
-
-@pytest.fixture
-def context(
-    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
-) -> Iterator[WorkerContext]:
-    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis."""
-    with worker_context(settings_for(llm_server.endpoint), redis_url) as installed:
-        yield installed
 
 
 def test_the_lease_is_renewed_while_a_slow_job_runs(

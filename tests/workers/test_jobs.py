@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import redis
 import structlog
 from structlog.testing import capture_logs
 
-from gencoach.workers.context import WorkerContext, worker_context
+from gencoach.workers.context import WorkerContext
 from gencoach.workers.jobs import run_diagnosis, run_repair, run_rewrite
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, reply
@@ -22,18 +20,8 @@ from tests.workers.builders import (
     repair_job,
     results,
     rewrite_job,
-    settings_for,
 )
 from tests.workers.conftest import events
-
-
-@pytest.fixture
-def context(
-    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
-) -> Iterator[WorkerContext]:
-    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis."""
-    with worker_context(settings_for(llm_server.endpoint), redis_url) as installed:
-        yield installed
 
 
 def test_a_diagnosis_job_publishes_its_diagnosis_once(
