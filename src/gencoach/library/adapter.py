@@ -1,0 +1,227 @@
+"""`CanonicalDatasetAdapter`: the consumer side of a library, read-only.
+
+It reads `manifest.json` (format version, and the SHA-256 of the index and of every
+shard), opens `index.sqlite` read-only and parses shard payloads one trajectory at a
+time, only for the rows a query selected. It imports no source parser and writes
+nothing. Its API has its own version, `API_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from gencoach.library.errors import LibraryError
+from gencoach.library.index import IndexReader, IndexRow
+from gencoach.library.layout import API_VERSION, INDEX_FILE
+from gencoach.library.manifest import Manifest, read_manifest, verify_files
+from gencoach.library.query import DatasetQuery, TrainingView, coerce
+from gencoach.library.records import Contributor, Outcome, Trajectory
+from gencoach.library.sampling import SamplingConfig, sample
+from gencoach.library.views import Example, assistant_turns, full_trajectory
+
+_CHUNK = 256
+
+
+@dataclass(frozen=True)
+class EvaluationBundle:
+    """What evaluating on one task needs: the task, its split, its reference and attempts."""
+
+    task_key: str
+    task: dict[str, str]
+    split: str
+    environment_keys: list[str]
+    reference: Trajectory | None
+    """The task's best successful trajectory, if it has one."""
+    attempts: list[IndexRow] = field(default_factory=list)
+    """Every trajectory of the task, in quality order."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class CanonicalDatasetAdapter:
+    """A persisted trajectory library, for training and evaluation jobs."""
+
+    api_version = API_VERSION
+
+    def __init__(self, path: str | Path, *, verify_hashes: bool = True) -> None:
+        self.path = Path(path)
+        self.manifest: Manifest = read_manifest(self.path)
+        verify_files(self.path, self.manifest, hashes=verify_hashes)
+        self._index = IndexReader(self.path / INDEX_FILE)
+        self._handles: dict[str, IO[bytes]] = {}
+
+    def __enter__(self) -> CanonicalDatasetAdapter:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the index and every open shard."""
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+        self._index.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # DataLoader workers get a copy: they reopen the library rather than share handles.
+        return {"path": self.path, "verify_hashes": False}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], verify_hashes=state["verify_hashes"])  # type: ignore[misc]
+
+    @property
+    def release(self) -> str:
+        """The release name of this library."""
+        return self.manifest.release
+
+    def metadata(
+        self, query: DatasetQuery | None = None, sampling: SamplingConfig | None = None
+    ) -> list[IndexRow]:
+        """The index rows a query (and sampling) selects; no payload is read."""
+        rows = self._index.select(query or DatasetQuery())
+        return rows if sampling is None else sample(rows, sampling)
+
+    def _payload(self, row: IndexRow) -> dict[str, Any]:
+        handle = self._handles.get(row.shard)
+        if handle is None:
+            handle = self._handles[row.shard] = (self.path / row.shard).open("rb")
+        handle.seek(row.offset)
+        data = handle.read(row.length)
+        if len(data) != row.length:
+            raise LibraryError(self.path / row.shard, f"ends before the record of {row.id}")
+        payload: dict[str, Any] = json.loads(data)
+        return payload
+
+    def _record(self, row: IndexRow, contributors: tuple[Contributor, ...]) -> Trajectory:
+        return Trajectory.from_payload(
+            self._payload(row),
+            split=row.split,
+            rank=row.rank,
+            task_rank=row.task_rank,
+            contributors=contributors,
+        )
+
+    def records_of(self, rows: list[IndexRow]) -> Iterator[Trajectory]:
+        """The trajectories of given index rows, in their order, parsed one at a time."""
+        for start in range(0, len(rows), _CHUNK):
+            chunk = rows[start : start + _CHUNK]
+            contributors = self._index.contributors_of([row.id for row in chunk])
+            for row in chunk:
+                yield self._record(row, contributors[row.id])
+
+    def iter_records(
+        self, query: DatasetQuery | None = None, sampling: SamplingConfig | None = None
+    ) -> Iterator[Trajectory]:
+        """The selected trajectories, in canonical (or sampled) order."""
+        return self.records_of(self.metadata(query, sampling))
+
+    def iter_examples(
+        self,
+        query: DatasetQuery | None = None,
+        view: TrainingView | str = TrainingView.FULL_TRAJECTORY,
+        sampling: SamplingConfig | None = None,
+    ) -> Iterator[Example]:
+        """The selected trajectories as examples of `view`."""
+        return self.examples_of(self.metadata(query, sampling), view)
+
+    def examples_of(
+        self, rows: list[IndexRow], view: TrainingView | str = TrainingView.FULL_TRAJECTORY
+    ) -> Iterator[Example]:
+        """Given index rows as examples of `view`."""
+        chosen = coerce(TrainingView, view, "view")
+        for record in self.records_of(rows):
+            if chosen is TrainingView.FULL_TRAJECTORY:
+                if record.decisions and any(event["trainable"] for event in record.decisions):
+                    yield full_trajectory(record)
+            else:
+                yield from assistant_turns(record)
+
+    def iter_batches(
+        self,
+        size: int,
+        query: DatasetQuery | None = None,
+        view: TrainingView | str = TrainingView.FULL_TRAJECTORY,
+        sampling: SamplingConfig | None = None,
+    ) -> Iterator[list[Example]]:
+        """Examples in lists of at most `size` (the last may be shorter)."""
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise LibraryError("size", f"a batch size must be a positive integer, got {size!r}")
+        batch: list[Example] = []
+        for example in self.iter_examples(query, view, sampling):
+            batch.append(example)
+            if len(batch) == size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def get_trajectory(self, trajectory_id: str) -> Trajectory:
+        """One trajectory by id (contributors included), or a LibraryError."""
+        row = self._index.row(trajectory_id)
+        if row is None:
+            raise LibraryError(self.path, f"holds no trajectory {trajectory_id!r}")
+        return self._record(row, self._index.contributors(trajectory_id))
+
+    def routes(self, trajectory_id: str) -> list[str]:
+        """The coaching routes a trajectory went through."""
+        return self._index.routes(trajectory_id)
+
+    def alternatives(self, task_key: str, environment_key: str | None = None) -> list[Trajectory]:
+        """Every trajectory of a task (in one environment, if given), best first."""
+        query = DatasetQuery(
+            task_keys=(task_key,),
+            environment_keys=() if environment_key is None else (environment_key,),
+        )
+        rows = sorted(self.metadata(query), key=lambda row: (row.task_rank, row.id))
+        return list(self.records_of(rows))
+
+    def evaluation_bundle(self, task_key: str) -> EvaluationBundle:
+        """A task's reference trajectory and attempts, for evaluation."""
+        rows = sorted(
+            self.metadata(DatasetQuery(task_keys=(task_key,))),
+            key=lambda row: (row.task_rank, row.id),
+        )
+        if not rows:
+            raise LibraryError(self.path, f"holds no task {task_key!r}")
+        best = next((row for row in rows if row.outcome == Outcome.SUCCESS), None)
+        reference = self.get_trajectory(best.id) if best is not None else None
+        task = (reference or next(self.records_of(rows[:1]))).task
+        outcomes: dict[str, int] = {}
+        for row in rows:
+            outcomes[row.outcome] = outcomes.get(row.outcome, 0) + 1
+        return EvaluationBundle(
+            task_key=task_key,
+            task=task,
+            split=rows[0].split,
+            environment_keys=sorted({row.environment_key for row in rows}),
+            reference=reference,
+            attempts=rows,
+            outcomes=dict(sorted(outcomes.items())),
+        )
+
+    def as_torch_iterable(
+        self,
+        query: DatasetQuery | None = None,
+        view: TrainingView | str = TrainingView.FULL_TRAJECTORY,
+        sampling: SamplingConfig | None = None,
+    ) -> Any:
+        """A `torch.utils.data.IterableDataset` of example dicts (needs the `torch` extra).
+
+        DataLoader workers split the selected rows by index (worker k takes every n-th
+        row from k), so together they yield each example once.
+        """
+        from gencoach.library.loaders import torch_iterable
+
+        return torch_iterable(
+            self, self.metadata(query, sampling), coerce(TrainingView, view, "view")
+        )

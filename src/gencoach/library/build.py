@@ -1,0 +1,193 @@
+"""`build` and `append`: sources in, a complete library out (or nothing at all).
+
+`append` copies the base index, links (or copies) the base shards byte for byte, reads
+only the new sources, and recomputes ranks only for the tasks they touched; it writes
+`append_report.json` with the base manifest's hash, what was accepted, what duplicated
+records already there, and the affected tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gencoach.graph.files import write_json_atomic
+from gencoach.library.errors import LibraryError, SourceError
+from gencoach.library.layout import APPEND_REPORT_FILE, INDEX_FILE
+from gencoach.library.manifest import read_manifest, verify_files
+from gencoach.library.ranking import DEFAULT_SPLIT_RATIOS, check_ratios, rerank
+from gencoach.library.sources.base import SourceAdapter, Unusable, discover
+from gencoach.library.writer import (
+    DEFAULT_SHARD_RECORDS,
+    LibraryWriter,
+    counts,
+    open_index,
+    shard_entry,
+    staging,
+    write_manifest,
+)
+
+T = TypeVar("T")
+Track = Callable[[Sequence[SourceAdapter]], Iterable[SourceAdapter]]
+
+
+def _no_track(sources: Sequence[SourceAdapter]) -> Iterable[SourceAdapter]:
+    return sources
+
+
+def _quiet(message: str) -> None:
+    """Drop a message."""
+
+
+@dataclass
+class BuildResult:
+    """What a build or append did."""
+
+    output: Path
+    release: str
+    sources_read: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    skipped: list[Unusable] = field(default_factory=list)
+    already_present: list[str] = field(default_factory=list)
+    affected_tasks: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def _feed(
+    writer: LibraryWriter,
+    sources: Sequence[SourceAdapter],
+    result: BuildResult,
+    track: Track,
+    say: Callable[[str], None],
+) -> None:
+    for source in track(sources):
+        try:
+            if writer.known(source.revision):
+                result.already_present.append(source.location)
+                say(f"{source.location}: already in the library (same revision), not read again")
+                continue
+            tally = writer.add(source)
+        except SourceError as error:
+            result.skipped.append(Unusable(source.location, error.reason))
+            say(f"skipped {source.location}: {error.reason}")
+            continue
+        result.sources_read += 1
+        result.accepted += tally.accepted
+        result.duplicates += tally.duplicates
+    writer.close()
+
+
+def build_library(
+    paths: Sequence[Path],
+    output: Path,
+    release: str,
+    *,
+    split_seed: int = 0,
+    split_ratios: Mapping[str, float] = DEFAULT_SPLIT_RATIOS,
+    shard_records: int = DEFAULT_SHARD_RECORDS,
+    track: Track = _no_track,
+    say: Callable[[str], None] = _quiet,
+) -> BuildResult:
+    """Read every source below `paths` into a new library at `output`."""
+    ratios = check_ratios(split_ratios)
+    found = discover(paths)
+    result = BuildResult(output, release, skipped=list(found.unusable))
+    for unusable in found.unusable:
+        say(f"skipped {unusable.location}: {unusable.reason}")
+    with staging(output) as folder:
+        db = open_index(folder / INDEX_FILE, create=True)
+        try:
+            writer = LibraryWriter(folder, db, release, shard_records=shard_records)
+            _feed(writer, found.sources, result, track, say)
+            if result.accepted == 0:
+                raise LibraryError(output, "no trajectory could be read from the given sources")
+            rerank(db, sorted(writer.affected), split_seed, ratios)
+            result.counts = counts(db)
+        finally:
+            db.close()
+        result.affected_tasks = sorted(writer.affected)
+        write_manifest(
+            folder,
+            release=release,
+            releases=[release],
+            split={"seed": split_seed, "ratios": ratios},
+            shards=[shard_entry(folder, name, records) for name, records in writer.written],
+            library_counts=result.counts,
+            base=None,
+        )
+    return result
+
+
+def _link(source: Path, destination: Path) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copyfile(source, destination)
+
+
+def append_library(
+    base: Path,
+    paths: Sequence[Path],
+    output: Path,
+    release: str,
+    *,
+    shard_records: int = DEFAULT_SHARD_RECORDS,
+    track: Track = _no_track,
+    say: Callable[[str], None] = _quiet,
+) -> BuildResult:
+    """A new library at `output`: the base library plus what the new sources add."""
+    manifest = read_manifest(base)
+    verify_files(base, manifest)
+    releases = [str(name) for name in manifest.data.get("releases", [manifest.release])]
+    if release in releases:
+        raise LibraryError(output, f"release {release!r} is already in the base library")
+    split = manifest.data["split"]
+    found = discover(paths)
+    result = BuildResult(output, release, skipped=list(found.unusable))
+    for unusable in found.unusable:
+        say(f"skipped {unusable.location}: {unusable.reason}")
+    with staging(output) as folder:
+        shutil.copyfile(base / INDEX_FILE, folder / INDEX_FILE)
+        for shard in manifest.shards:
+            _link(base / shard.file, folder / shard.file)
+        db = open_index(folder / INDEX_FILE, create=False)
+        try:
+            writer = LibraryWriter(
+                folder, db, release, first_shard=len(manifest.shards), shard_records=shard_records
+            )
+            _feed(writer, found.sources, result, track, say)
+            rerank(db, sorted(writer.affected), int(split["seed"]), check_ratios(split["ratios"]))
+            result.counts = counts(db)
+        finally:
+            db.close()
+        result.affected_tasks = sorted(writer.affected)
+        shards: list[dict[str, Any]] = [dict(entry) for entry in manifest.data["shards"]]
+        shards += [shard_entry(folder, name, records) for name, records in writer.written]
+        write_json_atomic(
+            folder / APPEND_REPORT_FILE,
+            {
+                "base": {"release": manifest.release, "manifest_sha256": manifest.sha256},
+                "release": release,
+                "sources_read": result.sources_read,
+                "accepted": result.accepted,
+                "duplicates": result.duplicates,
+                "already_present": result.already_present,
+                "skipped": [{"source": s.location, "reason": s.reason} for s in result.skipped],
+                "affected_tasks": result.affected_tasks,
+            },
+        )
+        write_manifest(
+            folder,
+            release=release,
+            releases=[*releases, release],
+            split=split,
+            shards=shards,
+            library_counts=result.counts,
+            base={"release": manifest.release, "manifest_sha256": manifest.sha256},
+        )
+    return result

@@ -1,0 +1,195 @@
+"""The read-only view of `index.sqlite`: light rows per trajectory, selected by a query.
+
+The database is opened with `mode=ro`, so nothing a consumer does can change it. A
+query's rows come back in the library's canonical order (task, environment, rank, id),
+which depends only on the content of the library, never on how its files were laid out.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gencoach.library.errors import LibraryError
+from gencoach.library.query import DatasetQuery, Selection, TrainingView
+from gencoach.library.records import Contributor, Outcome
+
+_COLUMNS = (
+    "t.id, t.task_key, t.environment_key, t.scenario, t.target, t.source_id, "
+    "t.source_revision, t.agent, t.provenance, t.outcome, t.quality_tier, t.reward, "
+    "t.decisions, t.targets, t.structural, t.training, r.rank, r.task_rank, s.split, "
+    "t.shard, t.offset, t.length"
+)
+_FROM = "FROM trajectories t JOIN ranks r ON r.id = t.id JOIN splits s ON s.task_key = t.task_key"
+_BATCH = 500
+_ORDER = "ORDER BY t.task_key, t.environment_key, r.rank, t.id"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """What the index knows of one trajectory: enough to filter, sample and locate it."""
+
+    id: str
+    task_key: str
+    environment_key: str
+    scenario: str
+    target: str
+    source_id: str
+    source_revision: str
+    agent: str
+    provenance: str
+    outcome: str
+    quality_tier: str
+    reward: float | None
+    decisions: int
+    targets: int
+    structural: bool
+    training: bool
+    rank: int
+    task_rank: int
+    split: str
+    shard: str
+    offset: int
+    length: int
+
+
+def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:
+    if values:
+        where.append(f"{column} IN ({', '.join('?' * len(values))})")
+        params.extend(str(value) for value in values)
+
+
+def _where(query: DatasetQuery) -> tuple[str, list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    _in("t.scenario", query.scenarios, where, params)
+    _in("t.target", query.targets, where, params)
+    _in("t.task_key", query.task_keys, where, params)
+    _in("t.environment_key", query.environment_keys, where, params)
+    _in("t.source_id", query.source_ids, where, params)
+    _in("t.source_revision", query.source_revisions, where, params)
+    if query.agents:
+        where.append(
+            "(t.agent IN ({0}) OR substr(t.agent, 1, instr(t.agent, '@') - 1) IN ({0}))".format(
+                ", ".join("?" * len(query.agents))
+            )
+        )
+        params.extend([*query.agents, *query.agents])
+    _in("s.split", query.splits, where, params)
+    if query.excluded_splits:
+        where.append(f"s.split NOT IN ({', '.join('?' * len(query.excluded_splits))})")
+        params.extend(str(split) for split in query.excluded_splits)
+    _in("t.provenance", query.provenance, where, params)
+    _in("t.outcome", query.outcomes, where, params)
+    _in("t.quality_tier", query.quality_tiers, where, params)
+    if query.routes:
+        marks = ", ".join("?" * len(query.routes))
+        where.append(f"t.id IN (SELECT trajectory_id FROM routes WHERE route IN ({marks}))")  # noqa: S608
+        params.extend(query.routes)
+    if query.views:
+        # Both views need a trainable decision to aim at; a record without one has none.
+        where.append("t.targets > 0")
+    if query.selection is not Selection.ALL_ATTEMPTS:
+        where.append("t.outcome = ?")
+        params.append(Outcome.SUCCESS.value)
+    if query.structural_only:
+        where.append("t.structural = 1")
+    if query.training_only:
+        where.append("t.training = 1")
+    return (" WHERE " + " AND ".join(where)) if where else "", params
+
+
+def _best_per_task(rows: list[IndexRow]) -> list[IndexRow]:
+    best: dict[str, IndexRow] = {}
+    for row in rows:
+        held = best.get(row.task_key)
+        if held is None or (row.task_rank, row.id) < (held.task_rank, held.id):
+            best[row.task_key] = row
+    return [row for row in rows if best[row.task_key] is row]
+
+
+class IndexReader:
+    """`index.sqlite`, opened read-only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            self._db.execute("SELECT count(*) FROM trajectories JOIN ranks USING (id)").fetchone()
+        except sqlite3.Error as error:
+            raise LibraryError(path, f"cannot be read as a library index: {error}") from None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def select(self, query: DatasetQuery) -> list[IndexRow]:
+        """The rows `query` selects, in canonical order."""
+        where, params = _where(query)
+        cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM}{where} {_ORDER}", params)
+        rows = [IndexRow(*values) for values in cursor]
+        if query.selection is Selection.BEST_VERIFIED:
+            rows = _best_per_task(rows)
+        return rows
+
+    def row(self, trajectory_id: str) -> IndexRow | None:
+        """One trajectory's row, or None."""
+        cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM} WHERE t.id = ?", (trajectory_id,))
+        values = cursor.fetchone()
+        return None if values is None else IndexRow(*values)
+
+    def contributors(self, trajectory_id: str) -> tuple[Contributor, ...]:
+        """Every source that produced this content, in a stable order."""
+        cursor = self._db.execute(
+            "SELECT source_id, source_revision, locator FROM contributors "
+            "WHERE trajectory_id = ? ORDER BY source_id, source_revision, locator",
+            (trajectory_id,),
+        )
+        return tuple(Contributor(sid, rev, json.loads(loc)) for sid, rev, loc in cursor)
+
+    def contributors_of(self, ids: list[str]) -> dict[str, tuple[Contributor, ...]]:
+        """The contributors of several trajectories at once."""
+        found: dict[str, list[Contributor]] = {}
+        for start in range(0, len(ids), _BATCH):
+            chunk = ids[start : start + _BATCH]
+            cursor = self._db.execute(
+                "SELECT trajectory_id, source_id, source_revision, locator FROM contributors "  # noqa: S608
+                f"WHERE trajectory_id IN ({', '.join('?' * len(chunk))}) "
+                "ORDER BY trajectory_id, source_id, source_revision, locator",
+                chunk,
+            )
+            for tid, sid, rev, loc in cursor:
+                found.setdefault(tid, []).append(Contributor(sid, rev, json.loads(loc)))
+        return {tid: tuple(found.get(tid, ())) for tid in ids}
+
+    def routes(self, trajectory_id: str) -> list[str]:
+        """The coaching routes a trajectory went through."""
+        cursor = self._db.execute(
+            "SELECT route FROM routes WHERE trajectory_id = ? ORDER BY route", (trajectory_id,)
+        )
+        return [route for (route,) in cursor]
+
+    def group_counts(self, column: str) -> dict[str, int]:
+        """Trajectories per value of a whitelisted column."""
+        allowed = {"split": "s.split", "outcome": "t.outcome", "quality_tier": "t.quality_tier",
+                   "provenance": "t.provenance", "scenario": "t.scenario"}  # fmt: skip
+        cursor = self._db.execute(
+            f"SELECT {allowed[column]}, count(*) {_FROM} GROUP BY 1 ORDER BY 1"
+        )
+        return dict(cursor.fetchall())
+
+    def sources(self) -> Iterator[tuple[str, str, str, str, str, int, int, int]]:
+        """Every source recorded: id, revision, kind, location, release and counts."""
+        yield from self._db.execute(
+            "SELECT source_id, source_revision, kind, location, release, trajectories, "
+            "accepted, duplicates FROM sources ORDER BY release, source_id, source_revision"
+        )
+
+
+def views_supported(row: IndexRow) -> tuple[TrainingView, ...]:
+    """The views a row can be turned into (both need a trainable decision)."""
+    return tuple(TrainingView) if row.targets else ()

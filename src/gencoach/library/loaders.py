@@ -1,0 +1,52 @@
+"""Framework adapters; torch is imported only when one is asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gencoach.library.errors import LibraryError
+from gencoach.library.index import IndexRow
+from gencoach.library.query import TrainingView
+
+if TYPE_CHECKING:
+    from gencoach.library.adapter import CanonicalDatasetAdapter
+
+T = TypeVar("T")
+
+
+def worker_share(items: Sequence[T], worker: int, workers: int) -> list[T]:
+    """The items worker `worker` of `workers` takes: every `workers`-th from its index."""
+    return list(items[worker::workers])
+
+
+def torch_iterable(
+    adapter: CanonicalDatasetAdapter, rows: list[IndexRow], view: TrainingView
+) -> Any:
+    """An IterableDataset over `rows` as `view` examples (plain dicts)."""
+    try:
+        from torch.utils.data import IterableDataset, get_worker_info  # type: ignore[import-not-found]
+    except ImportError:
+        raise LibraryError(
+            "torch",
+            "as_torch_iterable needs PyTorch: pip install 'gencoach[torch]'",
+        ) from None
+
+    class LibraryIterable(IterableDataset):  # type: ignore[misc]
+        """Selected library examples; each DataLoader worker takes its share of the rows."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.adapter = adapter
+            self.rows = rows
+            self.view = view
+
+        def __iter__(self) -> Iterator[dict[str, Any]]:
+            info = get_worker_info()
+            share = (
+                self.rows if info is None else worker_share(self.rows, info.id, info.num_workers)
+            )
+            for example in self.adapter.examples_of(share, self.view):
+                yield example.to_dict()
+
+    return LibraryIterable()

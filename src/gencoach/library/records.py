@@ -1,0 +1,144 @@
+"""The canonical trajectory record and the closed vocabularies it is described with.
+
+A record's payload (one JSON object per line of a shard) holds everything derived from
+its source alone: task, environment, agent, events, outcome, reward, tier, provenance,
+coaching lineage and eligibility. What depends on the whole library (the rank within
+its task/environment group, the split of its task, every source that contributed the
+same content) lives in the index, and `Trajectory` joins the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+Event = dict[str, Any]
+"""One event: `id`, `kind` (an `EventKind`), and per kind the fields the format lists."""
+
+
+class Outcome(StrEnum):
+    """How a trajectory ended; `unknown` stays unknown and never counts as a failure."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    ONGOING = "ongoing"
+    UNKNOWN = "unknown"
+
+
+class Provenance(StrEnum):
+    """Where a trajectory's decisions come from: the strongest correction on it wins."""
+
+    RECORDED_AGENT_COMPLETION = "recorded_agent_completion"
+    COACHED_CORRECTION = "coached_correction"
+    HUMAN_CORRECTION = "human_correction"
+
+
+class QualityTier(StrEnum):
+    """A trajectory's quality class, best first (its rank orders within a tier)."""
+
+    OPTIMAL = "optimal"
+    ACCEPTABLE = "acceptable"
+    UNVERIFIED = "unverified"
+    FAILED = "failed"
+
+
+TIER_ORDER: dict[str, int] = {tier.value: order for order, tier in enumerate(QualityTier)}
+
+
+class Split(StrEnum):
+    """The split of a task; every trajectory and view of the task shares it."""
+
+    TRAIN = "train"
+    VALIDATION = "validation"
+    TEST = "test"
+    PROTECTED_EVALUATION = "protected_evaluation"
+
+
+class EventKind(StrEnum):
+    """What an event is; the first three carry the chat `message` the model sees."""
+
+    INSTRUCTION = "instruction"
+    TOOL_FEEDBACK = "tool_feedback"
+    DECISION = "decision"
+    STAGE_END = "stage_end"
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """One source that produced a trajectory's content, and where in it."""
+
+    source_id: str
+    source_revision: str
+    locator: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A canonical trajectory: its payload, with the library-wide facts from the index."""
+
+    id: str
+    task_key: str
+    task: dict[str, str]
+    environment_key: str
+    environment: dict[str, str]
+    source_id: str
+    source_revision: str
+    locator: dict[str, Any]
+    agent: dict[str, str]
+    system: str
+    tools: list[dict[str, Any]]
+    events: list[Event]
+    outcome: Outcome
+    reward: float | None
+    descendant_score: dict[str, Any]
+    quality_tier: QualityTier
+    provenance: Provenance
+    coaching: dict[str, list[Any]]
+    eligibility: dict[str, Any]
+    split: Split
+    rank: int
+    task_rank: int
+    contributors: tuple[Contributor, ...] = field(default=())
+
+    @classmethod
+    def from_payload(
+        cls,
+        payload: dict[str, Any],
+        *,
+        split: str,
+        rank: int,
+        task_rank: int,
+        contributors: tuple[Contributor, ...] = (),
+    ) -> Trajectory:
+        """A record from its shard payload and its index facts."""
+        return cls(
+            id=payload["id"],
+            task_key=payload["task_key"],
+            task=payload["task"],
+            environment_key=payload["environment_key"],
+            environment=payload["environment"],
+            source_id=payload["source_id"],
+            source_revision=payload["source_revision"],
+            locator=payload["locator"],
+            agent=payload["agent"],
+            system=payload["system"],
+            tools=payload["tools"],
+            events=payload["events"],
+            outcome=Outcome(payload["outcome"]),
+            reward=payload["reward"],
+            descendant_score=payload["descendant_score"],
+            quality_tier=QualityTier(payload["quality_tier"]),
+            provenance=Provenance(payload["provenance"]),
+            coaching=payload["coaching"],
+            eligibility=payload["eligibility"],
+            split=Split(split),
+            rank=rank,
+            task_rank=task_rank,
+            contributors=contributors,
+        )
+
+    @property
+    def decisions(self) -> list[Event]:
+        """The assistant decisions, in order."""
+        return [event for event in self.events if event["kind"] == EventKind.DECISION]

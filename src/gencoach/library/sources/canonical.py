@@ -1,0 +1,127 @@
+"""Assembling a canonical payload: keys, content id, tier and eligibility, for every adapter."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from gencoach.library.records import Event, EventKind, Outcome, Provenance, QualityTier
+
+_PROVENANCE_STRENGTH = {
+    Provenance.RECORDED_AGENT_COMPLETION: 0,
+    Provenance.COACHED_CORRECTION: 1,
+    Provenance.HUMAN_CORRECTION: 2,
+}
+# The coaching types gencoach writes (`<event>:<focus>`), by the route that opens them.
+_ROUTES = {
+    "format_error:format_fix": "format",
+    "failure:diagnosis": "failure",
+    "no_action:diagnosis": "no_action",
+    "exceeded:diagnosis": "exceeded",
+    "finish_suboptimal:suboptimal_diagnosis": "suboptimal",
+    "failure:text_only_rewrite": "text_rewrite",
+}
+_EVENT_ROUTES = {"format_error": "format", "finish_suboptimal": "suboptimal"}
+
+
+def route_of(type_coaching: str) -> str:
+    """The route name of a coaching type (`failure:diagnosis` → `failure`)."""
+    if type_coaching in _ROUTES:
+        return _ROUTES[type_coaching]
+    event = type_coaching.split(":", 1)[0]
+    return _EVENT_ROUTES.get(event, event)
+
+
+def description_text(value: object) -> str:
+    """The task text of a `task_description`: a string, or MAGMA-GEN's object."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        inner = value.get("task_description")
+        if isinstance(inner, str):
+            return inner
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return ""
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def task_key(scenario: str, target: str, description: str) -> str:
+    """`scenario/target/<hash of the description>`: readable, and exact about the text."""
+    return f"{scenario}/{target}/{_short_hash(description)}"
+
+
+def environment_key(generator: str, generator_version: str, scenario: str, version: str) -> str:
+    """`generator@version/scenario@scenario_version`."""
+    return f"{generator}@{generator_version}/{scenario}@{version}"
+
+
+def strongest(provenances: list[Provenance]) -> Provenance:
+    """The trajectory's provenance: the strongest correction any decision carries."""
+    return max(
+        provenances,
+        key=lambda item: _PROVENANCE_STRENGTH[item],
+        default=Provenance.RECORDED_AGENT_COMPLETION,
+    )
+
+
+def tier_of(outcome: Outcome, final_state: str | None) -> QualityTier:
+    """The quality tier of an outcome and the state the last stage ended in."""
+    if outcome is Outcome.SUCCESS:
+        return QualityTier.OPTIMAL if final_state == "optimal" else QualityTier.ACCEPTABLE
+    if outcome is Outcome.FAILURE:
+        return QualityTier.FAILED
+    return QualityTier.UNVERIFIED
+
+
+def eligibility(events: list[Event], outcome: Outcome) -> dict[str, Any]:
+    """Structural soundness and training eligibility, with the reasons against."""
+    reasons: list[str] = []
+    spoken = [event for event in events if "message" in event]
+    decisions = [event for event in events if event["kind"] == EventKind.DECISION]
+    if not decisions:
+        reasons.append("no assistant decision")
+    if spoken and spoken[0]["kind"] == EventKind.DECISION:
+        reasons.append("starts with an assistant decision")
+    calls: set[str] = set()
+    for event in spoken:
+        message = event["message"]
+        if event["kind"] == EventKind.DECISION:
+            calls = {call["id"] for call in message.get("tool_calls", [])}
+        elif event["kind"] == EventKind.TOOL_FEEDBACK and message.get("tool_call_id") not in calls:
+            reasons.append(f"tool feedback {event['id']} answers no call of the decision before it")
+    structural = not reasons
+    if not any(event["trainable"] for event in decisions):
+        reasons.append("no trainable decision")
+    if outcome is Outcome.FAILURE:
+        reasons.append("ended in failure")
+    return {"structural": structural, "training": not reasons, "reasons": reasons}
+
+
+def content_id(payload: dict[str, Any]) -> str:
+    """A stable id from the content alone, so the same trajectory from two sources is one."""
+    content = {
+        "task_key": payload["task_key"],
+        "environment_key": payload["environment_key"],
+        "system": payload["system"],
+        "tools": payload["tools"],
+        "events": [{k: v for k, v in event.items() if k != "step"} for event in payload["events"]],
+        "outcome": payload["outcome"],
+    }
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "t" + hashlib.sha256(text.encode()).hexdigest()[:31]
+
+
+def number_events(events: list[Event]) -> list[Event]:
+    """Give each event its id (`e0`, `e1`, …) in order, first among its keys."""
+    return [{"id": f"e{index}", **event} for index, event in enumerate(events)]
+
+
+def finish(payload: dict[str, Any]) -> dict[str, Any]:
+    """Complete a payload with its eligibility and content id (first key)."""
+    outcome = Outcome(payload["outcome"])
+    payload["eligibility"] = eligibility(payload["events"], outcome)
+    return {"id": content_id(payload), **payload}

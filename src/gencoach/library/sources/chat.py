@@ -1,0 +1,253 @@
+"""Chat JSONL conversations (as `gencoach export --format chat` writes them) as trajectories.
+
+Each line is `{"messages", "tools"?, "metadata"?}`; metadata may also sit in top-level
+keys (tinker-cookbook's shape). Assistant messages say whether they are training
+targets with `trainable: bool` or, in the older shape, `weight` (0: not a target);
+without either they are. Tool-call `arguments` may be JSON strings or objects. Content
+may be a string or parts (`text`, `thinking`). A file with one unreadable line is
+skipped whole, so a library never holds half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from gencoach.library.errors import SourceError
+from gencoach.library.records import Event, EventKind, Outcome, Provenance
+from gencoach.library.sources.base import SourceAdapter, SourceContent
+from gencoach.library.sources.canonical import (
+    description_text,
+    environment_key,
+    finish,
+    number_events,
+    route_of,
+    strongest,
+    task_key,
+    tier_of,
+)
+from gencoach.library.sources.saves import SCORE_DIGITS
+
+_ROW_KEYS = {"messages", "tools", "metadata"}
+_ROLES = {"system", "user", "assistant", "tool"}
+
+
+def _text(content: object, where: str) -> tuple[str, str]:
+    """The text of a message's content, and its thinking parts."""
+    if content is None:
+        return "", ""
+    if isinstance(content, str):
+        return content, ""
+    if not isinstance(content, list):
+        raise ValueError(f"{where}.content must be a string or a list of parts")
+    texts: list[str] = []
+    thinking: list[str] = []
+    for part in content:
+        if not isinstance(part, dict):
+            raise ValueError(f"{where}.content holds a part that is not an object")
+        if part.get("type") == "thinking" and isinstance(part.get("thinking"), str):
+            thinking.append(part["thinking"])
+        elif isinstance(part.get("text"), str):
+            texts.append(part["text"])
+    return "".join(texts), "\n\n".join(thinking)
+
+
+def _tool_calls(calls: object, where: str) -> list[dict[str, Any]]:
+    if calls is None:
+        return []
+    if not isinstance(calls, list):
+        raise ValueError(f"{where}.tool_calls must be a list")
+    normalized = []
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ValueError(f"{where}.tool_calls.{index} needs function.name")
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        call_id = call.get("id")
+        normalized.append(
+            {
+                "id": call_id if isinstance(call_id, str) else f"call_{index}",
+                "type": "function",
+                "function": {"name": function["name"], "arguments": arguments},
+            }
+        )
+    return normalized
+
+
+def _trainable(message: dict[str, Any], where: str) -> bool:
+    if "trainable" in message:
+        if not isinstance(message["trainable"], bool):
+            raise ValueError(f"{where}.trainable must be true or false")
+        return bool(message["trainable"])
+    weight = message.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise ValueError(f"{where}.weight must be a number")
+    return weight != 0
+
+
+def _provenance(metadata: dict[str, Any]) -> Provenance:
+    if metadata.get("origin") == "human" or metadata.get("provenance") == "human_correction":
+        return Provenance.HUMAN_CORRECTION
+    if metadata.get("origin") == "coaching" or metadata.get("provenance") == "coached_correction":
+        return Provenance.COACHED_CORRECTION
+    return Provenance.RECORDED_AGENT_COMPLETION
+
+
+def _events(messages: list[Any], metadata: dict[str, Any]) -> tuple[str, list[Event]]:
+    system = ""
+    events: list[Event] = []
+    provenance = _provenance(metadata).value
+    for index, message in enumerate(messages):
+        where = f"messages.{index}"
+        if not isinstance(message, dict) or message.get("role") not in _ROLES:
+            raise ValueError(f"{where} needs a role: system, user, assistant or tool")
+        role = message["role"]
+        text, thinking = _text(message.get("content"), where)
+        if role == "system":
+            if events or system:
+                raise ValueError(f"{where}: a system message only opens the conversation")
+            system = text
+        elif role == "user":
+            events.append({"kind": EventKind.INSTRUCTION.value,
+                           "message": {"role": "user", "content": text}})  # fmt: skip
+        elif role == "tool":
+            feedback: dict[str, Any] = {"role": "tool", "tool_call_id": message.get("tool_call_id")}
+            if isinstance(message.get("name"), str):
+                feedback["name"] = message["name"]
+            feedback["content"] = text
+            events.append({"kind": EventKind.TOOL_FEEDBACK.value, "message": feedback})
+        else:
+            answer: dict[str, Any] = {"role": "assistant", "content": text}
+            calls = _tool_calls(message.get("tool_calls"), where)
+            if calls:
+                answer["tool_calls"] = calls
+            decision: Event = {
+                "kind": EventKind.DECISION.value,
+                "message": answer,
+                "trainable": _trainable(message, where),
+                "provenance": provenance,
+                "status": None,
+                "attempt_ids": [],
+                "step": {"message_index": index},
+            }
+            if thinking:
+                decision["reasoning"] = thinking
+            events.append(decision)
+    return system, events
+
+
+def _string(metadata: dict[str, Any], key: str, default: str) -> str:
+    value = metadata.get(key)
+    return value if isinstance(value, str) and value else default
+
+
+def _reward(metadata: dict[str, Any]) -> float | None:
+    reward = metadata.get("reward", metadata.get("score"))
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        return None
+    return round(float(reward), SCORE_DIGITS)
+
+
+def _payload(
+    row: dict[str, Any], source_id: str, revision: str, location: str, line: int
+) -> dict[str, Any]:
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("needs a non-empty list of messages")
+    metadata = row.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {key: value for key, value in row.items() if key not in _ROW_KEYS}
+    tools = row.get("tools", [])
+    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
+        raise ValueError("tools must be a list of objects")
+    system, events = _events(messages, metadata)
+    events = number_events(events)
+    scenario = _string(metadata, "scenario", "unknown")
+    target = _string(metadata, "target", "unknown")
+    description = description_text(metadata.get("task_description"))
+    generator = metadata.get("generator")
+    generator = generator if isinstance(generator, dict) else {}
+    gen_name = _string(generator, "name", "unknown")
+    gen_version = _string(generator, "version", "unknown")
+    scenario_version = _string(metadata, "scenario_version", "unversioned")
+    outcome_text = metadata.get("outcome")
+    outcome = Outcome(outcome_text) if outcome_text in set(Outcome) else Outcome.UNKNOWN
+    attempts = metadata.get("attempt_ids")
+    attempts = [a for a in attempts if isinstance(a, int)] if isinstance(attempts, list) else []
+    route = metadata.get("route") or metadata.get("type_coaching")
+    request = metadata.get("request_id")
+    return finish(
+        {
+            "task_key": task_key(scenario, target, description),
+            "task": {"scenario": scenario, "target": target,
+                     "target_kind": _string(metadata, "target_kind", "unknown"),
+                     "description": description},
+            "environment_key": environment_key(gen_name, gen_version, scenario, scenario_version),
+            "environment": {"generator": gen_name, "generator_version": gen_version,
+                            "format_version": "chat", "scenario": scenario,
+                            "scenario_version": scenario_version},
+            "source_id": source_id,
+            "source_revision": revision,
+            "locator": {"kind": "chat", "file": location, "line": line,
+                        **{key: metadata[key] for key in ("run_id", "situation_id", "candidate_id")
+                           if key in metadata}},
+            "agent": {"id": _string(metadata, "agent_id", "unknown"),
+                      "version": _string(metadata, "agent_version", "unknown")},
+            "system": system,
+            "tools": tools,
+            "events": events,
+            "outcome": outcome.value,
+            "reward": _reward(metadata),
+            "descendant_score": {},
+            "quality_tier": tier_of(outcome, _string(metadata, "stage_state", "") or None).value,
+            "provenance": strongest([_provenance(metadata)]).value,
+            "coaching": {"request_ids": [request] if isinstance(request, str) else [],
+                         "attempt_ids": attempts,
+                         "routes": [route_of(route)] if isinstance(route, str) else [],
+                         "diagnoses": []},
+        }
+    )  # fmt: skip
+
+
+class ChatFileSource(SourceAdapter):
+    """A chat JSONL file: one conversation per line."""
+
+    kind = "chat"
+
+    def digest(self) -> str:
+        """SHA-256 of the file's bytes."""
+        digest = hashlib.sha256()
+        try:
+            with self.path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as error:
+            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
+        return digest.hexdigest()
+
+    def open(self) -> SourceContent:
+        """Yield a payload per line; a bad line raises `SourceError` naming it."""
+        source_id = f"chat:{self.location}"
+        return SourceContent(source_id, self._payloads(source_id))
+
+    def _payloads(self, source_id: str) -> Iterator[dict[str, Any]]:
+        revision = self.revision
+        try:
+            handle = self.path.open("rb")
+        except OSError as error:
+            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw)
+                    if not isinstance(row, dict):
+                        raise ValueError("is not a JSON object")
+                    yield _payload(row, source_id, revision, self.location, number)
+                except (ValueError, UnicodeDecodeError) as error:
+                    raise SourceError(self.location, f"line {number}: {error}") from None

@@ -1,0 +1,247 @@
+"""MAGMA-GEN 2.0 saves (gencoach's and MAGMA-GEN's own) as canonical trajectories.
+
+Every root-to-leaf path of the saved graph is one trajectory: a leaf is a candidate
+nothing follows, and a path goes through coached alternatives like through `next`
+links. Both save dialects are read: `task_description` as a string or as MAGMA-GEN's
+object, and executions as per-robot results or as MAGMA-GEN's step summary
+(`per_robot_status`, `stage_success`, `stage_state`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from gencoach.errors import SaveError
+from gencoach.export.formats.conversation import (
+    DEFAULT_SYSTEM_PROMPT,
+    assistant_message,
+    function_tool,
+    instruction_message,
+    reasoning_of,
+    system_message,
+)
+from gencoach.export.history import Step, trajectory
+from gencoach.export.inputs import HISTORY_KEY, RULES_KEY, ModelInput
+from gencoach.export.selection import score_of
+from gencoach.export.sources import folder_digest
+from gencoach.graph import SavedGraph, read_save
+from gencoach.library.errors import SourceError
+from gencoach.library.records import Event, EventKind, Outcome, Provenance
+from gencoach.library.sources.base import SourceAdapter, SourceContent
+from gencoach.library.sources.canonical import (
+    description_text,
+    environment_key,
+    finish,
+    number_events,
+    route_of,
+    strongest,
+    task_key,
+    tier_of,
+)
+from gencoach.protocol import AgentInput, CandidateRecord
+
+SCORE_DIGITS = 6
+_STAGE_ENDS = {
+    "optimal": ("success", "optimal"),
+    "suboptimal": ("success", "acceptable"),
+    "unassessed": ("unknown", "unassessed"),
+    "error": ("failure", "failed"),
+}
+
+
+def _robot_results(execution: dict[str, Any]) -> dict[str, Any]:
+    nested = execution.get("per_robot_status")
+    return nested if isinstance(nested, dict) else execution
+
+
+def calls_all_failed(candidate: CandidateRecord) -> bool:
+    """Whether every robot the answer addressed reported an error (either execution shape)."""
+    if candidate.output is None or not candidate.output.tool_calls:
+        return False
+    results = _robot_results(candidate.execution)
+    for call in candidate.output.tool_calls:
+        result = results.get(call.target_robot_name)
+        if not isinstance(result, dict):
+            return False
+        flag = result.get("error_flag")
+        if flag is None or flag == "none":
+            return False
+    return True
+
+
+def trainable(candidate: CandidateRecord) -> bool:
+    """The agent's own completed answer, not blamed by a diagnosis, not entirely failed."""
+    return (
+        candidate.kind == "agent"
+        and candidate.output is not None
+        and not candidate.coaching.diagnosed_as_faulty
+        and not calls_all_failed(candidate)
+    )
+
+
+def provenance_of(candidate: CandidateRecord) -> Provenance:
+    """A person's correction, a coached one, or the agent's own recorded answer."""
+    if candidate.coaching_source.get("origin") == "human":
+        return Provenance.HUMAN_CORRECTION
+    if candidate.origin == "coaching":
+        return Provenance.COACHED_CORRECTION
+    return Provenance.RECORDED_AGENT_COMPLETION
+
+
+def stage_end(candidate: CandidateRecord) -> tuple[str, str | None] | None:
+    """How the candidate's execution ended its stage (result, state), or None."""
+    if candidate.status in _STAGE_ENDS:
+        return _STAGE_ENDS[candidate.status]
+    success = candidate.execution.get("stage_success")
+    if candidate.status == "finished" and success is True:
+        state = candidate.execution.get("stage_state")
+        return "success", state if isinstance(state, str) else None
+    return None
+
+
+def outcome_of(last: CandidateRecord) -> Outcome:
+    """The trajectory's outcome from its last candidate: unknown stays unknown."""
+    if last.response_status == "error" or last.status == "invalid":
+        return Outcome.FAILURE
+    end = stage_end(last)
+    if end is None:
+        return Outcome.ONGOING
+    return {"success": Outcome.SUCCESS, "failure": Outcome.FAILURE}.get(end[0], Outcome.UNKNOWN)
+
+
+def _system(source: AgentInput) -> str:
+    memory = dict(source.memory)
+    rules = memory.pop(RULES_KEY, None)
+    history = memory.pop(HISTORY_KEY, None)
+    seen = ModelInput(
+        tools=list(source.tools),
+        attributes=dict(source.attributes),
+        rules=list(rules) if isinstance(rules, list) else [],
+        history=history if isinstance(history, list) else None,
+        memory=memory,
+    )
+    return str(system_message(DEFAULT_SYSTEM_PROMPT, seen)["content"])
+
+
+def _events(steps: list[Step]) -> list[Event]:
+    events: list[Event] = []
+    previous: CandidateRecord | None = None
+    for step in steps:
+        candidate = step.candidate
+        instruction = instruction_message(step.situation.input.instruction, previous)
+        kind = EventKind.TOOL_FEEDBACK if instruction["role"] == "tool" else EventKind.INSTRUCTION
+        events.append({"kind": kind.value, "message": instruction})
+        decision: Event = {
+            "kind": EventKind.DECISION.value,
+            "message": assistant_message(candidate),
+            "trainable": trainable(candidate),
+            "provenance": provenance_of(candidate).value,
+            "status": candidate.status,
+            "attempt_ids": list(candidate.coaching_attempt_ids),
+            "step": {"situation_id": step.situation.id, "candidate_id": candidate.id},
+        }
+        reasoning = reasoning_of(candidate)
+        if reasoning:
+            decision["reasoning"] = reasoning
+        events.append(decision)
+        end = stage_end(candidate)
+        if end is not None:
+            events.append(
+                {
+                    "kind": EventKind.STAGE_END.value,
+                    "stage_id": candidate.stage_id,
+                    "result": end[0],
+                    "state": end[1],
+                }
+            )
+        previous = candidate
+    return number_events(events)
+
+
+def _coaching(steps: list[Step]) -> dict[str, list[Any]]:
+    requests: list[str] = []
+    attempts: list[int] = []
+    routes: list[str] = []
+    diagnoses: list[str] = []
+    for step in steps:
+        candidate = step.candidate
+        source = candidate.coaching_source
+        request = source.get("request_id")
+        if isinstance(request, str) and request not in requests:
+            requests.append(request)
+        attempts.extend(a for a in candidate.coaching_attempt_ids if a not in attempts)
+        kind = candidate.coaching.type_coaching
+        if kind is not None and candidate.origin == "coaching" and route_of(kind) not in routes:
+            routes.append(route_of(kind))
+        diagnosis = source.get("diagnosis")
+        if isinstance(diagnosis, dict):
+            diagnosis = diagnosis.get("explanation")
+        if isinstance(diagnosis, str) and diagnosis and diagnosis not in diagnoses:
+            diagnoses.append(diagnosis)
+    return {"request_ids": requests, "attempt_ids": attempts, "routes": routes,
+            "diagnoses": diagnoses}  # fmt: skip
+
+
+def _leaves(graph: SavedGraph) -> list[int]:
+    return sorted(cid for cid, candidate in graph.candidates.items() if not candidate.links)
+
+
+class SaveSource(SourceAdapter):
+    """A MAGMA-GEN 2.0 save folder."""
+
+    kind = "save"
+
+    def digest(self) -> str:
+        """SHA-256 over `config.json` and every situation file, names and bytes."""
+        return folder_digest(self.path)
+
+    def open(self) -> SourceContent:
+        """Read the whole save (checking every link), then yield one payload per path."""
+        try:
+            graph = read_save(self.path)
+        except SaveError as error:
+            raise SourceError(self.location, error.reason) from None
+        return SourceContent(f"save:{graph.config.run_id}", self._payloads(graph))
+
+    def _payloads(self, graph: SavedGraph) -> Iterator[dict[str, Any]]:
+        config = graph.config
+        description = description_text(config.task_description)
+        producer = config.producer
+        generator = producer.package if producer is not None else "magma-gen"
+        generator_version = producer.version if producer is not None else config.generator_version
+        scenario_version = str(config.env_options.get("scenario_version", "unversioned"))
+        for leaf in _leaves(graph):
+            steps = trajectory(graph, leaf)
+            last = steps[-1].candidate
+            events = _events(steps)
+            outcome = outcome_of(last)
+            end = stage_end(last)
+            decisions = [step.candidate for step in steps]
+            payload: dict[str, Any] = {
+                "task_key": task_key(config.scenario, config.target, description),
+                "task": {"scenario": config.scenario, "target": config.target,
+                         "target_kind": config.target_kind, "description": description},
+                "environment_key": environment_key(
+                    generator, generator_version, config.scenario, scenario_version
+                ),
+                "environment": {"generator": generator, "generator_version": generator_version,
+                                "format_version": config.generator_version,
+                                "scenario": config.scenario, "scenario_version": scenario_version},
+                "source_id": f"save:{config.run_id}",
+                "source_revision": self.revision,
+                "locator": {"kind": self.kind, "save": self.location, "run_id": config.run_id,
+                            "situation_ids": [step.situation.id for step in steps],
+                            "candidate_ids": [c.id for c in decisions]},
+                "agent": {"id": config.agent_id, "version": config.agent_version},
+                "system": _system(steps[0].situation.input),
+                "tools": [function_tool(tool) for tool in steps[0].situation.input.tools],
+                "events": events,
+                "outcome": outcome.value,
+                "reward": round(score_of(last.score), SCORE_DIGITS),
+                "descendant_score": {k: v.model_dump(by_alias=True) for k, v in last.score.items()},
+                "quality_tier": tier_of(outcome, end[1] if end else None).value,
+                "provenance": strongest([provenance_of(c) for c in decisions]).value,
+                "coaching": _coaching(steps),
+            }  # fmt: skip
+            yield finish(payload)
