@@ -21,6 +21,7 @@ from gencoach.connections import redis_url
 from gencoach.demo import DemoOptions, run_demo
 from gencoach.errors import ConfigError, RedisError
 from gencoach.export.command import export_command
+from gencoach.library.cli import library_app
 from gencoach.logs import configure_logging, get_logger
 from gencoach.service.controller import ControllerOptions, run_controller, save_run
 from gencoach.service.dispatch import RQDispatcher
@@ -40,6 +41,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(agent_app, name="agent")
 app.command("check-agent")(check_agent)
 app.add_typer(sim_app, name="sim")
+app.add_typer(library_app, name="library")
 
 EXIT_BAD_CONFIG = 2
 

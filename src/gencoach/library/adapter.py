@@ -172,6 +172,10 @@ class CanonicalDatasetAdapter:
             raise LibraryError(self.path, f"holds no trajectory {trajectory_id!r}")
         return self._record(row, self._index.contributors(trajectory_id))
 
+    def group_counts(self, column: str) -> dict[str, int]:
+        """Trajectories per split, outcome, quality_tier, provenance or scenario."""
+        return self._index.group_counts(column)
+
     def routes(self, trajectory_id: str) -> list[str]:
         """The coaching routes a trajectory went through."""
         return self._index.routes(trajectory_id)
