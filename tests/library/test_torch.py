@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -35,3 +37,26 @@ def test_dataloader_workers_yield_each_example_once(library: CanonicalDatasetAda
     loader = DataLoader(dataset, batch_size=None, num_workers=2)
     ids = sorted(example["id"] for example in loader)
     assert ids == sorted(example.id for example in library.iter_examples(view="turn"))
+
+
+def test_each_worker_iterates_its_own_share(
+    library: CanonicalDatasetAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the dataset's own iteration, workers 0 and 1 of 2 yield disjoint halves
+    covering every example (torch's module stood in for by its two names used)."""
+    worker: list[SimpleNamespace | None] = [None]
+    data = ModuleType("torch.utils.data")
+    data.IterableDataset = type("IterableDataset", (), {})  # type: ignore[attr-defined]
+    data.get_worker_info = lambda: worker[0]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "torch", ModuleType("torch"))
+    monkeypatch.setitem(sys.modules, "torch.utils", ModuleType("torch.utils"))
+    monkeypatch.setitem(sys.modules, "torch.utils.data", data)
+    dataset = library.as_torch_iterable(view="turn")
+    alone = [example["id"] for example in dataset]
+    shares = []
+    for index in range(2):
+        worker[0] = SimpleNamespace(id=index, num_workers=2)
+        shares.append([example["id"] for example in dataset])
+    assert alone == [example.id for example in library.iter_examples(view="turn")]
+    assert not set(shares[0]) & set(shares[1])
+    assert sorted(shares[0] + shares[1]) == sorted(alone)

@@ -72,13 +72,6 @@ class CanonicalDatasetAdapter:
         self._handles.clear()
         self._index.close()
 
-    def __getstate__(self) -> dict[str, Any]:
-        # DataLoader workers get a copy: they reopen the library rather than share handles.
-        return {"path": self.path, "verify_hashes": False}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"], verify_hashes=state["verify_hashes"])  # type: ignore[misc]
-
     @property
     def release(self) -> str:
         """The release name of this library."""
@@ -226,6 +219,5 @@ class CanonicalDatasetAdapter:
         """
         from gencoach.library.loaders import torch_iterable
 
-        return torch_iterable(
-            self, self.metadata(query, sampling), coerce(TrainingView, view, "view")
-        )
+        chosen = coerce(TrainingView, view, "view")
+        return torch_iterable(self.path, self.metadata(query, sampling), chosen)

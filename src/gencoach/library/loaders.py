@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 from gencoach.library.errors import LibraryError
 from gencoach.library.index import IndexRow
 from gencoach.library.query import TrainingView
-
-if TYPE_CHECKING:
-    from gencoach.library.adapter import CanonicalDatasetAdapter
 
 T = TypeVar("T")
 
@@ -20,10 +18,12 @@ def worker_share(items: Sequence[T], worker: int, workers: int) -> list[T]:
     return list(items[worker::workers])
 
 
-def torch_iterable(
-    adapter: CanonicalDatasetAdapter, rows: list[IndexRow], view: TrainingView
-) -> Any:
-    """An IterableDataset over `rows` as `view` examples (plain dicts)."""
+def torch_iterable(library: Path, rows: list[IndexRow], view: TrainingView) -> Any:
+    """An IterableDataset over `rows` as `view` examples (plain dicts).
+
+    Each iteration opens the library afresh (sizes checked, hashes already were), so a
+    DataLoader worker never shares the parent's SQLite connection or file handles.
+    """
     try:
         from torch.utils.data import IterableDataset, get_worker_info  # type: ignore[import-not-found]
     except ImportError:
@@ -37,7 +37,7 @@ def torch_iterable(
 
         def __init__(self) -> None:
             super().__init__()
-            self.adapter = adapter
+            self.library = library
             self.rows = rows
             self.view = view
 
@@ -46,7 +46,10 @@ def torch_iterable(
             share = (
                 self.rows if info is None else worker_share(self.rows, info.id, info.num_workers)
             )
-            for example in self.adapter.examples_of(share, self.view):
-                yield example.to_dict()
+            from gencoach.library.adapter import CanonicalDatasetAdapter
+
+            with CanonicalDatasetAdapter(self.library, verify_hashes=False) as adapter:
+                for example in adapter.examples_of(share, self.view):
+                    yield example.to_dict()
 
     return LibraryIterable()
