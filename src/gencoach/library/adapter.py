@@ -134,7 +134,7 @@ class CanonicalDatasetAdapter:
         chosen = coerce(TrainingView, view, "view")
         for record in self.records_of(rows):
             if chosen is TrainingView.FULL_TRAJECTORY:
-                if record.decisions and any(event["trainable"] for event in record.decisions):
+                if any(event["trainable"] for event in record.decisions):
                     yield full_trajectory(record)
             else:
                 yield from assistant_turns(record)

@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from gencoach.graph.files import write_json_atomic
 from gencoach.library.errors import LibraryError, SourceError
@@ -31,7 +31,6 @@ from gencoach.library.writer import (
     write_manifest,
 )
 
-T = TypeVar("T")
 Track = Callable[[Sequence[SourceAdapter]], Iterable[SourceAdapter]]
 
 

@@ -18,7 +18,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from gencoach.library.adapter import CanonicalDatasetAdapter
-from gencoach.library.build import BuildResult, append_library, build_library
+from gencoach.library.build import BuildResult, Track, append_library, build_library
 from gencoach.library.errors import LibraryError
 from gencoach.library.query import DatasetQuery
 from gencoach.library.sampling import SamplingConfig
@@ -32,7 +32,6 @@ library_app = typer.Typer(
     help="Trajectory libraries: canonical, queryable, read-only stores for training.",
     no_args_is_help=True,
 )
-Track = Callable[[Sequence[SourceAdapter]], Iterable[SourceAdapter]]
 
 
 def _error(message: str) -> None:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gencoach.library.errors import LibraryError
-from gencoach.library.query import DatasetQuery, Selection, TrainingView
+from gencoach.library.query import DatasetQuery, Selection
 from gencoach.library.records import Contributor, Outcome
 
 _COLUMNS = (
@@ -181,15 +180,3 @@ class IndexReader:
             f"SELECT {allowed[column]}, count(*) {_FROM} GROUP BY 1 ORDER BY 1"
         )
         return dict(cursor.fetchall())
-
-    def sources(self) -> Iterator[tuple[str, str, str, str, str, int, int, int]]:
-        """Every source recorded: id, revision, kind, location, release and counts."""
-        yield from self._db.execute(
-            "SELECT source_id, source_revision, kind, location, release, trajectories, "
-            "accepted, duplicates FROM sources ORDER BY release, source_id, source_revision"
-        )
-
-
-def views_supported(row: IndexRow) -> tuple[TrainingView, ...]:
-    """The views a row can be turned into (both need a trainable decision)."""
-    return tuple(TrainingView) if row.targets else ()

@@ -97,9 +97,7 @@ def read_manifest(folder: Path) -> Manifest:
 
 def _inside(folder: Path, name: str) -> Path:
     path = folder / name
-    if path.resolve().parent.parent != folder.resolve() and path.resolve().parent != (
-        folder.resolve()
-    ):
+    if not path.resolve().is_relative_to(folder.resolve()):
         raise LibraryError(path, "resolves outside the library folder")
     return path
 

@@ -21,7 +21,7 @@ from gencoach.export.formats.conversation import (
     reasoning_of,
     system_message,
 )
-from gencoach.export.history import Step, trajectory
+from gencoach.export.history import Step, is_target, trajectory
 from gencoach.export.inputs import HISTORY_KEY, RULES_KEY, ModelInput
 from gencoach.export.selection import score_of
 from gencoach.export.sources import folder_digest
@@ -50,34 +50,13 @@ _STAGE_ENDS = {
 }
 
 
-def _robot_results(execution: dict[str, Any]) -> dict[str, Any]:
-    nested = execution.get("per_robot_status")
-    return nested if isinstance(nested, dict) else execution
-
-
-def calls_all_failed(candidate: CandidateRecord) -> bool:
-    """Whether every robot the answer addressed reported an error (either execution shape)."""
-    if candidate.output is None or not candidate.output.tool_calls:
-        return False
-    results = _robot_results(candidate.execution)
-    for call in candidate.output.tool_calls:
-        result = results.get(call.target_robot_name)
-        if not isinstance(result, dict):
-            return False
-        flag = result.get("error_flag")
-        if flag is None or flag == "none":
-            return False
-    return True
-
-
 def trainable(candidate: CandidateRecord) -> bool:
-    """The agent's own completed answer, not blamed by a diagnosis, not entirely failed."""
-    return (
-        candidate.kind == "agent"
-        and candidate.output is not None
-        and not candidate.coaching.diagnosed_as_faulty
-        and not calls_all_failed(candidate)
-    )
+    """The export's rule (the agent's own answer, not blamed, not every call failed), with
+    MAGMA-GEN's step-summary execution read through its `per_robot_status`."""
+    nested = candidate.execution.get("per_robot_status")
+    if isinstance(nested, dict):
+        candidate = candidate.model_copy(update={"execution": nested})
+    return is_target(candidate)
 
 
 def provenance_of(candidate: CandidateRecord) -> Provenance:
