@@ -122,6 +122,7 @@ build_library([Path(sys.argv[1])], Path(sys.argv[2]), "r1")
 """
 
 
+@pytest.mark.slow
 def test_a_killed_build_leaves_nothing_that_looks_like_a_library(
     saves: Path, tmp_path: Path
 ) -> None:

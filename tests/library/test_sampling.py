@@ -32,6 +32,7 @@ def _row(tid: str, task: str, source: str, task_rank: int = 1) -> IndexRow:
                     "shards/000000.jsonl", 0, 1)  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", list(SamplingStrategy))
 def test_same_seed_same_ordered_ids_in_another_process(
     library: CanonicalDatasetAdapter, strategy: SamplingStrategy

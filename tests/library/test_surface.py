@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import gencoach.library
 
 CONSUMER_MODULES = [
@@ -43,6 +45,7 @@ def test_public_names_are_pinned() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_consumer_imports_no_source_parser_or_generation_code() -> None:
     """Importing every consumer module, in a fresh interpreter, loads no source adapter,
     builder, save reader, export, protocol or service module, nor pydantic or torch."""
