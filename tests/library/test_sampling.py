@@ -29,7 +29,7 @@ with CanonicalDatasetAdapter(sys.argv[1]) as lib:
 def _row(tid: str, task: str, source: str, task_rank: int = 1) -> IndexRow:
     return IndexRow(tid, task, "env", "s", "t", source, "rev", "a@1", "recorded_agent_completion",
                     "success", "optimal", 1.0, 1, 1, True, True, task_rank, task_rank, "train",
-                    "shards/000000.jsonl", 0, 1)  # fmt: skip
+                    "shards/000000.jsonl", 0, 1, 1)  # fmt: skip
 
 
 @pytest.mark.slow

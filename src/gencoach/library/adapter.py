@@ -9,11 +9,12 @@ nothing. Its API has its own version, `API_VERSION`.
 from __future__ import annotations
 
 import json
+import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from gencoach.library.errors import LibraryError
 from gencoach.library.index import IndexReader, IndexRow
@@ -23,8 +24,6 @@ from gencoach.library.query import DatasetQuery, TrainingView, coerce
 from gencoach.library.records import Contributor, Outcome, Trajectory
 from gencoach.library.sampling import SamplingConfig, sample
 from gencoach.library.views import Example, assistant_turns, full_trajectory
-
-_CHUNK = 256
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ class CanonicalDatasetAdapter:
         self.manifest: Manifest = read_manifest(self.path)
         verify_files(self.path, self.manifest, hashes=verify_hashes)
         self._index = IndexReader(self.path / INDEX_FILE)
-        self._handles: dict[str, IO[bytes]] = {}
+        self._shards: dict[str, mmap.mmap] = {}
 
     def __enter__(self) -> CanonicalDatasetAdapter:
         return self
@@ -67,9 +66,9 @@ class CanonicalDatasetAdapter:
 
     def close(self) -> None:
         """Close the index and every open shard."""
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        for shard in self._shards.values():
+            shard.close()
+        self._shards.clear()
         self._index.close()
 
     @property
@@ -85,19 +84,25 @@ class CanonicalDatasetAdapter:
         return rows if sampling is None else sample(rows, sampling)
 
     def _payload(self, row: IndexRow) -> dict[str, Any]:
-        handle = self._handles.get(row.shard)
-        if handle is None:
-            handle = self._handles[row.shard] = (self.path / row.shard).open("rb")
-        handle.seek(row.offset)
-        data = handle.read(row.length)
+        shard = self._shards.get(row.shard)
+        if shard is None:
+            with (self.path / row.shard).open("rb") as handle:
+                shard = self._shards[row.shard] = mmap.mmap(
+                    handle.fileno(), 0, access=mmap.ACCESS_READ
+                )
+        data = shard[row.offset : row.offset + row.length]
         if len(data) != row.length:
             raise LibraryError(self.path / row.shard, f"ends before the record of {row.id}")
         payload: dict[str, Any] = json.loads(data)
         return payload
 
-    def _record(self, row: IndexRow, contributors: tuple[Contributor, ...]) -> Trajectory:
+    def _record(self, row: IndexRow, contributors: tuple[Contributor, ...] | None) -> Trajectory:
+        payload = self._payload(row)
+        if contributors is None:
+            own = Contributor(payload["source_id"], payload["source_revision"], payload["locator"])
+            contributors = (own,)
         return Trajectory.from_payload(
-            self._payload(row),
+            payload,
             split=row.split,
             rank=row.rank,
             task_rank=row.task_rank,
@@ -106,11 +111,9 @@ class CanonicalDatasetAdapter:
 
     def records_of(self, rows: list[IndexRow]) -> Iterator[Trajectory]:
         """The trajectories of given index rows, in their order, parsed one at a time."""
-        for start in range(0, len(rows), _CHUNK):
-            chunk = rows[start : start + _CHUNK]
-            contributors = self._index.contributors_of([row.id for row in chunk])
-            for row in chunk:
-                yield self._record(row, contributors[row.id])
+        for row in rows:
+            shared = self._index.contributors(row.id) if row.contributions > 1 else None
+            yield self._record(row, shared)
 
     def iter_records(
         self, query: DatasetQuery | None = None, sampling: SamplingConfig | None = None

@@ -24,6 +24,7 @@ from gencoach.library.sources.base import SourceAdapter, Unusable, discover
 from gencoach.library.writer import (
     DEFAULT_SHARD_RECORDS,
     LibraryWriter,
+    count_shared,
     counts,
     open_index,
     shard_entry,
@@ -106,6 +107,7 @@ def build_library(
             if result.accepted == 0:
                 raise LibraryError(output, "no trajectory could be read from the given sources")
             rerank(db, sorted(writer.affected), split_seed, ratios)
+            count_shared(db)
             result.counts = counts(db)
         finally:
             db.close()
@@ -161,6 +163,7 @@ def append_library(
             )
             _feed(writer, found.sources, result, track, say)
             rerank(db, sorted(writer.affected), int(split["seed"]), check_ratios(split["ratios"]))
+            count_shared(db)
             result.counts = counts(db)
         finally:
             db.close()

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gencoach.library.errors import LibraryError
 from gencoach.library.query import DatasetQuery, Selection
@@ -21,15 +20,16 @@ _COLUMNS = (
     "t.id, t.task_key, t.environment_key, t.scenario, t.target, t.source_id, "
     "t.source_revision, t.agent, t.provenance, t.outcome, t.quality_tier, t.reward, "
     "t.decisions, t.targets, t.structural, t.training, r.rank, r.task_rank, s.split, "
-    "t.shard, t.offset, t.length"
+    "t.shard, t.offset, t.length, coalesce(d.contributions, 1)"
 )
-_FROM = "FROM trajectories t JOIN ranks r ON r.id = t.id JOIN splits s ON s.task_key = t.task_key"
-_BATCH = 500
+_FROM = (
+    "FROM trajectories t JOIN ranks r ON r.id = t.id JOIN splits s ON s.task_key = t.task_key "
+    "LEFT JOIN shared d ON d.trajectory_id = t.id"
+)
 _ORDER = "ORDER BY t.task_key, t.environment_key, r.rank, t.id"
 
 
-@dataclass(frozen=True, slots=True)
-class IndexRow:
+class IndexRow(NamedTuple):
     """What the index knows of one trajectory: enough to filter, sample and locate it."""
 
     id: str
@@ -54,6 +54,8 @@ class IndexRow:
     shard: str
     offset: int
     length: int
+    contributions: int
+    """How many sources produced this content (more than 1: duplicates were collapsed)."""
 
 
 def _in(column: str, values: tuple[Any, ...], where: list[str], params: list[Any]) -> None:
@@ -130,7 +132,7 @@ class IndexReader:
         """The rows `query` selects, in canonical order."""
         where, params = _where(query)
         cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM}{where} {_ORDER}", params)
-        rows = [IndexRow(*values) for values in cursor]
+        rows = list(map(IndexRow._make, cursor))
         if query.selection is Selection.BEST_VERIFIED:
             rows = _best_per_task(rows)
         return rows
@@ -139,7 +141,7 @@ class IndexReader:
         """One trajectory's row, or None."""
         cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM} WHERE t.id = ?", (trajectory_id,))
         values = cursor.fetchone()
-        return None if values is None else IndexRow(*values)
+        return None if values is None else IndexRow._make(values)
 
     def contributors(self, trajectory_id: str) -> tuple[Contributor, ...]:
         """Every source that produced this content, in a stable order."""
@@ -149,21 +151,6 @@ class IndexReader:
             (trajectory_id,),
         )
         return tuple(Contributor(sid, rev, json.loads(loc)) for sid, rev, loc in cursor)
-
-    def contributors_of(self, ids: list[str]) -> dict[str, tuple[Contributor, ...]]:
-        """The contributors of several trajectories at once."""
-        found: dict[str, list[Contributor]] = {}
-        for start in range(0, len(ids), _BATCH):
-            chunk = ids[start : start + _BATCH]
-            cursor = self._db.execute(
-                "SELECT trajectory_id, source_id, source_revision, locator FROM contributors "  # noqa: S608
-                f"WHERE trajectory_id IN ({', '.join('?' * len(chunk))}) "
-                "ORDER BY trajectory_id, source_id, source_revision, locator",
-                chunk,
-            )
-            for tid, sid, rev, loc in cursor:
-                found.setdefault(tid, []).append(Contributor(sid, rev, json.loads(loc)))
-        return {tid: tuple(found.get(tid, ())) for tid in ids}
 
     def routes(self, trajectory_id: str) -> list[str]:
         """The coaching routes a trajectory went through."""

@@ -3,7 +3,8 @@
 ```
 LIB/
   manifest.json        versions, release, split settings, index and shard hashes (written last)
-  index.sqlite         one row per trajectory, ranks, splits, contributors, sources
+  index.sqlite         one row per trajectory, ranks, splits, routes, contributors
+                       (and which records have several), sources
   shards/NNNNNN.jsonl  canonical payloads, one JSON object per line
   append_report.json   only in a library made by `append`
 ```
@@ -73,6 +74,10 @@ CREATE TABLE contributors (
     source_revision TEXT NOT NULL,
     locator TEXT NOT NULL,
     PRIMARY KEY (trajectory_id, source_id, source_revision, locator)
+) WITHOUT ROWID;
+CREATE TABLE shared (
+    trajectory_id TEXT PRIMARY KEY,
+    contributions INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE sources (
     source_id TEXT NOT NULL,

@@ -64,6 +64,12 @@ class EventKind(StrEnum):
     STAGE_END = "stage_end"
 
 
+_OUTCOMES = {member.value: member for member in Outcome}
+_PROVENANCES = {member.value: member for member in Provenance}
+_TIERS = {member.value: member for member in QualityTier}
+_SPLITS = {member.value: member for member in Split}
+
+
 @dataclass(frozen=True)
 class Contributor:
     """One source that produced a trajectory's content, and where in it."""
@@ -125,14 +131,14 @@ class Trajectory:
             system=payload["system"],
             tools=payload["tools"],
             events=payload["events"],
-            outcome=Outcome(payload["outcome"]),
+            outcome=_OUTCOMES[payload["outcome"]],
             reward=payload["reward"],
             descendant_score=payload["descendant_score"],
-            quality_tier=QualityTier(payload["quality_tier"]),
-            provenance=Provenance(payload["provenance"]),
+            quality_tier=_TIERS[payload["quality_tier"]],
+            provenance=_PROVENANCES[payload["provenance"]],
             coaching=payload["coaching"],
             eligibility=payload["eligibility"],
-            split=Split(split),
+            split=_SPLITS[split],
             rank=rank,
             task_rank=task_rank,
             contributors=contributors,

@@ -86,13 +86,14 @@ def _conversation(record: Trajectory) -> tuple[list[Message], list[str], list[in
         messages.append({"role": "system", "content": record.system})
         ids.append(SYSTEM_EVENT_ID)
         mask.append(0)
+    decision = EventKind.DECISION.value
     for event in record.events:
         message = event.get("message")
         if message is None:
             continue
         messages.append(message)
         ids.append(event["id"])
-        mask.append(1 if event["kind"] == EventKind.DECISION and event["trainable"] else 0)
+        mask.append(1 if event["kind"] == decision and event["trainable"] else 0)
     return messages, ids, mask
 
 

@@ -203,6 +203,15 @@ class LibraryWriter:
         return tally
 
 
+def count_shared(db: sqlite3.Connection) -> None:
+    """Record which trajectories several sources produced, and how many."""
+    db.execute("DELETE FROM shared")
+    db.execute(
+        "INSERT INTO shared SELECT trajectory_id, count(*) FROM contributors "
+        "GROUP BY trajectory_id HAVING count(*) > 1"
+    )
+
+
 def counts(db: sqlite3.Connection) -> dict[str, int]:
     """What the library holds, as the manifest records it."""
 
