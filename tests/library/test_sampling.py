@@ -28,7 +28,7 @@ with CanonicalDatasetAdapter(sys.argv[1]) as lib:
 
 def _row(tid: str, task: str, source: str, task_rank: int = 1) -> IndexRow:
     return IndexRow(tid, task, "env", "s", "t", source, "rev", "a@1", "recorded_agent_completion",
-                    "success", "optimal", 1.0, 1, 1, True, True, task_rank, task_rank, "train",
+                    "success", "optimal", 1.0, 1, 1, 1, 1, task_rank, task_rank, "train",
                     "shards/000000.jsonl", 0, 1, 1)  # fmt: skip
 
 

@@ -129,8 +129,9 @@ def info(library: Annotated[Path, typer.Argument(help="A library folder.")]) -> 
     """Print a library's release, counts and composition."""
     with _open(library) as lib:
         data = lib.manifest.data
-        print(f"library {library}: release {lib.release} (releases: {', '.join(data['releases'])})")
-        print(f"format {data['format_version']}, api {data['api_version']}, "
+        releases = ", ".join(data.get("releases", [lib.release]))
+        print(f"library {library}: release {lib.release} (releases: {releases})")
+        print(f"format {data['format_version']}, api {data.get('api_version')}, "
               f"{len(data['shards'])} shards")  # fmt: skip
         print(", ".join(f"{key}: {value}" for key, value in lib.manifest.counts.items()))
         for column in ("split", "outcome", "quality_tier", "provenance", "scenario"):

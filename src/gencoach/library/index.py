@@ -46,8 +46,10 @@ class IndexRow(NamedTuple):
     reward: float | None
     decisions: int
     targets: int
-    structural: bool
-    training: bool
+    structural: int
+    """1 when the record is structurally sound, else 0."""
+    training: int
+    """1 when it is eligible for training, else 0."""
     rank: int
     task_rank: int
     split: str
