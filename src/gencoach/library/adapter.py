@@ -9,7 +9,7 @@ nothing. Its API has its own version, `API_VERSION`.
 from __future__ import annotations
 
 import json
-import mmap
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,7 +51,7 @@ class CanonicalDatasetAdapter:
         self.manifest: Manifest = read_manifest(self.path)
         verify_files(self.path, self.manifest, hashes=verify_hashes)
         self._index = IndexReader(self.path / INDEX_FILE)
-        self._shards: dict[str, mmap.mmap] = {}
+        self._shards: dict[str, int] = {}  # shard → open file descriptor
 
     def __enter__(self) -> CanonicalDatasetAdapter:
         return self
@@ -66,8 +66,8 @@ class CanonicalDatasetAdapter:
 
     def close(self) -> None:
         """Close the index and every open shard."""
-        for shard in self._shards.values():
-            shard.close()
+        for descriptor in self._shards.values():
+            os.close(descriptor)
         self._shards.clear()
         self._index.close()
 
@@ -84,13 +84,11 @@ class CanonicalDatasetAdapter:
         return rows if sampling is None else sample(rows, sampling)
 
     def _payload(self, row: IndexRow) -> dict[str, Any]:
-        shard = self._shards.get(row.shard)
-        if shard is None:
-            with (self.path / row.shard).open("rb") as handle:
-                shard = self._shards[row.shard] = mmap.mmap(
-                    handle.fileno(), 0, access=mmap.ACCESS_READ
-                )
-        data = shard[row.offset : row.offset + row.length]
+        descriptor = self._shards.get(row.shard)
+        if descriptor is None:
+            descriptor = self._shards[row.shard] = os.open(self.path / row.shard, os.O_RDONLY)
+        # One positioned read per record: no buffer to refill, nothing mapped in memory.
+        data = os.pread(descriptor, row.length, row.offset)
         if len(data) != row.length:
             raise LibraryError(self.path / row.shard, f"ends before the record of {row.id}")
         payload: dict[str, Any] = json.loads(data)
