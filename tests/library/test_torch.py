@@ -28,6 +28,8 @@ def test_without_torch_the_extra_is_named(library: CanonicalDatasetAdapter) -> N
         library.as_torch_iterable()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # two worker processes each import torch
 @pytest.mark.skipif(not HAS_TORCH, reason="needs the torch extra")
 def test_dataloader_workers_yield_each_example_once(library: CanonicalDatasetAdapter) -> None:
     """Two DataLoader workers together yield every turn example exactly once."""
