@@ -106,15 +106,6 @@ def _where(query: DatasetQuery) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(where)) if where else "", params
 
 
-def _best_per_task(rows: list[IndexRow]) -> list[IndexRow]:
-    best: dict[str, IndexRow] = {}
-    for row in rows:
-        held = best.get(row.task_key)
-        if held is None or (row.task_rank, row.id) < (held.task_rank, held.id):
-            best[row.task_key] = row
-    return [row for row in rows if best[row.task_key] is row]
-
-
 class IndexReader:
     """`index.sqlite`, opened read-only."""
 
@@ -133,11 +124,17 @@ class IndexReader:
     def select(self, query: DatasetQuery) -> list[IndexRow]:
         """The rows `query` selects, in canonical order."""
         where, params = _where(query)
-        cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM}{where} {_ORDER}", params)
-        rows = list(map(IndexRow._make, cursor))
-        if query.selection is Selection.BEST_VERIFIED:
-            rows = _best_per_task(rows)
-        return rows
+        if query.selection is not Selection.BEST_VERIFIED:
+            cursor = self._db.execute(f"SELECT {_COLUMNS} {_FROM}{where} {_ORDER}", params)
+            return list(map(IndexRow._make, cursor))
+        # The best matching row of each task (lowest task rank), picked inside SQLite.
+        best = "row_number() OVER (PARTITION BY t.task_key ORDER BY r.task_rank, t.id) AS pick"
+        cursor = self._db.execute(
+            f"SELECT * FROM (SELECT {_COLUMNS}, t.environment_key AS e, r.rank AS k, {best} "  # noqa: S608
+            f"{_FROM}{where}) WHERE pick = 1 ORDER BY 2, e, k, 1",
+            params,
+        )
+        return [IndexRow._make(values[:-3]) for values in cursor]
 
     def row(self, trajectory_id: str) -> IndexRow | None:
         """One trajectory's row, or None."""
