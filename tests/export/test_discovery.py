@@ -87,9 +87,9 @@ def test_a_third_party_factory_exports_through_the_same_pipeline(
     write_run(source / "run")
     outcome = export("echo", options={"prefix": "c"})
     assert outcome.rows == {"echo": 5}
-    rows = read_rows(source / "datasets" / "echo.jsonl")
+    rows = read_rows(source / "datasets" / "echo" / "echo.jsonl")
     assert [row["id"] for row in rows] == ["c0", "c2", "c5", "c6", "c7"]
-    assert (source / "datasets" / "echo_train.jsonl").is_file()
+    assert (source / "datasets" / "echo" / "echo_train.jsonl").is_file()
 
 
 def test_a_factory_that_builds_no_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,7 +59,7 @@ def test_a_single_task_goes_to_train(export: Export, source: Path) -> None:
     write_run(source / "a")
     write_run(source / "b", config=run_config("run-2"))
     outcome = export("chat")
-    datasets = source / "datasets"
+    datasets = source / "datasets" / "chat"
     assert outcome.partition is not None
     assert outcome.partition.validation == ()
     assert read_rows(datasets / "chat_validation.jsonl") == []
@@ -72,10 +72,10 @@ def test_rows_of_one_task_never_straddle_splits(export: Export, source: Path) ->
         config = run_config(f"run-{index}", target=f"t{index % 3}")
         write_run(source / f"run-{index}", config=config)
     outcome = export("chat", validation_ratio=0.3, split_seed=3)
-    datasets = source / "datasets"
+    datasets = source / "datasets" / "chat"
 
     def tasks_of(name: str) -> set[str]:
-        return {row["metadata"]["target"] for row in read_rows(datasets / name)}
+        return {row["target"] for row in read_rows(datasets / name)}
 
     train, validation = tasks_of("chat_train.jsonl"), tasks_of("chat_validation.jsonl")
     assert outcome.partition is not None
@@ -99,9 +99,9 @@ def test_the_same_saves_and_seeds_export_the_same_bytes(export: Export, source: 
     for index in range(4):
         write_run(source / f"run-{index}", config=run_config(f"run-{index}", target=f"t{index}"))
     export("chat", validation_ratio=0.5)
-    first = {path.name: path.read_bytes() for path in (source / "datasets").iterdir()}
+    first = {path.name: path.read_bytes() for path in (source / "datasets" / "chat").iterdir()}
     export("chat", validation_ratio=0.5)
-    second = {path.name: path.read_bytes() for path in (source / "datasets").iterdir()}
+    second = {path.name: path.read_bytes() for path in (source / "datasets" / "chat").iterdir()}
     assert first == second
 
 
@@ -114,4 +114,4 @@ def test_tasks_without_rows_take_no_validation_slot(export: Export, source: Path
     assert outcome.partition is not None
     listed = {task.target for task in outcome.partition.train + outcome.partition.validation}
     assert listed == {"good", "also-good"}
-    assert len(read_rows(source / "datasets" / "chat_validation.jsonl")) == 5
+    assert len(read_rows(source / "datasets" / "chat" / "chat_validation.jsonl")) == 5

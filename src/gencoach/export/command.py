@@ -32,8 +32,11 @@ def export_command(
     skip_pre_made: bool,
     out: Path | None,
     progress: bool,
+    agent: str | None = None,
+    any_agent: bool = False,
+    split_by: str = "task",
 ) -> int:
-    """Export the saves below `source` in format `fmt`; return the exit code."""
+    """Export the saves below `source` in format `fmt` (or with a MAGMA agent's exporter)."""
     try:
         settings = ExportSettings(
             source=source,
@@ -44,6 +47,9 @@ def export_command(
             shuffle_seed=shuffle_seed,
             skip_pre_made=skip_pre_made,
             out=out,
+            agent=agent,
+            any_agent=any_agent,
+            split_by=split_by,
         )
         with display(progress) as screen:
             outcome = run_export(settings, report=screen.say, track=screen.track)
