@@ -35,7 +35,7 @@ from gencoach.export.splits import (
     partition_folders,
 )
 from gencoach.export.writer import DatasetWriter
-from gencoach.graph import SavedGraph, read_save
+from gencoach.graph import CONFIG_FILE, SavedGraph, read_save
 
 Report = Callable[[str], None]
 Track = Callable[[Iterable[Save], int], Iterable[Save]]
@@ -134,8 +134,8 @@ def run_export(
     outcome.failures = failures
     kept = _best_of(exporter, accepted, outcome, report)
     by_folder = settings.split_by == "folder"
-    if by_folder:  # MAGMA-GEN's order: config paths sorted part by part
-        accepted = sorted(accepted, key=lambda save: PurePosixPath(save.name).parts)
+    if by_folder:  # MAGMA-GEN's order: the config files' paths, compared part by part
+        accepted = sorted(accepted, key=lambda save: PurePosixPath(save.name, CONFIG_FILE).parts)
     shuffle = Shuffle(settings.shuffle_seed, stream=by_folder)
     writer = DatasetWriter(destination, exporter.channels)
     try:
