@@ -16,6 +16,7 @@ from gencoach.export.manifest import FAILURES_FILE
 from gencoach.export.options import load_options
 from gencoach.export.progress import display
 from gencoach.export.runner import ExportOutcome, ExportSettings, run_export
+from gencoach.export.splits import Folder
 
 EXIT_OK: Final = 0
 EXIT_FAILURES: Final = 1
@@ -82,9 +83,11 @@ def summary(outcome: ExportOutcome) -> str:
         f"to {outcome.destination}"
     )
     if outcome.partition is not None:
+        split = outcome.partition
+        unit = "folder" if any(isinstance(key, Folder) for key in split.train) else "task"
         line += (
-            f"; {_count(len(outcome.partition.train), 'train task')}, "
-            f"{_count(len(outcome.partition.validation), 'validation task')}"
+            f"; {_count(len(split.train), f'train {unit}')}, "
+            f"{_count(len(split.validation), f'validation {unit}')}"
         )
     if outcome.skipped:
         line += f"; {_count(len(outcome.skipped), 'save')} skipped"
