@@ -143,7 +143,12 @@ class MagmaExporter(Exporter):
             record = situations.get(example.situation_id)
             if record is None:
                 path = graph.folder / f"{example.situation_id}.json"
-                record = self._situation_model.model_validate_json(path.read_bytes())
+                try:
+                    record = self._situation_model.model_validate_json(path.read_bytes())
+                except (OSError, ValueError) as error:
+                    reason = " ".join(f"magma-core cannot read {path.name}: {error}".split())
+                    yield RowFailure(f"{example.situation_id}:{example.candidate_id}", reason)
+                    continue
                 situations[example.situation_id] = record
             candidate = next(c for c in record.candidates if c.id == example.candidate_id)
             rng = shuffle.rng(graph.config.run_id, example.situation_id, example.candidate_id)
