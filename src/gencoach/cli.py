@@ -240,13 +240,23 @@ def export(
     source: Annotated[Path, typer.Argument(help="A run folder or any folder above runs.")],
     fmt: Annotated[
         str, typer.Option("--format", "-f", help="chat, full-history, preference, or a plugin's.")
-    ],
+    ] = "",
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="Export with this MAGMA exporter (magma.export.gen)."),
+    ] = None,
+    any_agent: Annotated[
+        bool, typer.Option("--any-agent", help="--agent: export saves of any producer.")
+    ] = False,
+    split_by: Annotated[
+        str, typer.Option("--split-by", help="task (scenario + target) or folder (MAGMA-GEN's).")
+    ] = "task",
     options: Annotated[
         Path | None,
         typer.Option("--options", dir_okay=False, help="A JSON object of format options."),
     ] = None,
     validation_ratio: Annotated[
-        float, typer.Option("--validation-ratio", help="Share of tasks held out.")
+        float, typer.Option("--validation-ratio", help="Share of tasks (or folders) held out.")
     ] = 0.05,
     split_seed: Annotated[int, typer.Option("--split-seed", help="Seed of the task split.")] = 42,
     shuffle_seed: Annotated[
@@ -256,7 +266,8 @@ def export(
         bool, typer.Option("--skip-pre-made", help="Reuse a complete, verified export.")
     ] = False,
     out: Annotated[
-        Path | None, typer.Option("--out", file_okay=False, help="Default: SOURCE/datasets.")
+        Path | None,
+        typer.Option("--out", file_okay=False, help="Default: SOURCE/datasets/<format>."),
     ] = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="A progress bar on a TTY.")
@@ -274,6 +285,9 @@ def export(
             skip_pre_made,
             out,
             progress,
+            agent=agent,
+            any_agent=any_agent,
+            split_by=split_by,
         )
     )
 

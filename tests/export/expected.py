@@ -30,7 +30,7 @@ PRESS_TOOL = {
 }
 
 
-def press_turn(candidate_id: int, button: str, weight: int | None = 1) -> dict[str, Any]:
+def press_turn(candidate_id: int, button: str) -> dict[str, Any]:
     """An assistant turn pressing `button`, as the chat formats write it."""
     call = {
         "id": f"call_{candidate_id}_0",
@@ -40,10 +40,12 @@ def press_turn(candidate_id: int, button: str, weight: int | None = 1) -> dict[s
             "arguments": f'{{"target_robot_name": "panda", "id": "{button}"}}',
         },
     }
-    turn: dict[str, Any] = {"role": "assistant", "content": "", "tool_calls": [call]}
-    if weight is not None:
-        turn["weight"] = weight
-    return turn
+    return {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+def marked(message: dict[str, Any], trainable: bool) -> dict[str, Any]:
+    """The message as the chat format writes it: with tinker-cookbook's `trainable`."""
+    return {**message, "trainable": trainable}
 
 
 def feedback(candidate_id: int) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def test_a_good_export_prints_one_summary_line(
     assert _run(source) == 0
     out, err = capsys.readouterr()
     assert _lines(out) == [
-        f"exported 5 rows (chat: 5) from 1 save to {source / 'datasets'}; "
+        f"exported 5 rows (chat: 5) from 1 save to {source / 'datasets' / 'chat'}; "
         "1 train task, 0 validation tasks"
     ]
     assert err == ""
@@ -53,7 +53,7 @@ def test_a_reused_export_says_so(source: Path, capsys: pytest.CaptureFixture[str
     capsys.readouterr()
     assert _run(source, skip_pre_made=True) == 0
     assert capsys.readouterr().out == (
-        f"reused the complete export in {source / 'datasets'} "
+        f"reused the complete export in {source / 'datasets' / 'chat'} "
         "(5 rows; sources, settings and file hashes unchanged)\n"
     )
 
@@ -124,7 +124,7 @@ def test_an_incompatible_producer_is_a_failure(
         "produced by agent reference-agent 1.0.0, which format 'chat' does not accept "
         "(accepted: reference-agent 2.0.0)"
     )
-    failures = source / "datasets" / "export_failures.json"
+    failures = source / "datasets" / "chat" / "export_failures.json"
     assert _lines(err) == [f"refused old: {reason}", f"1 failure: see {failures}"]
     assert out.startswith("exported 5 rows (chat: 5) from 1 save")
     assert json.loads(failures.read_text()) == [{"source": "old", "example": None, "error": reason}]
@@ -134,7 +134,7 @@ def test_no_save_at_all_is_an_error(source: Path, capsys: pytest.CaptureFixture[
     """An empty source exits 2 with the reason and writes nothing."""
     assert _run(source) == 2
     assert capsys.readouterr().err == f"error: no save under {source}: no config.json found\n"
-    assert not (source / "datasets").exists()
+    assert not (source / "datasets" / "chat").exists()
 
 
 def test_no_usable_save_is_an_error(source: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,7 +149,7 @@ def test_no_usable_save_is_an_error(source: Path, capsys: pytest.CaptureFixture[
         f"error: no usable save under {source}: 1 found, 1 skipped (unreadable or incomplete), "
         "0 refused by format 'chat'"
     )
-    assert not (source / "datasets").exists()
+    assert not (source / "datasets" / "chat").exists()
 
 
 @pytest.mark.parametrize(
@@ -172,7 +172,7 @@ def test_an_options_file_must_be_a_json_object(
     options.write_text(content)
     assert _run(source, options=options) == 2
     assert capsys.readouterr().err.startswith(f"error: options file {options} {reason}")
-    assert not (source / "datasets").exists()
+    assert not (source / "datasets" / "chat").exists()
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_an_options_file_must_be_a_json_object(
         (
             {"per_trun": True},
             "unknown option 'per_trun' for format 'chat'; known options: "
-            "agents, best_of, min_score, per_turn, reasoning, system_prompt",
+            "agents, best_of, flavour, min_score, per_turn, reasoning, system_prompt",
         ),
         (
             {"best_of": 0},

@@ -19,6 +19,7 @@ from gencoach.export import (
     ExportError,
     Row,
     RowFailure,
+    Shuffle,
     installed_formats,
     lineage,
     load_exporter,
@@ -40,12 +41,14 @@ class EchoExporter(Exporter):
         self._reader.finish()
 
     def rows(
-        self, graph: SavedGraph, examples: Sequence[Example], shuffle_seed: int
+        self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle
     ) -> Iterator[Row | RowFailure]:
         for example in examples:
             candidate = graph.candidates[example.candidate_id]
+            tools = [tool.get("name") for tool in graph.input_of(candidate.id).tools]
+            shuffle.rng(graph.config.run_id, example.situation_id, candidate.id).shuffle(tools)
             data = {"id": f"{self.prefix}{candidate.id}", **lineage(graph.config, 0, candidate)}
-            yield Row("echo", data)
+            yield Row("echo", {**data, "tools": tools})
 
 
 def make_echo(options: Mapping[str, JsonValue]) -> Exporter:
@@ -87,9 +90,9 @@ def test_a_third_party_factory_exports_through_the_same_pipeline(
     write_run(source / "run")
     outcome = export("echo", options={"prefix": "c"})
     assert outcome.rows == {"echo": 5}
-    rows = read_rows(source / "datasets" / "echo.jsonl")
+    rows = read_rows(source / "datasets" / "echo" / "echo.jsonl")
     assert [row["id"] for row in rows] == ["c0", "c2", "c5", "c6", "c7"]
-    assert (source / "datasets" / "echo_train.jsonl").is_file()
+    assert (source / "datasets" / "echo" / "echo_train.jsonl").is_file()
 
 
 def test_a_factory_that_builds_no_exporter_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -131,6 +134,7 @@ def test_the_public_surface() -> None:
         "Row",
         "RowFailure",
         "SelectionPolicy",
+        "Shuffle",
         "candidate_score",
         "export_command",
         "installed_formats",

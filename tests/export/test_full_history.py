@@ -29,7 +29,7 @@ def test_a_row_has_the_magma_full_history_shape(export: Export, source: Path) ->
     """c2 of the coached run: JSON-string fields, the rebuilt history, the action by robot."""
     write_run(source / "run", coached_run(plain=True))
     export("full-history")
-    rows = read_rows(source / "datasets" / "hr_data.json")
+    rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
     assert [row["metadata"]["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
     assert rows[1] == {
         "persistent_rules": '["press buttons in order"]',
@@ -63,7 +63,7 @@ def test_the_coached_answer_carries_its_lineage(export: Export, source: Path) ->
     """c7 answers the coached copy S4: origin coaching, attempt 1, history through c0."""
     write_run(source / "run", coached_run(plain=True))
     export("full-history")
-    row = read_rows(source / "datasets" / "hr_data.json")[-1]
+    row = read_rows(source / "datasets" / "full-history" / "hr_data.json")[-1]
     assert row["metadata"] == {
         "run_id": "run-1",
         "scenario": "buttons",
@@ -81,7 +81,7 @@ def test_the_history_of_the_last_stage_runs_from_the_root(export: Export, source
     """c6 sees four earlier turns; words and actions are written as MAGMA's history does."""
     write_run(source / "run", coached_run(plain=True))
     export("full-history")
-    row = read_rows(source / "datasets" / "hr_data.json")[3]
+    row = read_rows(source / "datasets" / "full-history" / "hr_data.json")[3]
     action = '{"panda": {"name": "press_button", "arguments": {"id": "%s"}}}'
     assert json.loads(row["history"]) == [
         {"author": "USER", "content": "press sw0, then sw4"},
@@ -103,7 +103,7 @@ def test_the_agents_own_history_is_used_when_its_memory_keeps_one(
     record = candidate(0, press("sw0"), "optimal", OPTIMAL)
     write_run(source / "run", [situation(0, None, [record], memory=memory)])
     export("full-history")
-    (row,) = read_rows(source / "datasets" / "hr_data.json")
+    (row,) = read_rows(source / "datasets" / "full-history" / "hr_data.json")
     assert json.loads(row["history"]) == kept
     assert row["memory"] == '{"notes": "x"}'
     assert row["persistent_rules"] == '["a rule"]'
@@ -114,7 +114,7 @@ def test_words_and_an_action_together(export: Export, source: Path) -> None:
     decision = {**press("sw0"), "say": "pressing"}
     write_run(source / "run", [situation(0, None, [candidate(0, decision, "optimal", OPTIMAL)])])
     export("full-history")
-    (row,) = read_rows(source / "datasets" / "hr_data.json")
+    (row,) = read_rows(source / "datasets" / "full-history" / "hr_data.json")
     assert json.loads(row["output"]) == {
         "say": "pressing",
         "action": {"panda": {"name": "press_button", "arguments": {"id": "sw0"}}},
@@ -130,7 +130,7 @@ def test_two_calls_to_one_robot_are_a_failure_not_a_row(export: Export, source: 
     ]
     write_run(source / "run", [situation(0, None, records)])
     outcome = export("full-history")
-    datasets = source / "datasets"
+    datasets = source / "datasets" / "full-history"
     assert [row["metadata"]["candidate_id"] for row in read_rows(datasets / "hr_data.json")] == [1]
     assert json.loads((datasets / "export_failures.json").read_text()) == [
         {
@@ -151,7 +151,7 @@ def test_orders_are_shuffled_per_example_and_reproducibly(export: Export, source
 
     def orders(seed: int) -> list[tuple[str, str, str]]:
         export("full-history", shuffle_seed=seed)
-        rows = read_rows(source / "datasets" / "hr_data.json")
+        rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
         return [(row["tools"], row["attributes"], row["persistent_rules"]) for row in rows]
 
     first = orders(1)
@@ -173,7 +173,10 @@ def test_an_empty_split_is_an_empty_json_array(export: Export, source: Path) -> 
     """With one task, `hr_data_validation.json` is `[]`, still valid JSON."""
     write_run(source / "run")
     export("full-history")
-    assert json.loads((source / "datasets" / "hr_data_validation.json").read_text()) == []
+    assert (
+        json.loads((source / "datasets" / "full-history" / "hr_data_validation.json").read_text())
+        == []
+    )
 
 
 def test_options_the_format_does_not_know_are_refused(export: Export) -> None:

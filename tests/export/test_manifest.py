@@ -16,7 +16,7 @@ from tests.export.saves import run_config, write_run
 
 def _manifest(source: Path) -> dict[str, object]:
     value: dict[str, object] = json.loads(
-        (source / "datasets" / "export_manifest.json").read_text()
+        (source / "datasets" / "chat" / "export_manifest.json").read_text()
     )
     return value
 
@@ -35,7 +35,7 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
     """Every written file is listed with the SHA-256 of its bytes; no failure means complete."""
     export("chat", options={"min_score": 0.3}, validation_ratio=0.5, split_seed=1)
     manifest = _manifest(two_tasks)
-    folder = two_tasks / "datasets"
+    folder = two_tasks / "datasets" / "chat"
     assert manifest["producer"] == {"package": "gencoach", "version": __version__}
     assert manifest["complete"] is True
     assert manifest["settings"] == {
@@ -43,6 +43,7 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
         "exporter_version": __version__,
         "options": {"min_score": 0.3},
         "validation_ratio": 0.5,
+        "split_by": "task",
         "split_seed": 1,
         "shuffle_seed": 42,
         "producer": {"package": "gencoach", "version": __version__},
@@ -78,9 +79,9 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
 def test_skip_pre_made_reuses_an_intact_export(export: Export, two_tasks: Path) -> None:
     """Same sources and settings, files intact: nothing is rewritten."""
     export("chat")
-    before = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets").iterdir()}
+    before = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets" / "chat").iterdir()}
     outcome = export("chat", skip_pre_made=True)
-    after = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets").iterdir()}
+    after = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets" / "chat").iterdir()}
     assert outcome.reused
     assert outcome.rows == {"chat": 10}
     assert after == before
@@ -95,20 +96,25 @@ def _flip_one_byte(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "changed",
-    ["runs/a/1.json", "runs/b/config.json", "datasets/chat_train.jsonl", "datasets/chat.jsonl"],
+    [
+        "runs/a/1.json",
+        "runs/b/config.json",
+        "datasets/chat/chat_train.jsonl",
+        "datasets/chat/chat.jsonl",
+    ],
 )
 def test_one_changed_byte_in_a_source_or_output_redoes_the_export(
     export: Export, two_tasks: Path, changed: str
 ) -> None:
     """A byte changed in a situation, a config or an output file makes the export run again."""
     export("chat")
-    original = (two_tasks / "datasets" / "chat.jsonl").read_bytes()
+    original = (two_tasks / "datasets" / "chat" / "chat.jsonl").read_bytes()
     signature = _manifest(two_tasks)["signature"]
     _flip_one_byte(two_tasks / changed)
     outcome = export("chat", skip_pre_made=True)
     assert not outcome.reused
-    if changed.startswith("datasets/"):
-        assert (two_tasks / "datasets" / "chat.jsonl").read_bytes() == original
+    if changed.startswith("datasets/chat/"):
+        assert (two_tasks / "datasets" / "chat" / "chat.jsonl").read_bytes() == original
         assert _manifest(two_tasks)["signature"] == signature
     else:
         assert _manifest(two_tasks)["signature"] != signature
@@ -124,9 +130,9 @@ def test_other_settings_redo_the_export(export: Export, two_tasks: Path) -> None
 def test_a_missing_output_file_redoes_the_export(export: Export, two_tasks: Path) -> None:
     """A deleted dataset file fails the check and is written again."""
     export("chat")
-    (two_tasks / "datasets" / "chat_validation.jsonl").unlink()
+    (two_tasks / "datasets" / "chat" / "chat_validation.jsonl").unlink()
     assert not export("chat", skip_pre_made=True).reused
-    assert (two_tasks / "datasets" / "chat_validation.jsonl").is_file()
+    assert (two_tasks / "datasets" / "chat" / "chat_validation.jsonl").is_file()
 
 
 def test_an_incomplete_export_is_never_reused(export: Export, two_tasks: Path) -> None:
@@ -134,7 +140,7 @@ def test_an_incomplete_export_is_never_reused(export: Export, two_tasks: Path) -
     export("chat")
     manifest = _manifest(two_tasks)
     manifest["complete"] = False
-    (two_tasks / "datasets" / "export_manifest.json").write_text(json.dumps(manifest))
+    (two_tasks / "datasets" / "chat" / "export_manifest.json").write_text(json.dumps(manifest))
     assert not export("chat", skip_pre_made=True).reused
     assert _manifest(two_tasks)["complete"] is True
 
@@ -154,8 +160,8 @@ def test_outputs_are_never_written_through_a_symlink(
     """A symlink where a dataset file goes stops the export; its target is untouched."""
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
-    folder = two_tasks / "datasets"
-    folder.mkdir()
+    folder = two_tasks / "datasets" / "chat"
+    folder.mkdir(parents=True)
     (folder / "chat_train.jsonl").symlink_to(victim)
     with pytest.raises(ExportError, match="refusing to write through a symlink"):
         export("chat")
@@ -166,10 +172,11 @@ def test_outputs_are_never_written_through_a_symlink(
 def test_a_symlinked_destination_is_refused(
     export: Export, two_tasks: Path, tmp_path: Path
 ) -> None:
-    """`datasets` itself may not be a symlink to elsewhere."""
+    """The format's destination folder may not be a symlink to elsewhere."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    (two_tasks / "datasets").symlink_to(elsewhere, target_is_directory=True)
+    (two_tasks / "datasets").mkdir()
+    (two_tasks / "datasets" / "chat").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(ExportError, match="refusing to write through a symlink"):
         export("chat")
     assert list(elsewhere.iterdir()) == []
@@ -187,5 +194,5 @@ def test_no_temporary_file_is_left_behind(export: Export, two_tasks: Path) -> No
     """Spools and staged files are all moved or removed."""
     export("full-history")
     export("chat")
-    names = sorted(path.name for path in (two_tasks / "datasets").iterdir())
+    names = sorted(path.name for path in (two_tasks / "datasets" / "chat").iterdir())
     assert not [name for name in names if name.startswith(".")]

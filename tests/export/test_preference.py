@@ -11,7 +11,7 @@ from tests.export.saves import FEEDBACK, coached_run, write_run
 
 
 def _pairs(source: Path) -> list[dict[str, Any]]:
-    return read_rows(source / "datasets" / "preference.jsonl")
+    return read_rows(source / "datasets" / "preference" / "preference.jsonl")
 
 
 def test_the_coached_answer_is_chosen_over_the_faulty_one(export: Export, source: Path) -> None:
@@ -24,11 +24,11 @@ def test_the_coached_answer_is_chosen_over_the_faulty_one(export: Export, source
         "prompt": [
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": "press sw0, then sw4"},
-            press_turn(0, "sw0", weight=None),
+            press_turn(0, "sw0"),
             feedback(0),
         ],
-        "chosen": [press_turn(7, "sw4", weight=None)],
-        "rejected": [press_turn(3, "sw9", weight=None)],
+        "chosen": [press_turn(7, "sw4")],
+        "rejected": [press_turn(3, "sw9")],
         "tools": [PRESS_TOOL],
         "metadata": {
             "run_id": "run-1",
@@ -87,7 +87,7 @@ def test_no_coaching_means_no_pairs(export: Export, source: Path) -> None:
     write_run(source / "run", situations)
     outcome = export("preference")
     assert outcome.rows == {"preference": 0}
-    assert (source / "datasets" / "preference.jsonl").read_text() == ""
+    assert (source / "datasets" / "preference" / "preference.jsonl").read_text() == ""
 
 
 def test_an_unproven_coached_answer_is_not_chosen(export: Export, source: Path) -> None:

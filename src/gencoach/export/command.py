@@ -16,6 +16,7 @@ from gencoach.export.manifest import FAILURES_FILE
 from gencoach.export.options import load_options
 from gencoach.export.progress import display
 from gencoach.export.runner import ExportOutcome, ExportSettings, run_export
+from gencoach.export.splits import Folder
 
 EXIT_OK: Final = 0
 EXIT_FAILURES: Final = 1
@@ -32,8 +33,11 @@ def export_command(
     skip_pre_made: bool,
     out: Path | None,
     progress: bool,
+    agent: str | None = None,
+    any_agent: bool = False,
+    split_by: str = "task",
 ) -> int:
-    """Export the saves below `source` in format `fmt`; return the exit code."""
+    """Export the saves below `source` in format `fmt` (or with a MAGMA agent's exporter)."""
     try:
         settings = ExportSettings(
             source=source,
@@ -44,6 +48,9 @@ def export_command(
             shuffle_seed=shuffle_seed,
             skip_pre_made=skip_pre_made,
             out=out,
+            agent=agent,
+            any_agent=any_agent,
+            split_by=split_by,
         )
         with display(progress) as screen:
             outcome = run_export(settings, report=screen.say, track=screen.track)
@@ -76,9 +83,11 @@ def summary(outcome: ExportOutcome) -> str:
         f"to {outcome.destination}"
     )
     if outcome.partition is not None:
+        split = outcome.partition
+        unit = "folder" if any(isinstance(key, Folder) for key in split.train) else "task"
         line += (
-            f"; {_count(len(outcome.partition.train), 'train task')}, "
-            f"{_count(len(outcome.partition.validation), 'validation task')}"
+            f"; {_count(len(split.train), f'train {unit}')}, "
+            f"{_count(len(split.validation), f'validation {unit}')}"
         )
     if outcome.skipped:
         line += f"; {_count(len(outcome.skipped), 'save')} skipped"

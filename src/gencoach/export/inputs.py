@@ -1,9 +1,11 @@
 """What the model saw at a situation, with the orders it must not learn shuffled.
 
 Tool lists, attribute order and the `memory_list` rules reach the model in whatever
-order the generator kept; each example gets its own shuffle, from a generator seeded by
-the shuffle seed and the example's identity, so the result does not depend on which
-other saves are exported alongside it or in what order.
+order the generator kept. By default each example gets its own shuffle, from a generator
+seeded by the shuffle seed and the example's identity, so the result does not depend on
+which other saves are exported alongside it or in what order. With `--split-by folder`
+one generator seeded by the shuffle seed serves every example in turn, saves in path
+order, as MAGMA-GEN's exporter draws them, so both tools give the same rows.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ HISTORY_KEY = "history"
 def example_rng(seed: int, run_id: str, *ids: int) -> random.Random:
     """The shuffle generator of one example (string seeds hash the same in every process)."""
     return random.Random(":".join([str(seed), run_id, *map(str, ids)]))
+
+
+class Shuffle:
+    """Where an example's shuffle comes from: its own generator, or one stream for all."""
+
+    def __init__(self, seed: int, stream: bool = False) -> None:
+        self.seed = seed
+        self._stream = random.Random(seed) if stream else None
+
+    def rng(self, run_id: str, *ids: int) -> random.Random:
+        """The generator for the example named by `run_id` and `ids`."""
+        if self._stream is not None:
+            return self._stream
+        return example_rng(self.seed, run_id, *ids)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ to the end, and no diagnosis blamed it. Its score adds, for the stages below it 
 stage counts most, later stages less, and failed trajectories only dilute. Where the
 best of a situation is at most 0.1 nothing there is worth learning; otherwise every
 candidate within 0.1 of the best is kept. Origin (model or coaching) is never looked at.
+Scores compare exactly, as MAGMA-GEN's exporter compares them (0.4 - 0.3 is
+0.10000000000000003, so such a candidate is not within 0.1), so the same saves give
+the same examples in both tools.
 """
 
 from __future__ import annotations
@@ -20,9 +23,6 @@ STAGE_DECAY: Final = 0.4
 NON_OPTIMAL_WEIGHT: Final = 0.5
 MIN_BEST_SCORE: Final = 0.1
 KEEP_WITHIN: Final = 0.1
-# Scores are sums of floats: 0.4 - 0.3 is 0.10000000000000003, which must count as
-# "within 0.1". Thresholds compare with this slack.
-TOLERANCE: Final = 1e-9
 
 
 @dataclass(frozen=True)
@@ -86,13 +86,13 @@ def select(graph: SavedGraph, min_score: float | None = None) -> list[Example]:
         if not scored:
             continue
         best = max(example.score for example in scored)
-        if best <= MIN_BEST_SCORE + TOLERANCE:
+        if best <= MIN_BEST_SCORE:
             continue
         kept = [
             example
             for example in scored
-            if best - example.score <= KEEP_WITHIN + TOLERANCE
-            and (min_score is None or example.score >= min_score - TOLERANCE)
+            if best - example.score <= KEEP_WITHIN
+            and (min_score is None or example.score >= min_score)
         ]
         examples.extend(sorted(kept, key=lambda example: (-example.score, example.candidate_id)))
     return examples

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
@@ -56,16 +56,19 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def find_folders(source: Path, exclude: Path | None = None) -> list[Path]:
-    """Every folder at or below `source` holding a `config.json`, never entering symlinks."""
-    excluded = os.path.realpath(exclude) if exclude is not None else None
-    excluded_name = os.path.basename(excluded) if excluded is not None else None
+def find_folders(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
+    """Every folder at or below `source` holding a `config.json`, never entering symlinks
+    nor the `exclude` folders (where exports are written)."""
+    excluded = {os.path.realpath(folder) for folder in exclude}
+    excluded_names = {os.path.basename(folder) for folder in excluded}
 
     def wanted(root: str, name: str) -> bool:
         if name.startswith("."):
             return False
         # Resolving every folder is slow on large sources; only a name match can be it.
-        return name != excluded_name or os.path.realpath(os.path.join(root, name)) != excluded
+        return (
+            name not in excluded_names or os.path.realpath(os.path.join(root, name)) not in excluded
+        )
 
     found: list[Path] = []
     for root, dirs, files in os.walk(source, followlinks=False):
@@ -109,7 +112,7 @@ def _any_producer(config: RunConfig) -> str | None:
 
 def discover(
     source: Path,
-    exclude: Path | None = None,
+    exclude: Iterable[Path] = (),
     accepts: Callable[[RunConfig], str | None] = _any_producer,
 ) -> Discovery:
     """Read the config of every save below `source`: skip the incomplete or broken ones,

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from gencoach.errors import ExportError
 from gencoach.export.manifest import FAILURES_FILE, MANIFEST_FILE
-from gencoach.export.splits import Partition, Task
+from gencoach.export.splits import Partition, SplitKey
 
 _RESERVED = (MANIFEST_FILE, FAILURES_FILE)
 _SPLITS = ("train", "validation")
@@ -82,13 +82,13 @@ class DatasetWriter:
         for name in [*_RESERVED, *names, *(split_name(n, s) for n in names for s in _SPLITS)]:
             refuse_symlink(folder / name)
         self.counts = dict.fromkeys(self.files, 0)
-        self._runs: dict[str, list[tuple[Task, int]]] = {channel: [] for channel in self.files}
+        self._runs: dict[str, list[tuple[SplitKey, int]]] = {channel: [] for channel in self.files}
         self._spools: dict[str, _Output] = {}
         self._staged: list[_Output] = []
         for channel, name in self.files.items():
             self._spools[channel] = _Output(folder, name + ".spool")
 
-    def add(self, channel: str, task: Task, row: Mapping[str, Any]) -> None:
+    def add(self, channel: str, task: SplitKey, row: Mapping[str, Any]) -> None:
         """Append a row of `task` to a channel."""
         spool = self._spools.get(channel)
         if spool is None:
@@ -101,7 +101,7 @@ class DatasetWriter:
         else:
             runs.append((task, 1))
 
-    def tasks(self) -> set[Task]:
+    def tasks(self) -> set[SplitKey]:
         """The tasks that have at least one row in some channel."""
         return {task for runs in self._runs.values() for task, _ in runs}
 

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from pydantic import JsonValue
 
 from gencoach.__about__ import __version__
+from gencoach.export.inputs import Shuffle
 from gencoach.export.options import Options
 from gencoach.export.selection import Example, SelectionPolicy
 from gencoach.graph import SavedGraph
@@ -56,6 +57,21 @@ class Exporter(ABC):
         self.accepted_agents = self._reader.agents("agents")
 
     @property
+    def label(self) -> str:
+        """The name the manifest and the destination folder give this format."""
+        return self.name
+
+    @property
+    def release(self) -> str:
+        """The format's version, recorded in the manifest."""
+        return self.version
+
+    @property
+    def channels(self) -> Mapping[str, str]:
+        """Channel → file name of this format."""
+        return self.files
+
+    @property
     def selection(self) -> SelectionPolicy | None:
         """The limits on selected examples, or None for a format that selects on its own."""
         return SelectionPolicy()
@@ -78,7 +94,7 @@ class Exporter(ABC):
 
     @abstractmethod
     def rows(
-        self, graph: SavedGraph, examples: Sequence[Example], shuffle_seed: int
+        self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle
     ) -> Iterator[Row | RowFailure]:
         """The rows of one save, in a deterministic order."""
 

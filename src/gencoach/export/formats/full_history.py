@@ -27,7 +27,7 @@ from gencoach.export.formats.base import (
     lineage,
 )
 from gencoach.export.history import Step, trajectory
-from gencoach.export.inputs import example_rng, model_input
+from gencoach.export.inputs import Shuffle, model_input
 from gencoach.export.selection import Example, SelectionPolicy
 from gencoach.graph import SavedGraph
 from gencoach.protocol import AgentDecision
@@ -104,7 +104,7 @@ class FullHistoryExporter(Exporter):
         return self._policy
 
     def rows(
-        self, graph: SavedGraph, examples: Sequence[Example], shuffle_seed: int
+        self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle
     ) -> Iterator[Row | RowFailure]:
         """One row per selected example."""
         config = graph.config
@@ -118,7 +118,7 @@ class FullHistoryExporter(Exporter):
             except OneCallPerRobotError as error:
                 yield RowFailure(example_id(situation.id, candidate.id), str(error))
                 continue
-            rng = example_rng(shuffle_seed, config.run_id, situation.id, candidate.id)
+            rng = shuffle.rng(config.run_id, situation.id, candidate.id)
             seen = model_input(situation.input, rng)
             history = seen.history
             if history is None:

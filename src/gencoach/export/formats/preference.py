@@ -33,7 +33,7 @@ from gencoach.export.formats.conversation import (
     turns,
 )
 from gencoach.export.history import trajectory
-from gencoach.export.inputs import example_rng, model_input
+from gencoach.export.inputs import Shuffle, model_input
 from gencoach.export.selection import Example, SelectionPolicy, candidate_score, eligible
 from gencoach.graph import SavedGraph
 from gencoach.protocol import CandidateRecord, SituationRecord
@@ -113,7 +113,7 @@ class PreferenceExporter(Exporter):
         return None
 
     def rows(
-        self, graph: SavedGraph, examples: Sequence[Example], shuffle_seed: int
+        self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle
     ) -> Iterator[Row | RowFailure]:
         """One row per (chosen, rejected) pair of each situation's copies."""
         known: dict[int, Turn] = {}
@@ -131,7 +131,7 @@ class PreferenceExporter(Exporter):
             for good, good_situation in chosen:
                 for bad, bad_situation, why in rejected:
                     pair = ((good, good_situation), (bad, bad_situation, why))
-                    yield self._row(graph, *pair, known, shuffle_seed)
+                    yield self._row(graph, *pair, known, shuffle)
 
     def _row(
         self,
@@ -139,13 +139,13 @@ class PreferenceExporter(Exporter):
         good: tuple[CandidateRecord, int],
         bad: tuple[CandidateRecord, int, str],
         known: dict[int, Turn],
-        seed: int,
+        shuffle: Shuffle,
     ) -> Row:
         config = graph.config
         chosen, chosen_situation = good
         rejected, rejected_situation, why = bad
         steps = trajectory(graph, chosen.id)
-        rng = example_rng(seed, config.run_id, chosen.id, rejected.id)
+        rng = shuffle.rng(config.run_id, chosen.id, rejected.id)
         seen = model_input(steps[-1].situation.input, rng)
         prompt: list[Message] = [system_message(self.system_prompt, seen)]
         conversation = turns(steps, known)

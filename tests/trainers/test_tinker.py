@@ -1,0 +1,139 @@
+"""tinker-cookbook builds supervised examples from chat exports with its own rendering code.
+
+`FromConversationFileBuilder` needs a tokenizer by name: the GGUF tokenizer is
+registered with tinker-cookbook's own `register_tokenizer`. Its `role_colon` renderer
+renders contents only; the `qwen3` renderer (ChatML, as SmolLM2 uses) renders tool
+calls and tools, but takes `ToolCall` objects where JSON has dicts, so rows go through
+the same conversion as tinker-cookbook's `openai_messages_to_tinker`, keeping `trainable`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pytest
+from tinker_cookbook import renderers
+from tinker_cookbook.renderers import TrainOnWhat
+from tinker_cookbook.renderers.base import ToolCall
+from tinker_cookbook.supervised.data import FromConversationFileBuilder, conversation_to_datum
+from tinker_cookbook.supervised.types import ChatDatasetBuilderCommonConfig
+from tinker_cookbook.third_party.openai_compat import openai_tools_to_tinker
+from tinker_cookbook.tokenizer_utils import register_tokenizer
+
+from gencoach.export import ExportSettings, run_export
+from tests.export.conftest import read_rows
+from tests.trainers.data import FAILED_BUTTON, RECOVERY_RUN
+
+TOKENIZER_NAME = "gencoach-tests/smollm2-135m-gguf"
+
+
+@pytest.fixture(scope="module")
+def registered(tokenizer: Any) -> str:
+    """The GGUF tokenizer, registered under a name tinker-cookbook's builders accept."""
+    register_tokenizer(TOKENIZER_NAME, lambda: tokenizer)
+    return TOKENIZER_NAME
+
+
+def _builder(path: Path, name: str) -> FromConversationFileBuilder:
+    common = ChatDatasetBuilderCommonConfig(
+        model_name_for_tokenizer=name,
+        renderer_name="role_colon",
+        max_length=None,
+        batch_size=1,
+        train_on_what=TrainOnWhat.CUSTOMIZED,
+    )
+    return FromConversationFileBuilder(file_path=str(path), common_config=common)
+
+
+def _datums(path: Path, name: str) -> list[Any]:
+    dataset, _ = _builder(path, name)()
+    return [datum for index in range(len(dataset)) for datum in dataset.get_batch(index)]
+
+
+def _weights(datum: Any) -> list[float]:
+    return [float(weight) for weight in datum.loss_fn_inputs["weights"].to_torch()]
+
+
+@pytest.mark.parametrize("variant", ["chat", "chat-per-turn", "chat-reasoning"])
+def test_the_conversation_file_builder_reads_every_row_with_customized_training(
+    exports: dict[str, Path], registered: str, variant: str
+) -> None:
+    """Every row builds under `train_on_what=customized`, each with trainable tokens."""
+    path = exports[variant] / "chat.jsonl"
+    datums = _datums(path, registered)
+    assert len(datums) == len(read_rows(path))
+    assert all(sum(_weights(datum)) > 0 for datum in datums)
+
+
+def test_the_demo_export_builds_with_the_conversation_file_builder(
+    demo_graphs: Path, registered: str, tmp_path: Path
+) -> None:
+    """A real demo run's chat export builds row by row, each row training on something."""
+    run_export(ExportSettings(source=demo_graphs, format="chat", out=tmp_path))
+    datums = _datums(tmp_path / "chat.jsonl", registered)
+    assert datums
+    assert all(sum(_weights(datum)) > 0 for datum in datums)
+
+
+def _as_tinker(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as loaded by `datasets`, for tinker: no null keys, `ToolCall` objects."""
+    converted = {key: value for key, value in message.items() if value is not None}
+    if "tool_calls" in converted:
+        converted["tool_calls"] = [ToolCall.model_validate(c) for c in converted["tool_calls"]]
+    return converted
+
+
+def _recovery_row(exports: dict[str, Path], tmp_path: Path) -> dict[str, Any]:
+    loaded = datasets.load_dataset(
+        "json",
+        data_files=str(exports["chat"] / "chat.jsonl"),
+        split="train",
+        cache_dir=str(tmp_path),
+    )
+    (row,) = [row for row in loaded.to_list() if row["run_id"] == RECOVERY_RUN]
+    return row
+
+
+def test_the_failed_step_has_zero_loss_weight_and_the_recovery_trains(
+    exports: dict[str, Path], tokenizer: Any, tmp_path: Path
+) -> None:
+    """Rendered by `qwen3`, the failed call's tokens weigh 0 and the successful call's 1."""
+    row = _recovery_row(exports, tmp_path)
+    messages = [_as_tinker(message) for message in row["messages"]]
+    assert [m["trainable"] for m in messages if m["role"] == "assistant"] == [False, True]
+    renderer = renderers.get_renderer("qwen3", tokenizer)
+    model_input, weights = renderer.build_supervised_example(
+        messages, train_on_what=TrainOnWhat.CUSTOMIZED
+    )
+    failed = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    flipped = [dict(m) for m in messages]
+    flipped[failed]["trainable"] = True
+    _, if_trained = renderer.build_supervised_example(flipped, train_on_what=TrainOnWhat.CUSTOMIZED)
+    tokens = model_input.to_ints()
+    failed_positions = [
+        i for i, (w, w2) in enumerate(zip(weights, if_trained, strict=True)) if w == 0 and w2 > 0
+    ]
+    assert failed_positions, "the failed step must render to some tokens"
+    assert FAILED_BUTTON in tokenizer.decode([tokens[i] for i in failed_positions])
+    trained = tokenizer.decode([t for t, w in zip(tokens, weights, strict=True) if w > 0])
+    assert '"sw4"' in trained
+    assert FAILED_BUTTON not in trained
+    datum = conversation_to_datum(messages, renderer, None, TrainOnWhat.CUSTOMIZED)
+    assert sum(_weights(datum)) > 0
+
+
+def test_the_row_tools_render_as_a_tool_prefix(
+    exports: dict[str, Path], tokenizer: Any, tmp_path: Path
+) -> None:
+    """tinker-cookbook turns the row's `tools` into its tool-declaring system prefix."""
+    row = _recovery_row(exports, tmp_path)
+    renderer = renderers.get_renderer("qwen3", tokenizer)
+    prefix = renderer.create_conversation_prefix_with_tools(
+        openai_tools_to_tinker(row["tools"]), row["messages"][0]["content"]
+    )
+    rendered = json.dumps([str(message["content"]) for message in prefix])
+    assert "press_button" in rendered
+    assert "target_robot_name" in rendered
