@@ -46,6 +46,30 @@ def test_a_good_export_prints_one_summary_line(
     assert err == ""
 
 
+def test_a_folder_split_counts_folders(source: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With `--split-by folder` the summary counts save folders on each side."""
+    write_run(source / "a", config=run_config("run-a"))
+    write_run(source / "b", config=run_config("run-b"))
+    assert _run(source, split_by="folder", validation_ratio=0.5) == 0
+    assert capsys.readouterr().out == (
+        f"exported 10 rows (chat: 10) from 2 saves to {source / 'datasets' / 'chat'}; "
+        "1 train folder, 1 validation folder\n"
+    )
+
+
+def test_a_folder_split_with_ratio_zero_is_refused(
+    source: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2, nothing written, and the message names MAGMA-GEN's rule."""
+    write_run(source / "a")
+    assert _run(source, split_by="folder", validation_ratio=0.0) == 2
+    assert capsys.readouterr().err == (
+        "error: with --split-by folder the validation ratio must be strictly between 0 and 1, "
+        "as MAGMA-GEN requires; got 0.0\n"
+    )
+    assert not (source / "datasets").exists()
+
+
 def test_a_reused_export_says_so(source: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With `--skip-pre-made` and nothing changed, the command says it reused the export."""
     write_run(source / "run")

@@ -10,6 +10,9 @@ import pytest
 from tests.export.conftest import read_rows
 from tests.trainers.data import VARIANTS, file_names
 
+# A demo run and the GGUF tokenizer load once per session, inside the first test's budget.
+pytestmark = pytest.mark.timeout(300)
+
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_every_file_loads_with_load_dataset_json(

@@ -27,6 +27,9 @@ from gencoach.export import ExportSettings, run_export
 from tests.export.conftest import read_rows
 from tests.trainers.data import FAILED_BUTTON, RECOVERY_RUN
 
+# A demo run and the GGUF tokenizer load once per session, inside the first test's budget.
+pytestmark = pytest.mark.timeout(300)
+
 TOKENIZER_NAME = "gencoach-tests/smollm2-135m-gguf"
 
 
@@ -84,6 +87,32 @@ def _as_tinker(message: dict[str, Any]) -> dict[str, Any]:
     if "tool_calls" in converted:
         converted["tool_calls"] = [ToolCall.model_validate(c) for c in converted["tool_calls"]]
     return converted
+
+
+def test_demo_rows_train_on_their_trainable_assistant_messages_only(
+    demo_graphs: Path, tokenizer: Any, tmp_path: Path
+) -> None:
+    """Each demo row trains less than "all assistant messages" exactly when it marks one off."""
+    run_export(ExportSettings(source=demo_graphs, format="chat", out=tmp_path / "chat"))
+    loaded = datasets.load_dataset(
+        "json",
+        data_files=str(tmp_path / "chat" / "chat.jsonl"),
+        split="train",
+        cache_dir=str(tmp_path / "cache"),
+    )
+    renderer = renderers.get_renderer("qwen3", tokenizer)
+    for row in loaded.to_list():
+        messages = [_as_tinker(message) for message in row["messages"]]
+        _, customized = renderer.build_supervised_example(
+            messages, train_on_what=TrainOnWhat.CUSTOMIZED
+        )
+        unmarked = [{k: v for k, v in m.items() if k != "trainable"} for m in messages]
+        _, everything = renderer.build_supervised_example(
+            unmarked, train_on_what=TrainOnWhat.ALL_ASSISTANT_MESSAGES
+        )
+        held_back = any(m["role"] == "assistant" and not m["trainable"] for m in messages)
+        assert 0 < float(customized.sum()) <= float(everything.sum())
+        assert (float(customized.sum()) < float(everything.sum())) == held_back, row["run_id"]
 
 
 def _recovery_row(exports: dict[str, Path], tmp_path: Path) -> dict[str, Any]:

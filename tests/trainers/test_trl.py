@@ -19,6 +19,9 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
 from trl.data_utils import apply_chat_template, is_conversational
 
+# A demo run and the GGUF tokenizer load once per session, inside the first test's budget.
+pytestmark = pytest.mark.timeout(300)
+
 TOOL_TEMPLATE = (
     "{% set nl = '\\n' %}"
     "{% if tools %}{{ '<|im_start|>system' + nl }}"

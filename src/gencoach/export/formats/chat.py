@@ -55,8 +55,8 @@ from gencoach.export.selection import Example, SelectionPolicy, candidate_score
 from gencoach.graph import SavedGraph
 
 CHANNEL = "chat"
-FLAVOURS: Final = {"tinker": "trainable", "axolotl": "weight"}
-"""Each flavour's per-message training mark."""
+FLAVOURS: Final = ("tinker", "axolotl")
+"""tinker: `trainable` true/false on every message; axolotl: `weight` 1/0 instead."""
 
 
 class ChatExporter(Exporter):
@@ -105,6 +105,7 @@ class ChatExporter(Exporter):
                     yield self._row(graph, steps[: end + 1], known, shuffle, last_only=True)
 
     def _mark(self, message: Message, trainable: bool) -> Message:
+        """A copy of the message with the flavour's training mark."""
         if self.flavour == "axolotl":
             return {**message, "weight": 1 if trainable else 0}
         return {**message, "trainable": trainable}
