@@ -212,8 +212,8 @@ class GraphStore:
         length = await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
         if request_id is not None:
             first = length - len(logs)
-            owners: dict[str | int, str] = dict.fromkeys(range(first, length), request_id)
-            await self.client.hset(self.keys.run(run_id, LOG_OWNERS), mapping=owners)
+            owners = [item for index in range(first, length) for item in (index, request_id)]
+            await self.client.hset(self.keys.run(run_id, LOG_OWNERS), items=owners)
 
     async def log_owners(self, run_id: str) -> dict[int, str]:
         """The request each coaching log came from, by the log's index, where known."""
