@@ -3,7 +3,7 @@
 // submitted to POST /v1/runs/{id}/interventions and then followed to its outcome.
 
 import { ApiError, getJSON, poll, query, runPath, send } from "./api.js";
-import { h, message } from "./dom.js";
+import { h, message, nodes } from "./dom.js";
 import { requestEl } from "./graph.js";
 import { withToken } from "./token.js";
 
@@ -119,7 +119,7 @@ export function correctionForm({ runId, node, onFollow, onShow, refreshGraph }) 
   let mode = tools.length ? "tools" : "say";
   const radio = (value, label) =>
     h("label", {}, h("input", { type: "radio", name: `fix${n}-mode`, value, checked: value === mode, onchange: () => { mode = value; for (const [k, el] of Object.entries(modes)) el.hidden = k !== mode; } }), ` ${label}`);
-  modes.tools.append(tools.length ? callsBox : h("p", { class: "muted" }, "The situation offered no tools."), tools.length ? h("button", { type: "button", onclick: addCall }, "Add a tool call") : null);
+  modes.tools.append(...nodes(tools.length ? callsBox : h("p", { class: "muted" }, "The situation offered no tools."), tools.length ? h("button", { type: "button", onclick: addCall }, "Add a tool call") : null));
   modes.say.append(h("label", { for: ids.say }, "What the agent should say"), say);
   modes.raw.append(h("label", { for: ids.raw }, "Decision as JSON: {\"say\": ..., \"tool_calls\": [...]}"), raw);
   for (const [k, el] of Object.entries(modes)) el.hidden = k !== mode;
@@ -145,12 +145,12 @@ export function correctionForm({ runId, node, onFollow, onShow, refreshGraph }) 
       const branch = data.branch.map((b) =>
         h("li", {}, "Coached candidate ", h("a", { href: "#", onclick: (e) => { e.preventDefault(); onShow(b.candidate.id); } }, `#${b.candidate.id}`), ` in situation ${b.situation_id}: `, h("span", { class: `status status-${b.candidate.status}` }, b.candidate.status), b.candidate.stage_end ? ` (stage ${b.candidate.stage_end})` : ""),
       );
-      follow.replaceChildren(
+      follow.replaceChildren(...nodes(
         h("h5", {}, "Following your correction"),
         requestEl(data.request),
         branch.length ? h("ul", { class: "branch-orders" }, branch) : h("p", { class: "muted" }, "Waiting for the branch order…"),
         SETTLED.has(data.request.state) ? h("p", { class: `outcome outcome-${data.request.state}`, role: "status" }, `Outcome: ${data.request.state}`) : null,
-      );
+      ));
       if (branch.length) refreshGraph();
       if (SETTLED.has(data.request.state)) stop();
     }, 1000);

@@ -39,3 +39,8 @@ export function message(kind, text) {
 export function updated(el) {
   el.textContent = `Updated ${new Date().toLocaleTimeString()}`;
 }
+
+// Children for `replaceChildren`/`append`, which would print null and arrays as text.
+export function nodes(...items) {
+  return items.flat(Infinity).filter((item) => item !== null && item !== undefined && item !== false);
+}

@@ -3,12 +3,21 @@
 // only a budget of situations is expanded at first, the rest open on demand.
 
 import { ApiError, getJSON, poll, query } from "./api.js";
-import { details, h, json, message, num, time, updated } from "./dom.js";
+import { details, h, json, message, nodes, num, time, updated } from "./dom.js";
 import { correctionForm } from "./correction.js";
 
-const INITIAL_BUDGET = 120; // situations expanded when a graph is first shown
+const INITIAL_BUDGET = 60; // situations expanded when a graph is first shown
 const EXPAND_ALL_MAX = 600;
 const CANDIDATES_SHOWN = 12;
+const WINDOW_ABOVE = 8; // situations shown above a candidate reached deep in a long graph
+
+// The one situation a trajectory simply continues with: drawn below, not indented.
+function continuation(s) {
+  const linked = s.candidates.filter((c) => c.links.length);
+  if (linked.length !== 1) return null;
+  const links = linked[0].links;
+  return links.length === 1 && links[0][1] === "next" ? { candidate: linked[0].id, situation: links[0][0] } : null;
+}
 
 function index(view) {
   const situations = new Map(view.situations.map((s) => [s.id, s]));
@@ -37,6 +46,8 @@ function initialExpansion(view, idx) {
   return open;
 }
 
+const plural = (count, noun) => `${num(count)} ${noun}${count === 1 ? "" : "s"}`;
+
 function scoreText(score) {
   return Object.entries(score)
     .map(([stage, [optimal, nonOptimal, unassessed, total]]) => `${stage.replace("stage_", "S")}: ${optimal}✓ ${nonOptimal}~ ${unassessed}? /${total}`)
@@ -60,6 +71,8 @@ export function renderGraph(main, runId, { live, focus }) {
   let idx = null;
   let expanded = null;
   let selected = focus !== null && focus !== undefined ? Number(focus) : null;
+  let focusPending = selected !== null; // the URL named a candidate to open
+  let windowRoot = null; // draw from this situation instead of the roots, when set
   let stopFollow = null;
   const stamp = h("p", { class: "stamp", "aria-live": "polite" });
   const header = h("div", { class: "run-header" });
@@ -73,7 +86,7 @@ export function renderGraph(main, runId, { live, focus }) {
     find,
     h("button", { type: "submit" }, "Go"),
     h("button", { type: "button", id: "expand-all", onclick: () => expandAll() }, "Expand all"),
-    h("button", { type: "button", onclick: () => { expanded = new Set(view.run.roots); draw(); } }, "Collapse all"),
+    h("button", { type: "button", onclick: () => { expanded = new Set(view.run.roots); windowRoot = null; draw(); } }, "Collapse all"),
   );
   main.append(h("h2", {}, `Run ${runId}`), header, stamp, h("div", { class: "graph-layout" }, h("div", {}, tools, tree), detail));
 
@@ -96,18 +109,33 @@ export function renderGraph(main, runId, { live, focus }) {
       stamp.replaceChildren(message("error", `No candidate ${text} in this run.`));
       return;
     }
+    const path = [];
     let sid = idx.owner.get(cid);
     while (sid !== undefined) {
-      expanded.add(sid);
+      path.unshift(sid);
       const parent = idx.situations.get(sid).parent;
       sid = parent === null ? undefined : idx.owner.get(parent);
     }
+    windowRoot = path.length > WINDOW_ABOVE * 2 ? path[path.length - 1 - WINDOW_ABOVE] : null;
+    for (const step of path.slice(windowRoot === null ? 0 : -WINDOW_ABOVE - 1)) expanded.add(step);
     select(cid);
   };
 
-  const situationEl = (sid) => {
+  // A situation and the ones its trajectory simply continues with, as a flat list.
+  const situationEl = (first) => {
+    const drawn = [];
+    let sid = first;
+    while (sid !== null) {
+      const [section, next] = oneSituation(sid);
+      drawn.push(section);
+      sid = next;
+    }
+    return drawn;
+  };
+
+  const oneSituation = (sid) => {
     const s = idx.situations.get(sid);
-    if (!s) return h("p", { class: "muted" }, `situation ${sid} is not recorded yet`);
+    if (!s) return [h("p", { class: "muted" }, `situation ${sid} is not recorded yet`), null];
     const open = expanded.has(sid);
     const toggle = h(
       "button",
@@ -124,21 +152,24 @@ export function renderGraph(main, runId, { live, focus }) {
     );
     const below = idx.size.get(sid) - 1;
     if (!open) {
-      return h("section", { class: "situation collapsed", "data-situation": sid, role: "treeitem", "aria-expanded": "false" }, head, h("p", { class: "muted" }, `${s.candidates.length} candidates, ${num(below)} situations below`));
+      const summary = h("p", { class: "muted" }, `${plural(s.candidates.length, "candidate")}, ${plural(below, "situation")} below`);
+      return [h("section", { class: "situation collapsed", "data-situation": sid, role: "treeitem", "aria-expanded": "false" }, head, summary), null];
     }
     const shown = s.showAll ? s.candidates : s.candidates.slice(0, CANDIDATES_SHOWN);
     const more = s.candidates.length - shown.length;
-    return h(
+    const next = continuation(s);
+    const section = h(
       "section",
       { class: "situation", "data-situation": sid, role: "treeitem", "aria-expanded": "true" },
       head,
-      h("ol", { class: "candidates", role: "group" }, shown.map(candidateEl)),
+      h("ol", { class: "candidates", role: "group" }, shown.map((c) => candidateEl(c, next))),
       more > 0 ? h("button", { type: "button", class: "more", onclick: () => { s.showAll = true; draw(); } }, `Show ${more} more candidates`) : null,
     );
+    return [section, next ? next.situation : null];
   };
 
-  const candidateEl = (c) => {
-    const next = c.links.filter(([, kind]) => kind === "next").map(([sid]) => sid);
+  const candidateEl = (c, next) => {
+    const following = c.links.filter(([, kind]) => kind === "next").map(([sid]) => sid);
     const alternatives = c.links.filter(([, kind]) => kind === "alternative").map(([sid]) => sid);
     const row = h(
       "button",
@@ -149,25 +180,40 @@ export function renderGraph(main, runId, { live, focus }) {
       Object.keys(c.score).length ? h("span", { class: "score", title: "descendant score: optimal, non-optimal, unassessed / total" }, scoreText(c.score)) : null,
     );
     let children = null;
-    if (alternatives.length) {
+    if (next && next.candidate === c.id) {
+      children = h("p", { class: "continues muted" }, `continues with situation ${next.situation} below`);
+    } else if (alternatives.length) {
       children = h(
         "div",
         { class: "branches" },
-        h("div", { class: "branch original" }, h("h5", {}, "Original branch"), next.length ? next.map(situationEl) : h("p", { class: "muted" }, "ends here")),
-        h("div", { class: "branch coached" }, h("h5", {}, "Coached alternatives"), alternatives.map(situationEl)),
+        h("div", { class: "branch original" }, h("h5", {}, "Original branch"), following.length ? following.flatMap(situationEl) : h("p", { class: "muted" }, "ends here")),
+        h("div", { class: "branch coached" }, h("h5", {}, "Coached alternatives"), alternatives.flatMap(situationEl)),
       );
-    } else if (next.length) {
-      children = h("div", { class: "children" }, next.map(situationEl));
+    } else if (following.length) {
+      children = h("div", { class: "children" }, following.flatMap(situationEl));
     }
     return h("li", { class: "candidate" }, row, children);
   };
 
+  const depthOf = (sid) => {
+    let depth = 0;
+    let parent = idx.situations.get(sid)?.parent ?? null;
+    while (parent !== null) {
+      depth += 1;
+      parent = idx.situations.get(idx.owner.get(parent))?.parent ?? null;
+    }
+    return depth;
+  };
+
   const draw = () => {
     const scroll = window.scrollY;
-    tree.replaceChildren(...view.run.roots.map(situationEl));
+    const banner = windowRoot === null ? [] : [
+      h("p", { class: "notice info" }, `Showing from situation ${windowRoot}; ${num(depthOf(windowRoot))} situations above. `,
+        h("button", { type: "button", onclick: () => { windowRoot = null; draw(); } }, "Show from the root")),
+    ];
+    const roots = windowRoot === null ? view.run.roots : [windowRoot];
+    tree.replaceChildren(...banner, ...roots.flatMap(situationEl));
     window.scrollTo(0, scroll);
-    const target = selected !== null ? tree.querySelector(`[data-candidate="${selected}"]`) : null;
-    if (target && !target.dataset.seen) { target.dataset.seen = "1"; }
   };
 
   const select = async (cid) => {
@@ -189,7 +235,7 @@ export function renderGraph(main, runId, { live, focus }) {
     }
     const c = node.candidate;
     const input = node.situation.input;
-    detail.replaceChildren(
+    detail.replaceChildren(...nodes(
       h("h3", {}, `Candidate #${c.id}`, c.gen_id ? h("small", {}, ` ${c.gen_id}`) : null),
       h("dl", { class: "facts" },
         h("dt", {}, "Situation"), h("dd", {}, `${node.situation.id}${node.situation.gen_id ? ` (${node.situation.gen_id})` : ""}, stage ${node.situation.stage}`),
@@ -212,7 +258,7 @@ export function renderGraph(main, runId, { live, focus }) {
       node.can_correct
         ? correctionForm({ runId, node, onFollow: (stop) => { stopFollow = stop; }, onShow: (id) => goTo(String(id)), refreshGraph: () => load() })
         : live && c.execution_finished === false ? h("p", { class: "muted" }, "A correction needs an executed candidate.") : null,
-    );
+    ));
   };
 
   const load = async () => {
@@ -220,12 +266,16 @@ export function renderGraph(main, runId, { live, focus }) {
       const { data, changed } = await getJSON(`/console/api/graph?${query({ run: runId })}`);
       updated(stamp);
       if (!changed) return;
+      const known = idx ? new Set(idx.situations.keys()) : null;
       view = data;
       idx = index(view);
       if (!expanded) {
         expanded = initialExpansion(view, idx);
-        document.getElementById("expand-all").disabled = view.situations.length > EXPAND_ALL_MAX;
+      } else if (expanded.size < INITIAL_BUDGET) {
+        // Situations recorded since the last look open by themselves while the view is small.
+        for (const s of view.situations) if (!known.has(s.id)) expanded.add(s.id);
       }
+      document.getElementById("expand-all").disabled = view.situations.length > EXPAND_ALL_MAX;
       const r = view.run;
       header.replaceChildren(
         h("dl", { class: "facts inline" },
@@ -237,8 +287,8 @@ export function renderGraph(main, runId, { live, focus }) {
         ),
       );
       draw();
-      if (selected !== null && !detail.dataset.loaded) {
-        detail.dataset.loaded = "1";
+      if (focusPending) {
+        focusPending = false;
         goTo(String(selected));
       }
     } catch (error) {
