@@ -11,11 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.graph import write_save
-from gencoach.protocol import CandidateRecord, RunConfig, SituationRecord
 from tests.browser.conftest import Pages
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.processes import free_port, kill_tree
+from tests.support.saves import chain_save
 
 TOKEN = "console-secret"
 
@@ -70,49 +69,10 @@ def test_token_is_asked_once_checked_and_kept_out_of_urls(
     assert not page.get_by_role("dialog", name="API token").is_visible()
 
 
-def _candidate(cid: int, parent: int | None, output: dict[str, Any], **fields: Any) -> Any:
-    record = {"id": cid, "parent_id": parent, "stage_id": 0, "kind": "agent",
-              "response_status": "completed", "output": output, "execution_finished": True,
-              "origin": "model", **fields}  # fmt: skip
-    return CandidateRecord.parse(record).model_dump(by_alias=True)
-
-
-def _big_save(folder: Path, situations: int) -> None:
-    """A chain of `situations` situations, each with a failed sibling; the last succeeds."""
-    press = {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
-    records = []
-    for sid in range(situations):
-        parent = None if sid == 0 else 2 * (sid - 1)
-        last = sid == situations - 1
-        links = [] if last else [{"situation_id": sid + 1, "kind": "next"}]
-        good = _candidate(2 * sid, parent, {"tool_calls": [press]},
-                          status="optimal" if last else "ongoing", links=links)  # fmt: skip
-        bad = _candidate(2 * sid + 1, parent, {"say": f"wrong {sid}"}, status="error")
-        instruction = {"type": "env", "content": f"step {sid}"}
-        records.append(
-            SituationRecord.parse(
-                {
-                    "id": sid,
-                    "stage_id": 0,
-                    "parent_id": parent,
-                    "input": {"id": sid, "instruction": instruction},
-                    "candidates": [good, bad],
-                }
-            )
-        )
-    config = RunConfig.parse({
-        "run_id": "big-run", "scenario": "buttons", "target": "sw0", "target_kind": "button",
-        "generator_version": "2.0", "export_complete": False, "agent_id": "saved-agent",
-        "agent_version": "1", "roots": [0], "env_options": {}, "task_description": "press",
-        "error_statistics": {},
-    })  # fmt: skip
-    write_save(folder, config, records)
-
-
 @pytest.fixture
 def saves_console(tmp_path: Path) -> Iterator[str]:
     """`gencoach console --saves` over a 2,000-situation save, on a free port."""
-    _big_save(tmp_path / "saves" / "big-run", 2000)
+    chain_save(tmp_path / "saves" / "big-run", 2000)
     port = free_port()
     log = (tmp_path / "console.log").open("wb")
     process = subprocess.Popen(
