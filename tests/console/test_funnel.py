@@ -138,4 +138,5 @@ def test_job_stats_time_each_job_state_and_count_its_failures() -> None:
     assert sorted(stats["llm"].durations_s) == [1.0, 2.0, 4.0]
     assert llm["latency_p50_s"] == 2.0
     agent = stats["agent"].to_json()
-    assert (agent["calls"], agent["errors"], agent["latency_p50_s"]) == (1, 0, None)
+    assert (agent["calls"], agent["errors"], agent["latency_p50_s"]) == (1, 0, 0.5)
+    assert job_stats([])["llm"].to_json()["latency_p90_s"] is None

@@ -108,14 +108,23 @@ class JobStats:
     durations_s: list[float] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
-        """Counts and latency quantiles in seconds (None before two calls finished)."""
-        cuts = quantiles(self.durations_s, n=10) if len(self.durations_s) >= 2 else None
+        """Counts and latency quantiles in seconds (None before a call finished)."""
+        p50, p90 = _quantiles(self.durations_s)
         return {
             "calls": self.calls,
             "errors": self.errors,
-            "latency_p50_s": round(cuts[4], 3) if cuts else None,
-            "latency_p90_s": round(cuts[8], 3) if cuts else None,
+            "latency_p50_s": p50,
+            "latency_p90_s": p90,
         }
+
+
+def _quantiles(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    if len(values) == 1:
+        return round(values[0], 3), round(values[0], 3)
+    cuts = quantiles(values, n=10, method="inclusive")
+    return round(cuts[4], 3), round(cuts[8], 3)
 
 
 def job_stats(requests: Iterable[CoachingRequest]) -> dict[str, JobStats]:

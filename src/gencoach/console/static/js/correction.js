@@ -190,6 +190,7 @@ export function correctionForm({ runId, node, onFollow, onShow, refreshGraph }) 
     try {
       const accepted = await withToken(() => send("POST", `${runPath(runId)}/interventions`, body));
       feedback.replaceChildren(message("ok", `Accepted as request ${accepted.request_id}.`));
+      feedback.scrollIntoView({ block: "nearest" });
       followRequest(accepted.request_id);
     } catch (error) {
       button.disabled = false;
