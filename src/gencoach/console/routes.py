@@ -21,7 +21,7 @@ from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.console.graphview import branch_of, graph_view, node_view
 from gencoach.console.queues import QueueDepths
 from gencoach.console.runlist import filter_rows
-from gencoach.console.sources import GraphSource, LiveSource
+from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
 from gencoach.service.api import ApiContext
 from gencoach.service.requests import describe
 from gencoach.workers.backends import UsageLedger
@@ -62,6 +62,7 @@ def bearer_check(token: str | None) -> Any:
 def graph_router(source: GraphSource) -> APIRouter:
     """Routes both consoles serve: the run list, a run's graph, one node in full."""
     router = APIRouter(prefix=PREFIX)
+    views: dict[str, tuple[GraphData, dict[str, Any]]] = {}
 
     @router.get("/runs")
     async def runs(
@@ -85,7 +86,10 @@ def graph_router(source: GraphSource) -> APIRouter:
         data = await source.graph(run_id)
         if data is None:
             return _missing(f"unknown run {run_id!r}")
-        return etag_json(request, graph_view(data))
+        cached = views.pop(run_id, None)
+        view = cached[1] if cached is not None and cached[0] is data else graph_view(data)
+        remember(views, run_id, (data, view))
+        return etag_json(request, view)
 
     @router.get("/node")
     async def node(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
@@ -17,9 +17,22 @@ from gencoach.errors import SaveError
 from gencoach.export.sources import find_folders
 from gencoach.graph import CONFIG_FILE, read_config, read_save
 from gencoach.protocol import RunConfig, SituationRecord, StageEnd
-from gencoach.service.graphstore import GraphStore
+from gencoach.service.graphstore import MARKERS, META, SEQS, SOURCES, GraphStore
 from gencoach.service.persist import build_config, build_records
 from gencoach.service.requests import CoachingRequest, RequestStore
+
+# Graphs kept in memory between polls, per source (the most recently read ones).
+CACHED_GRAPHS = 8
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def remember(cache: dict[K, V], key: K, value: V) -> None:
+    """Keep `value` as the newest entry, dropping the oldest beyond `CACHED_GRAPHS`."""
+    cache[key] = value
+    while len(cache) > CACHED_GRAPHS:
+        del cache[next(iter(cache))]
 
 
 @dataclass
@@ -70,13 +83,35 @@ class LiveSource:
     def __init__(self, store: GraphStore, requests: RequestStore) -> None:
         self.store = store
         self.request_store = requests
+        self._cache: dict[str, tuple[tuple[object, ...], GraphData]] = {}
+
+    async def _fingerprint(self, run_id: str) -> tuple[object, ...]:
+        # Every event applied adds a seq; every coached branch adds a source and markers.
+        keys = self.store.keys
+        pipe = self.store.client.pipeline(transaction=False)
+        pipe.hget(keys.run(run_id, META), "state")
+        pipe.scard(keys.run(run_id, SEQS))
+        pipe.hlen(keys.run(run_id, SOURCES))
+        pipe.hlen(keys.run(run_id, MARKERS))
+        return tuple(await pipe.execute())
 
     async def run_rows(self) -> list[dict[str, Any]]:
         """Every run in Redis, active first."""
         return await run_rows(self.store.client, self.store.keys)
 
     async def graph(self, run_id: str) -> GraphData | None:
-        """The run's graph as it would be saved now."""
+        """The run's graph as it would be saved now; read again only when it changed."""
+        fingerprint = await self._fingerprint(run_id)
+        cached = self._cache.get(run_id)
+        if cached is not None and cached[0] == fingerprint:
+            return cached[1]
+        data = await self._read(run_id)
+        self._cache.pop(run_id, None)
+        if data is not None:
+            remember(self._cache, run_id, (fingerprint, data))
+        return data
+
+    async def _read(self, run_id: str) -> GraphData | None:
         graph = await self.store.load(run_id)
         if graph is None:
             return None
@@ -194,7 +229,8 @@ class SavedSource:
         data = GraphData(
             config=save.config, state="saved", situations=dict(save.situations), live=False
         )
-        self._cache[folder] = (stamp, data)
+        self._cache.pop(folder, None)
+        remember(self._cache, folder, (stamp, data))
         return data
 
     async def requests(self, run_id: str) -> list[CoachingRequest]:

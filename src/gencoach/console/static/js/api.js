@@ -51,8 +51,8 @@ export async function send(method, url, body) {
   return data;
 }
 
-// Call `fn` now and every `intervalMs` until the returned stop function is called.
-export function poll(fn, intervalMs) {
+// Call `fn` now and every `intervalMs` (a number, or a function giving it) until stopped.
+export function poll(fn, every) {
   let stopped = false;
   let timer = null;
   const tick = async () => {
@@ -62,6 +62,7 @@ export function poll(fn, intervalMs) {
     } catch (error) {
       console.error(error);
     }
+    const intervalMs = typeof every === "function" ? every() : every;
     if (!stopped) timer = setTimeout(tick, document.hidden ? intervalMs * 4 : intervalMs);
   };
   tick();

@@ -76,7 +76,7 @@ export function renderGraph(main, runId, { live, focus }) {
   let stopFollow = null;
   const stamp = h("p", { class: "stamp", "aria-live": "polite" });
   const header = h("div", { class: "run-header" });
-  const tree = h("div", { class: "tree", role: "tree", "aria-label": "Situations and candidates" });
+  const tree = h("div", { class: "tree", role: "region", "aria-label": "Situations and candidates" });
   const detail = h("aside", { class: "detail", id: "node-detail", "aria-label": "Selected node", tabindex: "-1" }, h("p", { class: "muted" }, "Select a candidate to see it in full."));
   const find = h("input", { id: "find-node", type: "search", placeholder: "candidate id", size: 14 });
   const tools = h(
@@ -153,16 +153,16 @@ export function renderGraph(main, runId, { live, focus }) {
     const below = idx.size.get(sid) - 1;
     if (!open) {
       const summary = h("p", { class: "muted" }, `${plural(s.candidates.length, "candidate")}, ${plural(below, "situation")} below`);
-      return [h("section", { class: "situation collapsed", "data-situation": sid, role: "treeitem", "aria-expanded": "false" }, head, summary), null];
+      return [h("section", { class: "situation collapsed", "data-situation": sid }, head, summary), null];
     }
     const shown = s.showAll ? s.candidates : s.candidates.slice(0, CANDIDATES_SHOWN);
     const more = s.candidates.length - shown.length;
     const next = continuation(s);
     const section = h(
       "section",
-      { class: "situation", "data-situation": sid, role: "treeitem", "aria-expanded": "true" },
+      { class: "situation", "data-situation": sid },
       head,
-      h("ol", { class: "candidates", role: "group" }, shown.map((c) => candidateEl(c, next))),
+      h("ol", { class: "candidates", "aria-label": `Candidates of situation ${sid}` }, shown.map((c) => candidateEl(c, next))),
       more > 0 ? h("button", { type: "button", class: "more", onclick: () => { s.showAll = true; draw(); } }, `Show ${more} more candidates`) : null,
     );
     return [section, next ? next.situation : null];
@@ -296,7 +296,9 @@ export function renderGraph(main, runId, { live, focus }) {
       stamp.replaceChildren(message("error", text));
     }
   };
-  const stopGraph = poll(load, live ? 3000 : 60000);
+  // A large live graph costs the controller seconds to rebuild after each change: poll it less.
+  const every = () => (!live ? 60000 : (view?.situations.length ?? 0) > 500 ? 10000 : 3000);
+  const stopGraph = poll(load, every);
   return () => { stopGraph(); if (stopFollow) stopFollow(); };
 }
 
