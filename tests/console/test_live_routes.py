@@ -12,11 +12,13 @@ import redis
 from redis.asyncio import Redis as AsyncRedis
 
 from gencoach.client import Reporter
+from gencoach.console.sources import LiveSource
 from gencoach.constants import Keys
 from gencoach.protocol import CoachingLog
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.requests import RequestStore
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import known_run_events
+from tests.support.graphs import known_events, known_run_events
 
 pytestmark = pytest.mark.slow
 
@@ -128,4 +130,27 @@ async def test_logs_keep_the_request_they_came_from(redis_url: str, redis_client
     await store.add_logs("r", logs[:1])
     await store.add_logs("r", logs, request_id="r:1:failure")
     assert await store.log_owners("r") == {1: "r:1:failure", 2: "r:1:failure"}
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_live_graph_is_read_again_only_after_a_change(
+    redis_url: str, redis_client: Any
+) -> None:
+    """While a run's events and branches stay the same the cached graph is served; a new
+    event makes the next read see it."""
+    client = AsyncRedis.from_url(redis_url)
+    store = GraphStore(client, Keys())
+    source = LiveSource(store, RequestStore(client, Keys()))
+    events = known_events("cached")
+    await store.apply(events[:-3])
+    first = await source.graph("cached")
+    assert first is not None
+    assert await source.graph("cached") is first
+    await store.apply(events[-3:])
+    fresh = await source.graph("cached")
+    assert fresh is not None
+    assert fresh is not first
+    assert len(fresh.situations) == len(first.situations) + 1
+    assert await source.graph("unknown") is None
     await client.aclose()
