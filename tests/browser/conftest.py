@@ -37,9 +37,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless chromium for the session."""
+    """A headless chromium for the module; Playwright's event loop ends with it, so the
+    async tests of other modules keep theirs."""
     from playwright.sync_api import sync_playwright
 
     executable = CHROMIUM if CHROMIUM.exists() else Path(shutil.which("chromium") or CHROMIUM)

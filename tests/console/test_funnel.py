@@ -8,6 +8,8 @@ from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.service.requests import CoachingRequest, Transition
 
 _ids = iter(range(10_000))
+TO_EXECUTED = ("opportunity", "admitted", "diagnosing", "repairing", "corrected", "reinjected",
+               "executed")  # fmt: skip
 
 
 def _request(route: str, *states: str | tuple[str, float], **fields: Any) -> CoachingRequest:
@@ -41,28 +43,8 @@ def test_each_step_counts_requests_that_reached_it() -> None:
     the step before."""
     rows = route_funnels(
         [
-            _request(
-                "failure",
-                "opportunity",
-                "admitted",
-                "diagnosing",
-                "repairing",
-                "corrected",
-                "reinjected",
-                "executed",
-                "proven",
-            ),
-            _request(
-                "failure",
-                "opportunity",
-                "admitted",
-                "diagnosing",
-                "repairing",
-                "corrected",
-                "reinjected",
-                "executed",
-                "unproven",
-            ),
+            _request("failure", *TO_EXECUTED, "proven"),
+            _request("failure", *TO_EXECUTED, "unproven"),
             _request("failure", "opportunity", "admitted", "diagnosing", "declined"),
             _request(
                 "failure",

@@ -84,20 +84,14 @@ export function renderStages(main) {
       const value = Number(inputs[key].value);
       if (value !== effective[key]) changes[key] = value;
     }
-    try {
-      await withToken(() => send("PUT", "/v1/budgets", changes));
-      dirty = false;
-      feedback.replaceChildren(message("ok", "Budgets changed; they apply from the next admission."));
-      load();
-    } catch (error) {
-      fail(error);
-    }
+    await change("PUT", changes, "Budgets changed; they apply from the next admission.");
   });
-  const reset = async () => {
+  const reset = () => change("DELETE", undefined, "Budgets reset to the config file's values.");
+  const change = async (method, body, done) => {
     try {
-      await withToken(() => send("DELETE", "/v1/budgets"));
+      await withToken(() => send(method, "/v1/budgets", body));
       dirty = false;
-      feedback.replaceChildren(message("ok", "Budgets reset to the config file's values."));
+      feedback.replaceChildren(message("ok", done));
       load();
     } catch (error) {
       fail(error);
