@@ -162,6 +162,7 @@ class SavedSource:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self._cache: dict[Path, tuple[float, GraphData]] = {}
+        self._folders: dict[str, Path] = {}  # run id -> folder, as last listed
 
     def runs(self) -> tuple[list[SavedRun], list[dict[str, str]]]:
         """The readable saves (by run id) and, for the others, why they cannot be read."""
@@ -175,6 +176,7 @@ class SavedSource:
                 refused.append({"folder": name, "reason": str(error)})
                 continue
             found.append(SavedRun(name, folder, config))
+        self._folders = {run.config.run_id: run.folder for run in found}
         return found, refused
 
     async def run_rows(self) -> list[dict[str, Any]]:
@@ -213,8 +215,12 @@ class SavedSource:
         return rows
 
     def _folder(self, run_id: str) -> Path | None:
-        runs, _ = self.runs()
-        return next((run.folder for run in runs if run.config.run_id == run_id), None)
+        # The folder found by the last listing, while it still holds a save; else list again.
+        known = self._folders.get(run_id)
+        if known is not None and (known / CONFIG_FILE).is_file():
+            return known
+        self.runs()
+        return self._folders.get(run_id)
 
     async def graph(self, run_id: str) -> GraphData | None:
         """The saved graph of the run, read once per change of its `config.json`."""
