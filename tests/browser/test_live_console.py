@@ -80,6 +80,10 @@ def test_runs_funnel_graph_correction_and_budgets(
         row.wait_for()  # appeared without a reload
         assert "active" in row.inner_text()
         tab.shot("runs")
+        page.get_by_label("State").select_option("active")
+        page.get_by_label("Scenario").select_option("buttons")
+        row.wait_for()
+        page.evaluate("location.hash = '#/runs'")  # filters kept; the list is polled again
 
         page.get_by_role("link", name="Coaching funnel").click()
         failure = 'tr[data-route="failure"]'
@@ -184,6 +188,16 @@ def _refused(
     form = page.locator("#node-detail form.correction")
     form.wait_for()
     form.get_by_label("Diagnosis: what went wrong").fill("wrong button")
+    form.get_by_label("Raw JSON").check()
+    form.get_by_label(re.compile(r"^Decision as JSON")).fill('{"say": "x", "tool_calls": [{}]}')
+    form.get_by_role("button", name="Submit correction").click()
+    invalid = page.locator("#node-detail .notice.error")
+    try:
+        invalid.wait_for()
+    finally:
+        tab.shot("invalid")
+    assert "The correction is invalid" in invalid.inner_text()
+    form.get_by_label("Tool calls").check()
     form.get_by_label(re.compile(r"^id")).fill("sw4")
     form.get_by_role("button", name="Submit correction").click()
     notice = page.locator("#node-detail .notice.warning")

@@ -117,14 +117,25 @@ export function correctionForm({ runId, node, onFollow, onShow, refreshGraph }) 
   const raw = h("textarea", { id: ids.raw, rows: 6, spellcheck: "false" }, JSON.stringify(c.output ?? { say: "", tool_calls: [] }, null, 2));
   const modes = { tools: h("div", {}), say: h("div", { hidden: true }), raw: h("div", { hidden: true }) };
   let mode = tools.length ? "tools" : "say";
+  // Hidden modes' fields are disabled too, so the browser does not check them on submit.
+  const showMode = () => {
+    for (const [k, el] of Object.entries(modes)) {
+      el.hidden = k !== mode;
+      for (const field of el.querySelectorAll("input, select, textarea")) field.disabled = k !== mode;
+    }
+  };
   const radio = (value, label) =>
-    h("label", {}, h("input", { type: "radio", name: `fix${n}-mode`, value, checked: value === mode, onchange: () => { mode = value; for (const [k, el] of Object.entries(modes)) el.hidden = k !== mode; } }), ` ${label}`);
+    h("label", {}, h("input", { type: "radio", name: `fix${n}-mode`, value, checked: value === mode, onchange: () => { mode = value; showMode(); } }), ` ${label}`);
   modes.tools.append(...nodes(tools.length ? callsBox : h("p", { class: "muted" }, "The situation offered no tools."), tools.length ? h("button", { type: "button", onclick: addCall }, "Add a tool call") : null));
   modes.say.append(h("label", { for: ids.say }, "What the agent should say"), say);
   modes.raw.append(h("label", { for: ids.raw }, "Decision as JSON: {\"say\": ..., \"tool_calls\": [...]}"), raw);
-  for (const [k, el] of Object.entries(modes)) el.hidden = k !== mode;
   if (tools.length) addCall();
+  showMode();
   const feedback = h("div", { class: "feedback", "aria-live": "polite" });
+  const tell = (kind, text) => {
+    feedback.replaceChildren(message(kind, text));
+    feedback.scrollIntoView({ block: "nearest" });
+  };
   const follow = h("div", { class: "follow" });
 
   const decision = () => {
@@ -182,25 +193,24 @@ export function correctionForm({ runId, node, onFollow, onShow, refreshGraph }) 
         decision: decision(),
       };
     } catch (error) {
-      feedback.replaceChildren(message("error", error.message));
+      tell("error", error.message);
       return;
     }
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
     try {
       const accepted = await withToken(() => send("POST", `${runPath(runId)}/interventions`, body));
-      feedback.replaceChildren(message("ok", `Accepted as request ${accepted.request_id}.`));
-      feedback.scrollIntoView({ block: "nearest" });
+      tell("ok", `Accepted as request ${accepted.request_id}.`);
       followRequest(accepted.request_id);
     } catch (error) {
       button.disabled = false;
       if (error instanceof ApiError && error.status === 409) {
-        feedback.replaceChildren(message("warning", `Not accepted: ${error.message}`));
+        tell("warning", `Not accepted: ${error.message}`);
       } else if (error instanceof ApiError && error.status === 422) {
         const fields = (error.body?.errors ?? []).map((e) => `${e.field}: ${e.reason}`).join("; ");
-        feedback.replaceChildren(message("error", `The correction is invalid: ${fields || error.message}`));
+        tell("error", `The correction is invalid: ${fields || error.message}`);
       } else {
-        feedback.replaceChildren(message("error", `The correction failed: ${error.message}`));
+        tell("error", `The correction failed: ${error.message}`);
       }
     }
   });
