@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,13 @@ demo: $(STAMP)
 	$(BIN)/gencoach demo $(ARGS)
 
 test: lint typecheck pytest
+
+# The console in a real browser: Debian's chromium (installed when missing) driven by
+# Playwright (the `browser` extra), which never downloads a browser of its own.
+test-browser: $(STAMP)
+	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
+	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
+	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

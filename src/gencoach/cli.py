@@ -11,6 +11,7 @@ from typing import Annotated
 import anyio
 import httpx
 import typer
+import uvicorn
 import yaml
 from rich.console import Console
 
@@ -18,6 +19,7 @@ from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
+from gencoach.console import create_saves_app, mount_live_console
 from gencoach.demo import DemoOptions, run_demo
 from gencoach.errors import ConfigError, RedisError
 from gencoach.export.command import export_command
@@ -193,6 +195,7 @@ def serve(ctx: typer.Context) -> None:
                 consumer=settings.controller.consumer or socket.gethostname(),
                 dispatcher=lambda: RQDispatcher(url, settings.workers.job_timeout_s),
                 reload=lambda: load_settings(path, os.environ),
+                extend_api=lambda app, ctx: mount_live_console(app, ctx, settings, url),
             )
             anyio.run(run_controller, options)
     except (RedisError, OSError) as error:
@@ -310,6 +313,22 @@ def save(
         typer.echo(f"gencoach save: unknown run {run_id!r}", err=True)
         raise typer.Exit(1)
     typer.echo(str(folder))
+
+
+@app.command()
+def console(
+    saves: Annotated[
+        Path,
+        typer.Option(
+            "--saves", exists=True, file_okay=False, help="A save folder or any folder above saves."
+        ),
+    ],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8760,
+) -> None:
+    """Serve the console's graph pages read-only over saved runs (no Redis needed)."""
+    typer.echo(f"gencoach console: http://{host}:{port}/ over {saves.resolve()}")
+    uvicorn.run(create_saves_app(saves), host=host, port=port, log_level="warning")
 
 
 def main() -> None:

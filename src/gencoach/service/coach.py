@@ -275,7 +275,7 @@ class Coach:
             return
         if request.state != expected[result.job]:
             return
-        await self.store.add_logs(result.run_id, result.logs)
+        await self.store.add_logs(result.run_id, result.logs, result.request_id)
         if result.status in ("abandoned", "error"):
             await self._end(request, result.status, result.reason or result.status)
         elif result.status == "declined":

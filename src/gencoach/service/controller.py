@@ -19,6 +19,7 @@ from typing import Protocol
 import anyio
 import httpx
 from anyio.abc import TaskGroup, TaskStatus
+from fastapi import FastAPI
 from redis.asyncio import Redis
 
 from gencoach.config import Settings
@@ -62,6 +63,8 @@ class ControllerOptions:
     consumer: str
     dispatcher: Callable[[], Dispatcher]
     reload: Callable[[], Settings] | None = None
+    # Adds routes to the API (the console) from what the routes work with.
+    extend_api: Callable[[FastAPI, ApiContext], None] | None = None
 
     @property
     def api_token(self) -> str | None:
@@ -149,8 +152,11 @@ class Controller:
             interventions,
             options.api_token,
         )
+        app = create_app(context)
+        if options.extend_api is not None:
+            options.extend_api(app, context)
         api = options.settings.api
-        self.http = HttpServer(create_app(context), api.host, api.port)
+        self.http = HttpServer(app, api.host, api.port)
         self._saves, self._saves_out = anyio.create_memory_object_stream[str](1000)
         self._stop_requested = anyio.Event()
         self._saves_done = anyio.Event()

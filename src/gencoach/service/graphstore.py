@@ -59,6 +59,8 @@ _SCRIPT_PARTS: Final = (
     MEMBERS,
 )
 MARKERS, LOGS, SOURCES = "markers", "logs", "coaching_sources"
+# Which request each coaching log came from: log index -> request id.
+LOG_OWNERS = "log_owners"
 ATTEMPTS, ORDERS = "attempts", "orders"
 # Parts written outside the apply script: coaching markers and sources, requests,
 # attempts and published orders, coaching logs, the reference simulator's states.
@@ -71,6 +73,7 @@ RUN_PARTS: Final = (
     ORDERS,
     "requests",
     LOGS,
+    LOG_OWNERS,
     "sim_states",
 )
 
@@ -199,11 +202,23 @@ class GraphStore:
             return None
         return RunStarted.model_validate_json(started)
 
-    async def add_logs(self, run_id: str, logs: Sequence[CoachingLog]) -> None:
-        """Keep coaching exchanges' logs for the run's `_coaching_logs/`."""
-        if logs:
-            key = self.keys.run(run_id, LOGS)
-            await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
+    async def add_logs(
+        self, run_id: str, logs: Sequence[CoachingLog], request_id: str | None = None
+    ) -> None:
+        """Keep coaching exchanges' logs for the run's `_coaching_logs/` (and their request)."""
+        if not logs:
+            return
+        key = self.keys.run(run_id, LOGS)
+        length = await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
+        if request_id is not None:
+            first = length - len(logs)
+            owners = [item for index in range(first, length) for item in (index, request_id)]
+            await self.client.hset(self.keys.run(run_id, LOG_OWNERS), items=owners)
+
+    async def log_owners(self, run_id: str) -> dict[int, str]:
+        """The request each coaching log came from, by the log's index, where known."""
+        raw = await self.client.hgetall(self.keys.run(run_id, LOG_OWNERS))
+        return {int(as_text(index)): as_text(owner) for index, owner in raw.items()}
 
     async def coaching_logs(self, run_id: str) -> list[CoachingLog]:
         """Every coaching log kept for the run, in arrival order."""

@@ -1,0 +1,80 @@
+"""Browser fixtures: Debian's chromium driven by Playwright, skipped when either is missing.
+
+`make test-browser` installs both (the `browser` extra and `apt-get install chromium`).
+Every test saves a screenshot of each page it visits under its tmp dir.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright is not installed: `make test-browser` installs the `browser` extra"
+    if not CHROMIUM.exists() and shutil.which("chromium") is None:
+        return "no chromium at /usr/bin/chromium: `make test-browser` installs Debian's package"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the browser tests, and skip them with the reason when the tools are missing."""
+    reason = _missing()
+    for item in items:
+        if "tests/browser/" in str(item.path).replace("\\", "/"):
+            item.add_marker(pytest.mark.browser)
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.timeout(180))  # several pages, each polled live
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless chromium for the module; Playwright's event loop ends with it, so the
+    async tests of other modules keep theirs."""
+    from playwright.sync_api import sync_playwright
+
+    executable = CHROMIUM if CHROMIUM.exists() else Path(shutil.which("chromium") or CHROMIUM)
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=str(executable), headless=True, args=["--no-sandbox"]
+        )
+        yield launched
+        launched.close()
+
+
+class Pages:
+    """One browser tab for a test, its screenshots, and the errors its scripts raised."""
+
+    def __init__(self, browser: Any, folder: Path) -> None:
+        self.context = browser.new_context(viewport={"width": 1440, "height": 900}, locale="en-GB")
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.folder = folder
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def shot(self, name: str) -> Path:
+        """Save a full-page screenshot as `<tmp>/screenshots/<name>.png`."""
+        path = self.folder / "screenshots" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def tab(browser: Any, tmp_path: Path) -> Iterator[Pages]:
+    """A fresh browser context and tab; no script error may happen in it."""
+    pages = Pages(browser, tmp_path)
+    yield pages
+    pages.context.close()
+    assert pages.errors == [], f"script errors in the page: {pages.errors}"
