@@ -103,7 +103,7 @@ def test_limits_refusals_are_recorded_and_budgets_change_live(
 ) -> None:
     """With one pending slot per stage, the second stage-0 request is skipped by the limits;
     the stages route shows the counts; PUT /v1/budgets and SIGHUP change the limits."""
-    llm.script(json_reply({"decision_index": 1, "reason": "r", "expected_decision": "press sw4"}))
+    llm.script(json_reply({"decision_index": 1, "reason": "r", "expected_decision": None}))
     settings = coaching_settings(llm)
     settings["coaching"].update(max_pending_per_stage=1, max_unproven_per_stage=1)
     controller = controller_factory(settings=settings)

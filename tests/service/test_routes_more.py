@@ -61,7 +61,7 @@ def test_no_action_exceeded_and_text_rewrite_routes(
     """no_action and exceeded ends are diagnosed and repaired as failure coaching with
     their own types; a failed text-only stage is rewritten by the LLM and reinjected as
     replace_say."""
-    diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
     llm.script(diagnosis, diagnosis)
     controller = controller_factory(settings=coaching_settings(llm))
     controller.start()
@@ -108,7 +108,7 @@ def test_worker_killed_mid_job_is_retried(
 ) -> None:
     """Every worker process killed with SIGKILL during a slow diagnosis: the slot comes
     back when its lease lapses, and the request is retried on new workers and reinjected."""
-    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
     llm.script(delayed(30.0, answer), answer)
     settings = coaching_settings(llm, format=False, suboptimal=False)
     settings["coaching"]["lease_s"] = 2

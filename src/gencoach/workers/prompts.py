@@ -83,9 +83,12 @@ ROUTE_ENDINGS = {
 
 FAILURE_ANSWER = (
     _JSON_ONLY + '\n{{"decision_index": <integer from 1 to {count}>, "reason": "<why this is '
-    'the earliest responsible decision>", "expected_decision": "<what the agent should '
-    'have decided instead>"}}'
+    'the earliest responsible decision>", "expected_decision": <the decision the agent '
+    'should have made instead: {{"say": "<words, or empty when it acts>", "tool_calls": '
+    '[{{"name": "<one of the offered tools>", "arguments": {{<that tool\'s arguments>}}, '
+    '"target_robot_name": "<the robot>"}}]}}, or null when you cannot tell>}}'
 )
+TOOLS_BLOCK = "OFFERED TOOLS (name and arguments)\n{tools}"
 SUBOPTIMAL_ANSWER = (
     _JSON_ONLY + '\n{{"suboptimal": <true or false>, "decision_idx": <integer from 1 to '
     '{count}, or null when false>, "reason": "<concise explanation>"}}'
@@ -212,6 +215,19 @@ def _trajectory(steps: Sequence[JobStep]) -> str:
     return TRAJECTORY_BLOCK.format(count=count, trajectory=format_trajectory(steps))
 
 
+def _tools(steps: Sequence[JobStep]) -> list[str]:
+    lines = []
+    seen: set[str] = set()
+    for step in steps:
+        for tool in step.input.tools:
+            name, arguments = tool.get("name"), tool.get("arguments")
+            if isinstance(name, str) and name not in seen:
+                seen.add(name)
+                params = ", ".join(arguments) if isinstance(arguments, dict) else ""
+                lines.append(f"- {name}({params})")
+    return [TOOLS_BLOCK.format(tools="\n".join(lines))] if lines else []
+
+
 def _examples(cases: Sequence[ExampleCase]) -> list[str]:
     return [EXAMPLES_BLOCK.format(cases=format_cases(cases))] if cases else []
 
@@ -227,6 +243,7 @@ def failure_messages(job: DiagnosisJob, examples: Sequence[ExampleCase]) -> list
         f"HOW THE STAGE ENDED\n{ending}",
         *_examples(examples),
         _trajectory(job.trajectory),
+        *_tools(job.trajectory),
         f"ANSWER\n{FAILURE_ANSWER.format(count=count)}",
     ]
     return [ChatMessage.system(FAILURE_SYSTEM), ChatMessage.user("\n\n".join(parts))]

@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from gencoach.protocol.llm import answer_schema
+
 StructuredOutput = Literal["json_schema", "json_object", "none"]
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -80,7 +82,7 @@ def response_format(mode: StructuredOutput, model: type[BaseModel] | None) -> di
     """
     if model is None or mode == "none":
         return None
-    schema = model.model_json_schema()
+    schema = answer_schema(model)
     if mode == "json_object":
         return {"type": "json_object", "schema": schema}
     strict = strict_compatible(schema)
