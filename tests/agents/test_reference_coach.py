@@ -89,7 +89,7 @@ def test_an_unparseable_expected_decision_asks_the_session_backend(
     [sent] = llm.requests
     prompt = sent.body["messages"][-1]["content"]
     assert "Expected decision: press the second button with the other robot" in prompt
-    assert sent.body["response_format"]["type"] == "json_object"
+    assert sent.body["response_format"]["type"] == "json_schema", "auto tries json_schema first"
     assert sent.headers["content-type"] == "application/json"
 
 

@@ -117,9 +117,10 @@ async def test_headers_carry_config_and_api_key(
 async def test_a_400_fails_at_once_with_the_server_message(
     llm_server: ScriptedLLMServer,
 ) -> None:
-    """A 400 is not retried: BackendRequestError names the server's message after one try."""
+    """With an explicit mode, a 400 is not retried: BackendRequestError names the server's
+    message and the setting to change after one try."""
     llm_server.script(error(400, "response_format json_schema is not supported"))
-    settings = openai_settings(llm_server.endpoint, max_retries=3)
+    settings = openai_settings(llm_server.endpoint, max_retries=3, structured_output="json_schema")
     with capture_logs() as logs:
         async with make_backend("coach", settings, retry=fast_retry()) as backend:
             with pytest.raises(BackendRequestError) as caught:
@@ -128,6 +129,7 @@ async def test_a_400_fails_at_once_with_the_server_message(
     assert caught.value.status == 400
     assert caught.value.attempts == 1
     assert "json_schema is not supported" in str(caught.value)
+    assert "set structured_output: json_object (or auto)" in str(caught.value)
     assert events(logs, "backend.retry") == []
     assert events(logs, "backend.refused")[0]["attempt"] == 1
 

@@ -25,9 +25,9 @@ from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.openai import public_url
 
 SUPPORTED_BACKEND_TYPE = "ollama"
-# Responses on a session's backends are asked as JSON objects: the form every
-# OpenAI-compatible server takes (llama.cpp refuses `json_schema`).
-_STRUCTURED_OUTPUT = "json_object"
+# Session backends find the structured-output form their server takes, as gencoach
+# does by default (`auto`: json_schema, else json_object, else the schema in the prompt).
+_STRUCTURED_OUTPUT = "auto"
 
 
 class SessionRefusedError(Exception):
