@@ -126,3 +126,13 @@ async def test_the_expected_decision_reaches_the_repair_as_parsable_text(
     assert verdict.diagnosis.expected_decision == 'panda.press_button(id="sw4")'
     prompt = llm_server.requests[0].body["messages"][1]["content"]
     assert "OFFERED TOOLS (name and arguments)\n- press_button(id)\n- take_obj(obj)" in prompt
+
+
+def test_without_listed_tools_any_call_is_allowed_by_a_self_contained_schema() -> None:
+    """A trajectory whose inputs list no tools gets call items without $refs (they would
+    dangle once nested) and any tool name passes validation."""
+    steps = [JobStep.model_validate(step(n, "sw0")) for n in (12, 13)]
+    schema = answer_schema(failure_contract(steps))
+    assert "$ref" not in json.dumps(schema)
+    call = {"name": "anything", "arguments": {"x": 1}, "target_robot_name": "panda"}
+    assert parse_llm_answer(failure_contract(steps), _answer(**call)).expected_decision is not None

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from pydantic import model_validator
 
-from gencoach.protocol.agent import AgentDecision, ToolCall
+from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import FieldError
 from gencoach.protocol.jobs import JobStep
 from gencoach.protocol.llm import FailureDiagnosisAnswer, SuboptimalDiagnosisAnswer
@@ -53,6 +53,19 @@ def known_robots(steps: Sequence[JobStep]) -> list[str]:
     return robots
 
 
+# A tool call of any name, self-contained (no $defs: it is nested in a larger schema).
+_ANY_CALL: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "arguments": {"type": "object"},
+        "target_robot_name": {"type": "string", "minLength": 1},
+    },
+    "required": ["name", "arguments", "target_robot_name"],
+    "additionalProperties": False,
+}
+
+
 def _tool_call_schema(name: str, types: dict[str, str], robots: list[str]) -> dict[str, Any]:
     robot: dict[str, Any] = {"type": "string", "minLength": 1}
     if robots:
@@ -83,7 +96,7 @@ def decision_schema(steps: Sequence[JobStep]) -> dict[str, Any]:
         items = [_tool_call_schema(name, args, robots) for name, args in types.items()]
         calls = {"type": "array", "items": items[0] if len(items) == 1 else {"anyOf": items}}
     else:  # the generator lists no tools: any call, checked by the agent and the simulator
-        calls = {"type": "array", "items": ToolCall.model_json_schema()}
+        calls = {"type": "array", "items": _ANY_CALL}
     return {
         "type": "object",
         "title": "AgentDecision",
