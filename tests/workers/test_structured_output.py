@@ -13,7 +13,7 @@ from gencoach.constants import Keys
 from gencoach.errors import BackendRequestError, BackendTruncatedError
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, make_backend
-from gencoach.workers.backends.openai import _WORKING
+from gencoach.workers.backends.modes import forget_learnt
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, raw, reply
 from tests.workers.conftest import events, openai_settings
 
@@ -28,7 +28,7 @@ LLAMA_REFUSAL = (
 
 @pytest.fixture(autouse=True)
 def _forget_modes() -> None:
-    _WORKING.clear()
+    forget_learnt()
 
 
 def _kinds(server: ScriptedLLMServer) -> list[str | None]:
@@ -49,7 +49,7 @@ async def test_auto_falls_back_to_json_object_once_and_remembers_it(
         with capture_logs() as logs:
             async with make_backend("llm", settings, client, keys=keys) as backend:
                 answer = await backend.ask(PROMPT, FailureDiagnosisAnswer)
-            _WORKING.clear()  # a new worker process: only Redis remembers
+            forget_learnt()  # a new worker process: only Redis remembers
             async with make_backend("llm", settings, client, keys=keys) as backend:
                 await backend.ask(PROMPT, FailureDiagnosisAnswer)
         stored = await client.hgetall(keys.backend_structured_output("llm"))

@@ -23,6 +23,7 @@ from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
 from gencoach.workers.backends.base import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
+from gencoach.workers.backends.modes import ModeMemory
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
 from gencoach.workers.backends.schemas import (
     FALLBACKS,
@@ -36,8 +37,6 @@ from gencoach.workers.tls import shared_ssl_context
 log = get_logger("backends.openai")
 
 _SHOWN_CHARS = 500  # of a server's error message, in logs and errors
-# Modes `auto` found working, per (backend, endpoint, model), when no Redis is shared.
-_WORKING: dict[tuple[str, str, str], StructuredOutput] = {}
 
 
 class _FormatRefusedError(Exception):
@@ -114,8 +113,8 @@ class OpenAIBackend(Backend):
         super().__init__(name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s)
         self.endpoint = public_url(settings.endpoint)
         self.retry = retry or RetryPolicy()
-        self._redis = redis
-        self._modes_key = (keys or Keys()).backend_structured_output(name)
+        modes_key = (keys or Keys()).backend_structured_output(name)
+        self.modes = ModeMemory(name, self.endpoint, redis, modes_key)
         self._client: httpx.AsyncClient | None = None
 
     async def _open(self) -> None:
@@ -181,7 +180,7 @@ class OpenAIBackend(Backend):
                 self.body(messages, schema=None, model=model, max_tokens=max_tokens)
             )
         served = model or self.settings.default_model or ""
-        modes = [configured] if configured != "auto" else await self._auto_modes(served)
+        modes = [configured] if configured != "auto" else await self.modes.to_try(served)
         for mode in modes:
             body = self.body(messages, schema=schema, model=model, max_tokens=max_tokens, mode=mode)
             try:
@@ -197,7 +196,7 @@ class OpenAIBackend(Backend):
                 )
                 continue
             if configured == "auto":
-                await self._remember(served, mode)
+                await self.modes.learnt(served, mode)
             return reply
         raise AssertionError("unreachable: mode none sends no response_format to refuse")
 
@@ -213,51 +212,6 @@ class OpenAIBackend(Backend):
             endpoint=self.endpoint,
             status=refused.status,
         )
-
-    def _mode_field(self, model: str) -> str:
-        return f"{self.endpoint} {model}"
-
-    async def _auto_modes(self, model: str) -> tuple[StructuredOutput, ...]:
-        """The modes to try: from the one remembered as working, else all of them."""
-        known = _WORKING.get((self.name, self.endpoint, model))
-        if known is None and self._redis is not None:
-            try:
-                raw = await self._redis.hget(self._modes_key, self._mode_field(model))
-            except redis.asyncio.RedisError as error:
-                log.warning(
-                    "backend.structured_output_unknown", backend=self.name, error=str(error)
-                )
-                raw = None
-            text = raw.decode() if isinstance(raw, bytes) else raw
-            known = next((mode for mode in FALLBACKS if mode == text), None)
-        return FALLBACKS[FALLBACKS.index(known) :] if known is not None else FALLBACKS
-
-    async def _remember(self, model: str, mode: StructuredOutput) -> None:
-        """Keep the mode that worked; log it the first time it is learnt."""
-        key = (self.name, self.endpoint, model)
-        if _WORKING.get(key) == mode:
-            return
-        _WORKING[key] = mode
-        first = True
-        if self._redis is not None:
-            try:
-                with anyio.CancelScope(shield=True):
-                    field = self._mode_field(model)
-                    first = await self._redis.hget(self._modes_key, field) != mode.encode()
-                    await self._redis.hset(self._modes_key, field, mode)
-            except redis.asyncio.RedisError as error:
-                log.warning(
-                    "backend.structured_output_unsaved", backend=self.name, error=str(error)
-                )
-        if first:
-            log.info(
-                "backend.structured_output",
-                backend=self.name,
-                endpoint=self.endpoint,
-                model=model,
-                mode=mode,
-                hint=f"this server takes structured_output: {mode}",
-            )
 
     async def _send(self, body: dict[str, Any]) -> Reply:
         """POST one body with the retries transient failures deserve."""
