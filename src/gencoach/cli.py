@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +15,7 @@ import yaml
 from rich.console import Console
 
 from gencoach.__about__ import __version__
-from gencoach.agents.cli import agent_app, check_agent
+from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
 from gencoach.demo import DemoOptions, run_demo
@@ -44,15 +43,6 @@ app.command("check-agent")(check_agent)
 app.add_typer(sim_app, name="sim")
 
 EXIT_BAD_CONFIG = 2
-
-
-class StructuredOutputChoice(StrEnum):
-    """How `gencoach demo` asks the model for JSON (a backend's `structured_output`)."""
-
-    auto = "auto"
-    json_schema = "json_schema"
-    json_object = "json_object"
-    none = "none"
 
 
 @dataclass

@@ -121,6 +121,7 @@ def _redis(options: DemoOptions, folder: Path) -> Iterator[str]:
 
 def _agent_args(options: DemoOptions, port: int) -> list[str]:
     args = ["agent", "serve", "--port", str(port), "--seed", str(options.seed)]
+    args += ["--structured-output", options.structured_output]
     if options.llm_decides:
         endpoint, model = str(options.llm_endpoint), str(options.model)
         return [*args, "--policy", "llm", "--llm-endpoint", endpoint, "--model", model]
