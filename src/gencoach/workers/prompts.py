@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from gencoach.protocol.base import ContractModel
 from gencoach.protocol.coaching import CoachingError, CoachingStage
+from gencoach.protocol.decision_text import parse_decision
 from gencoach.protocol.jobs import DiagnosisJob, ExampleCase, JobStep, RewriteJob
 from gencoach.protocol.llm import Text
 from gencoach.workers.backends import ChatMessage
@@ -188,10 +189,14 @@ def format_cases(cases: Sequence[ExampleCase]) -> str:
     """Example cases numbered from 1, each with its goal, trajectory and validated diagnosis."""
     blocks = []
     for number, case in enumerate(cases, start=1):
+        # Shown in the shape the answer takes: a decision object when the text is one.
+        decision = parse_decision(case.expected_decision)
         diagnosis = {
             "decision_index": case.decision_index,
             "reason": case.reason,
-            "expected_decision": case.expected_decision,
+            "expected_decision": decision.model_dump(mode="json")
+            if decision is not None
+            else case.expected_decision,
         }
         blocks.append(
             CASE_BLOCK.format(
