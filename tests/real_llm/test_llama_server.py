@@ -4,7 +4,9 @@ the whole loop. A 135M model is weak: answers may be refused, but always with a 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -62,6 +64,10 @@ def _perform(
     completed = [entry for entry in logs if entry["event"] == "backend.completed"]
     CALLS.extend(completed)
     return result, logs
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
 
 
 def _events(logs: list[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
@@ -165,6 +171,12 @@ def test_one_correction_through_the_loop_with_the_real_model(
         lambda: (r := requests_of(controller, "real").get("failure")) and r["state"] in ended and r,
         timeout_s=240,
         what="the failure request to be diagnosed by the real model and repaired",
+    )
+    CALLS.extend(
+        event
+        for log in controller.folder.glob("workers-*.log")
+        for event in _json_lines(log)
+        if event.get("event") == "backend.completed"
     )
     assert request["state"] in reached, request["reason"]
     assert request["diagnosis"]["rule"] == "llm"

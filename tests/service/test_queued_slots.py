@@ -12,7 +12,7 @@ import pytest
 
 from gencoach.client import Reporter
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, requests_of, settled
+from tests.support.coaching import SETTLED, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
@@ -60,6 +60,13 @@ def _settings(llm: ScriptedLLMServer, lease_s: float) -> dict[str, Any]:
     return settings
 
 
+def _by_id(controller: ControllerProcess, run_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{controller.url}/v1/runs/{run_id}/requests")
+    if response.status_code != 200:
+        return {}
+    return {r["request_id"]: r for r in response.json()["requests"]}
+
+
 def _abandoned(requests: dict[str, Any]) -> list[Any]:
     return [r for r in requests.values() if r["state"] in ("abandoned", "error")]
 
@@ -71,20 +78,21 @@ def test_requests_wait_for_a_late_worker_holding_their_slots(
     llm: ScriptedLLMServer,
     redis_url: str,
 ) -> None:
-    """With no worker for three leases, the request shows `queued`, `/stages` counts it
-    pending, one warning names the queue nobody consumes; a worker started then serves it."""
+    """With no worker for three leases, the requests show `queued`, `/stages` counts them
+    pending, one warning names the queue nobody consumes; a worker started then serves all."""
     lease_s = 2.0
-    llm.script(json_reply(DIAGNOSIS))
+    llm.script(*[json_reply(DIAGNOSIS) for _ in range(3)])
     controller = controller_factory(settings=_settings(llm, lease_s))
     controller.start()
-    _report(redis_url, "late", scripted_agent.url, stages=1)
+    _report(redis_url, "late", scripted_agent.url, stages=3)
     started = time.monotonic()
-    queued = wait_for(
-        lambda: (r := requests_of(controller, "late").get("failure")) and r["state"] == "queued",
-        timeout_s=30,
-        what="the request to show queued",
-    )
-    assert queued
+
+    def all_queued() -> dict[str, Any] | None:
+        found = _by_id(controller, "late")
+        done = len(found) == 3 and all(r["state"] == "queued" for r in found.values())
+        return found if done else None
+
+    wait_for(all_queued, timeout_s=30, what="three requests to show queued")
     warnings = wait_for(
         lambda: [e for e in controller.log_events() if e.get("event") == "queue.backlog"],
         timeout_s=30,
@@ -93,21 +101,30 @@ def test_requests_wait_for_a_late_worker_holding_their_slots(
     remaining = 3 * lease_s - (time.monotonic() - started)
     if remaining > 0:
         time.sleep(remaining)  # the scenario itself: no worker for three leases
-    request = requests_of(controller, "late")["failure"]
-    assert (request["state"], request["job"]) == ("queued", "diagnosis")
+    found = _by_id(controller, "late")
+    assert {(r["state"], r["job"]) for r in found.values()} == {("queued", "diagnosis")}
     stages = httpx.get(f"{controller.url}/v1/runs/late/stages").json()["stages"]
-    assert [(s["stage_id"], s["pending"]) for s in stages] == [(0, 1)]
+    assert [(s["stage_id"], s["pending"]) for s in stages] == [(0, 1), (1, 1), (2, 1)]
     assert len(warnings) == 1
     assert warnings[0]["message"].startswith(
-        "no worker is consuming gencoach-diagnosis: 1 jobs waiting for "
+        "no worker is consuming gencoach-diagnosis: 3 jobs waiting for "
     )
 
     controller.start_workers()
-    found = wait_for(settled(controller, "late", 1), timeout_s=60, what="the served request")
-    assert found["failure"]["state"] == "reinjected", found["failure"]["reason"]
-    states = [step["state"] for step in found["failure"]["history"]]
-    assert states[:3] == ["opportunity", "admitted", "queued"]
-    assert "abandoned" not in states
+    served = wait_for(
+        lambda: (
+            (f := _by_id(controller, "late"))
+            and all(r["state"] in SETTLED for r in f.values())
+            and f
+        ),
+        timeout_s=60,
+        what="the three requests served by the late worker",
+    )
+    for request in served.values():
+        assert request["state"] == "reinjected", request["reason"]
+        states = [step["state"] for step in request["history"]]
+        assert states[:3] == ["opportunity", "admitted", "queued"]
+        assert request["attempt"] == 1, "no slot was lost while waiting"
     backlog = [e for e in controller.log_events() if e.get("event") == "queue.backlog"]
     assert len(backlog) == 1, "the backlog is reported once per queue, not once per pass"
 
@@ -131,12 +148,8 @@ def test_requests_queued_behind_a_slow_llm_keep_their_slots(
     _report(redis_url, "slow", scripted_agent.url, stages=10)
 
     def all_settled() -> dict[str, Any] | None:
-        response = httpx.get(f"{controller.url}/v1/runs/slow/requests")
-        if response.status_code != 200:
-            return None
-        found = {r["request_id"]: r for r in response.json()["requests"]}
-        ended = {"reinjected", "executed", "abandoned", "error", "skipped"}
-        done = len(found) == 10 and all(r["state"] in ended for r in found.values())
+        found = _by_id(controller, "slow")
+        done = len(found) == 10 and all(r["state"] in SETTLED for r in found.values())
         return found if done else None
 
     found = wait_for(all_settled, timeout_s=150, what="ten requests behind the slow LLM")
