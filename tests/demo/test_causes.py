@@ -41,12 +41,13 @@ def test_truncation_timeouts_and_idle_queues_are_named(tmp_path: Path) -> None:
         tmp_path / "workers.log",
         {"event": "backend.truncated", "backend": "llm", "max_tokens": 64},
         {"event": "job.finished", "reason": "the job did not finish within 120.0 s"},
-        {"event": "queue.backlog", "message": "no worker is consuming gencoach-diagnosis: 3 jobs"},
+        {"event": "queue.backlog", "message": "gencoach-diagnosis: 3 jobs waiting", "workers": 1},
     )
     assert causes([log, tmp_path / "missing.log"]) == [
         "backend llm answers were cut at max_tokens 64; raise max_tokens",
         "coaching jobs timed out (the job did not finish within 120.0 s); raise --job-timeout",
-        "no worker is consuming gencoach-diagnosis: 3 jobs",
+        "gencoach-diagnosis: 3 jobs waiting: the model is slower than the run; "
+        "raise --branch-grace",
     ]
 
 
@@ -61,8 +62,19 @@ def test_waits_scale_with_a_slow_first_call_unless_given() -> None:
     assert pacing.job_timeout_s == 30.0
     assert pacing.agent_timeout_s >= 2 * Pacing().agent_timeout_s
     assert pacing.max_wall_s >= 2 * Pacing().max_wall_s
+    assert pacing.branch_grace_s >= 2 * Pacing().branch_grace_s
+    prompt = llm.requests[0].body["messages"][0]["content"]
+    assert len(prompt) > 2000, "the probe is about as long as a diagnosis prompt"
 
 
 def test_without_a_model_the_default_waits_hold() -> None:
     """No endpoint: no call is measured and the defaults stand."""
     assert demo_pacing(None, None, {}) == (Pacing(), None)
+
+
+def test_a_very_slow_model_stretches_timeouts_fully_but_scenario_time_at_most_fourfold() -> None:
+    """At 200 s a call, timeouts and grace grow a hundredfold; each scenario's time fourfold."""
+    scaled = Pacing().scaled(200.0)
+    assert scaled.job_timeout_s == 100 * Pacing().job_timeout_s
+    assert scaled.branch_grace_s == 100 * Pacing().branch_grace_s
+    assert scaled.max_wall_s == 4 * Pacing().max_wall_s

@@ -3,7 +3,9 @@
 A small model on a CPU can take tens of seconds per answer. Each wait the demo sets (the
 generator's agent timeout, a branch's grace, each scenario's time, the workers' job
 timeout, the backend's request timeout) is either given or, with a real model, scaled
-from the latency of one short call made before the demo starts.
+from the latency of one call made before the demo starts, whose prompt is about as long
+as a diagnosis prompt (prefill dominates on a CPU). Timeouts and the branch grace stretch
+fully; each scenario's time at most `MAX_WALL_FACTOR` times, to keep the demo a demo.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import httpx
 
 # Seconds the demo's own defaults assume one model call takes.
 ASSUMED_CALL_S = 2.0
+MAX_WALL_FACTOR = 4.0
 PROBE_TIMEOUT_S = 300.0
+# About 500 tokens of context, as a diagnosis prompt has, then a short JSON answer.
+_PROBE_CONTEXT = "DECISION: panda.press_button(id=sw0); EXECUTION RESULT: ok.\n" * 40
 
 
 @dataclass(frozen=True)
@@ -34,17 +39,20 @@ class Pacing:
         return Pacing(
             agent_timeout_s=self.agent_timeout_s * factor,
             branch_grace_s=self.branch_grace_s * factor,
-            max_wall_s=self.max_wall_s * factor,
+            max_wall_s=self.max_wall_s * min(factor, MAX_WALL_FACTOR),
             job_timeout_s=self.job_timeout_s * factor,
             llm_timeout_s=self.llm_timeout_s * factor,
         )
 
 
 def measure_call_s(endpoint: str, model: str, timeout_s: float = PROBE_TIMEOUT_S) -> float | None:
-    """The seconds one short chat takes at `endpoint`, or None when it does not answer."""
+    """The seconds one diagnosis-sized chat takes at `endpoint`, or None when it fails."""
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": 'Answer with {"ok": true}.'}],
+        "messages": [
+            {"role": "system", "content": _PROBE_CONTEXT},
+            {"role": "user", "content": 'Answer with {"ok": true}.'},
+        ],
         "max_tokens": 16,
         "temperature": 0,
     }
