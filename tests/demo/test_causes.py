@@ -47,7 +47,7 @@ def test_truncation_timeouts_and_idle_queues_are_named(tmp_path: Path) -> None:
         "backend llm answers were cut at max_tokens 64; raise max_tokens",
         "coaching jobs timed out (the job did not finish within 120.0 s); raise --job-timeout",
         "gencoach-diagnosis: 3 jobs waiting: the model is slower than the run; "
-        "raise --branch-grace",
+        "raise --max-wall-s or --branch-grace",
     ]
 
 

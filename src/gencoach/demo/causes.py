@@ -56,7 +56,9 @@ def _cause(event: dict[str, Any]) -> tuple[int, str] | None:
     if name == "job.finished" and _TIMED_OUT in reason:
         return 5, f"coaching jobs timed out ({reason}); raise --job-timeout"
     if name == "queue.backlog":
-        advice = "start workers" if not event.get("workers") else "raise --branch-grace"
+        advice = (
+            "start workers" if not event.get("workers") else "raise --max-wall-s or --branch-grace"
+        )
         return 6, f"{event.get('message')}: the model is slower than the run; {advice}"
     if name == "coaching.ended" and event.get("state") in ("abandoned", "error"):
         return 7, f"coaching requests ended {event.get('state')}: {reason}"
