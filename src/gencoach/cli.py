@@ -16,11 +16,12 @@ import yaml
 from rich.console import Console
 
 from gencoach.__about__ import __version__
-from gencoach.agents.cli import agent_app, check_agent
+from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
 from gencoach.connections import redis_url
 from gencoach.console import create_saves_app, mount_live_console
 from gencoach.demo import DemoOptions, run_demo
+from gencoach.demo.pacing import demo_pacing
 from gencoach.errors import ConfigError, RedisError
 from gencoach.export.command import export_command
 from gencoach.library.cli import library_app
@@ -127,13 +128,35 @@ def demo(
     branches: Annotated[int, typer.Option(min=1, help="Candidates per fresh situation.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the world and of the agent's mistakes.")] = 7,
     max_wall_s: Annotated[
-        float, typer.Option("--max-wall-s", min=5, help="Time budget of each scenario's run.")
-    ] = 75.0,
+        float | None,
+        typer.Option("--max-wall-s", min=5, help="Time budget of each scenario's run [75]."),
+    ] = None,
     llm_endpoint: Annotated[
         str | None,
         typer.Option(help="A chat-completions URL: a real model coaches and decides."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="The model, with --llm-endpoint.")] = None,
+    structured_output: Annotated[
+        StructuredOutputChoice,
+        typer.Option(help="How the model is asked for JSON (auto finds what the server takes)."),
+    ] = StructuredOutputChoice.auto,
+    coach_with_llm: Annotated[
+        bool,
+        typer.Option(help="Keep the scripted agent; only coaching uses the model."),
+    ] = False,
+    agent_timeout_s: Annotated[
+        float | None, typer.Option("--agent-timeout", min=1, help="Seconds per agent answer [60].")
+    ] = None,
+    branch_grace_s: Annotated[
+        float | None,
+        typer.Option("--branch-grace", min=0, help="Seconds a run waits for branch orders [8]."),
+    ] = None,
+    job_timeout_s: Annotated[
+        float | None, typer.Option("--job-timeout", min=1, help="Seconds per coaching job [120].")
+    ] = None,
+    llm_timeout_s: Annotated[
+        float | None, typer.Option("--llm-timeout", min=1, help="Seconds per model call [120].")
+    ] = None,
 ) -> None:
     """Run everything on this machine: Redis, controller, workers, agent and simulator."""
     unknown = sorted(set(scenario or ()) - set(SCENARIOS))
@@ -143,7 +166,22 @@ def demo(
     if (llm_endpoint is None) != (model is None):
         typer.echo("give --llm-endpoint and --model together", err=True)
         raise typer.Exit(2)
+    if coach_with_llm and llm_endpoint is None:
+        typer.echo("--coach-with-llm needs --llm-endpoint and --model", err=True)
+        raise typer.Exit(2)
     configure_logging("warning", "console")
+    given = {
+        "agent_timeout_s": agent_timeout_s,
+        "branch_grace_s": branch_grace_s,
+        "max_wall_s": max_wall_s,
+        "job_timeout_s": job_timeout_s,
+        "llm_timeout_s": llm_timeout_s,
+    }
+    pacing, call_s = demo_pacing(
+        llm_endpoint, model, {name: value for name, value in given.items() if value is not None}
+    )
+    if call_s is not None:
+        typer.echo(f"one model call took {call_s:.1f} s; waits not given are scaled to it")
     options = DemoOptions(
         output_dir=output,
         redis_url=redis,
@@ -151,9 +189,11 @@ def demo(
         envs=envs,
         branches=branches,
         seed=seed,
-        max_wall_s=max_wall_s,
         llm_endpoint=llm_endpoint,
         model=model,
+        structured_output=structured_output.value,
+        coach_with_llm=coach_with_llm,
+        pacing=pacing,
     )
     raise typer.Exit(run_demo(options, Console(soft_wrap=True)))
 

@@ -195,7 +195,7 @@ def replace_decision() -> Json:
 
 
 def failure_diagnosis() -> Json:
-    return {"decision_index": 2, "reason": "moved too early", "expected_decision": "grasp"}
+    return {"decision_index": 2, "reason": "moved too early", "expected_decision": {"say": "grasp"}}
 
 
 def suboptimal_diagnosis() -> Json:

@@ -49,9 +49,7 @@ def test_failure_is_coached_executed_proven_and_saved(
     generator with the attempt id on every node, proven by stage success, and saved with
     its markers and coaching logs."""
     llm.script(
-        json_reply(
-            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
-        )
+        json_reply({"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None})
     )
     controller = controller_factory(settings=coaching_settings(llm, format=False, suboptimal=False))
     controller.start()

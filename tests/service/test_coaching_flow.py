@@ -15,6 +15,14 @@ from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 pytestmark = pytest.mark.slow
 
+SW4 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    ],
+}
+SW4_TEXT = 'panda.press_button(id="sw4")'
+
 
 def test_each_route_reaches_the_agent_with_the_right_request(
     controller_factory: Callable[..., ControllerProcess],
@@ -29,7 +37,7 @@ def test_each_route_reaches_the_agent_with_the_right_request(
             {
                 "decision_index": 2,
                 "reason": "sw9 is not in the task",
-                "expected_decision": "press sw4",
+                "expected_decision": SW4,
             }
         )
     )
@@ -63,7 +71,7 @@ def test_each_route_reaches_the_agent_with_the_right_request(
     assert failure["target_step_id"] == 3
     assert failure["diagnosis"] == {
         "explanation": "sw9 is not in the task",
-        "expected_decision": "press sw4",
+        "expected_decision": SW4_TEXT,
     }
     assert failure["reinjection_points"] == [
         {"id": "replacement", "input_step_id": 3, "input": None}

@@ -41,7 +41,7 @@ def test_a_diagnosis_job_publishes_its_diagnosis_once(
         "run-7",
     )
     assert result.diagnosis is not None
-    assert (result.diagnosis.step_id, result.diagnosis.expected_decision) == (13, "sw4")
+    assert (result.diagnosis.step_id, result.diagnosis.expected_decision) == (13, 'say("sw4")')
     assert [log.coaching_type for log in result.logs] == ["diagnosis"]
     assert (result.usage.prompt_tokens, result.usage.total_tokens) == (120, 150)
     (started,) = events(logs, "job.started")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 from gencoach.protocol.jobs import JobStep
 from gencoach.workers.prompts import (
     MAX_EXAMPLES,
     RewriteAnswer,
     decision_numbers,
     failure_messages,
+    format_cases,
     format_trajectory,
     rewrite_messages,
     selection_messages,
@@ -131,3 +134,14 @@ def test_a_trajectory_shows_words_errors_and_unknown_execution_shapes() -> None:
         'EXECUTION RESULT [speech]: "heard"\n'
         "DECISION 2: no decision, error timeout: no answer"
     )
+
+
+def test_example_cases_show_a_parsable_expected_decision_as_a_decision_object() -> None:
+    """A stored case whose expected decision is a one-line decision is shown as the object
+    the answer must give; other text stays as it was written."""
+    case = example(1).model_copy(update={"expected_decision": 'panda.press_button(id="sw4")'})
+    shown = format_cases([case, example(2)])
+    call = {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    expected = json.dumps({"say": "", "tool_calls": [call]})
+    assert f'"expected_decision": {expected}' in shown
+    assert '"expected_decision": "fix 2"' in shown

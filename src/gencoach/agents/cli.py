@@ -21,6 +21,15 @@ from gencoach.agents.reference.agent import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOI
 from gencoach.logs import configure_logging
 
 
+class StructuredOutputChoice(StrEnum):
+    """How a backend is asked for JSON (a backend's `structured_output`)."""
+
+    auto = "auto"
+    json_schema = "json_schema"
+    json_object = "json_object"
+    none = "none"
+
+
 class PolicyChoice(StrEnum):
     """Who decides in the reference agent."""
 
@@ -66,6 +75,10 @@ def serve(
     agent_id: Annotated[str, typer.Option(help="The agent_id /v1/info announces.")] = (
         DEFAULT_AGENT_ID
     ),
+    structured_output: Annotated[
+        StructuredOutputChoice,
+        typer.Option(help="How the coach asks its session's backends for JSON."),
+    ] = StructuredOutputChoice.auto,
 ) -> None:
     """Serve the reference agent (protocol 2.0, every coaching kind) until Ctrl-C or SIGTERM."""
     if policy is PolicyChoice.llm and not model:
@@ -85,6 +98,7 @@ def serve(
         llm_endpoint=llm_endpoint,
         model=model,
         agent_id=agent_id,
+        structured_output=structured_output.value,
     )
     configure_logging("info")
     serve_agent(host, port, options)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
     AliasChoices,
@@ -150,7 +150,10 @@ class BackendSettings(Section):
         default=3, validation_alias=AliasChoices("max_retries", "max_retry")
     )
     max_concurrency: Count = 4
-    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # auto: json_schema, else json_object with the schema, else the schema in the prompt.
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    max_tokens: Count = 1024  # sent on every call; an answer cut there is an error
+    temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] = 0.0
 
     _declared_type: str = PrivateAttr(default="openai")
     _api_key: SecretStr | None = PrivateAttr(default=None)

@@ -1,11 +1,12 @@
 """Reconciliation: requests whose worker died are retried or abandoned, never lost.
 
-Workers renew their request's lease while they work. Every `every_s` the controller
-looks at its runs' requests: one in flight whose lease lapsed lost its worker and is
-dispatched again (up to `max_attempts`); one answered and awaiting reinjection keeps
-its pending slot, so the controller renews its lease; one left as a bare
-opportunity by a crash is routed again. RQ's own recovery of a killed job is far
-slower (DESIGN.md, "Known pitfalls") and is not waited for.
+Workers renew their request's lease while they work. Every `every_s` (at most a third
+of a lease) the controller looks at its runs' requests: one in flight keeps its slot
+while its holder lives and is dispatched again when it does not (see
+`gencoach.service.holding`); one answered and awaiting reinjection keeps its pending
+slot, so the controller renews its lease; one left as a bare opportunity by a crash is
+routed again. Queues whose jobs wait unclaimed too long are reported once each. RQ's
+own recovery of a killed job is far slower and is not waited for.
 """
 
 from __future__ import annotations
@@ -20,22 +21,19 @@ from anyio.abc import TaskStatus
 from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
-from gencoach.protocol.jobs import JobName
 from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
+from gencoach.service.queues import BacklogWatch
 from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
 
 log = get_logger("reconcile")
 
-MAX_ATTEMPTS = 3
 # A corrected request still not reinjected after this long lost its reinjection (a crash).
 STALE_S = 5.0
-JOB_OF_STATE: dict[str, JobName] = {
-    "diagnosing": "diagnosis",
-    "repairing": "repair",
-    "rewriting": "rewrite",
-}
+# Jobs waiting unclaimed longer than a lease (and at least BACKLOG_MIN_S) are reported.
+BACKLOG_MIN_S = 5.0
 
 
 class Reconciler:
@@ -56,6 +54,8 @@ class Reconciler:
         self.coach = coach
         self.settings = settings
         self.every_s = every_s
+        self.holder = SlotHolder(limits, coach)
+        self.backlog = BacklogWatch(BACKLOG_MIN_S)
         self._stopping = anyio.Event()
 
     def stop(self) -> None:
@@ -70,26 +70,16 @@ class Reconciler:
                 await self.pass_once()
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 log.warning("reconcile.redis_unavailable", error=str(error))
-            with anyio.move_on_after(self.every_s):
+            with anyio.move_on_after(min(self.every_s, self.settings().coaching.lease_s / 3)):
                 await self._stopping.wait()
-
-    async def _check_in_flight(self, request: CoachingRequest, lease_s: float) -> None:
-        run_id, stage_id, request_id = request.run_id, request.stage_id, request.request_id
-        job = JOB_OF_STATE.get(request.state)
-        if job is not None and await self.coach.dispatcher.waiting(
-            request_id, job, request.attempt
-        ):
-            # No worker has taken the job yet: until one does, its lease is ours to keep.
-            await self.limits.renew(run_id, stage_id, request_id, lease_s)
-            return
-        if not await self.limits.lease_alive(run_id, stage_id, request_id):
-            await self.coach.retry(
-                request, f"the {request.state} worker's lease lapsed", MAX_ATTEMPTS
-            )
 
     async def pass_once(self) -> None:
         """One look at every active run's requests."""
         lease_s = self.settings().coaching.lease_s
+        self.holder.forget_old()
+        async with isolated("reconcile.backlog_failed"):
+            self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
+            self.backlog.observe(await self.coach.dispatcher.backlogs())
         for run_id in await self.store.runs_in_state("active"):
             for request in await self.requests.all(run_id):
                 with bound(run_id=run_id, request_id=request.request_id):
@@ -99,7 +89,7 @@ class Reconciler:
     async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
         run_id = request.run_id
         if request.state in IN_FLIGHT:
-            await self._check_in_flight(request, lease_s)
+            await self.holder.check(request, lease_s)
         elif request.state == "corrected":
             await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
             if _older_than(request, STALE_S):

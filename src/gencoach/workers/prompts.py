@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from gencoach.protocol.base import ContractModel
 from gencoach.protocol.coaching import CoachingError, CoachingStage
+from gencoach.protocol.decision_text import parse_decision
 from gencoach.protocol.jobs import DiagnosisJob, ExampleCase, JobStep, RewriteJob
 from gencoach.protocol.llm import Text
 from gencoach.workers.backends import ChatMessage
@@ -83,9 +84,12 @@ ROUTE_ENDINGS = {
 
 FAILURE_ANSWER = (
     _JSON_ONLY + '\n{{"decision_index": <integer from 1 to {count}>, "reason": "<why this is '
-    'the earliest responsible decision>", "expected_decision": "<what the agent should '
-    'have decided instead>"}}'
+    'the earliest responsible decision>", "expected_decision": <the decision the agent '
+    'should have made instead: {{"say": "<words, or empty when it acts>", "tool_calls": '
+    '[{{"name": "<one of the offered tools>", "arguments": {{<that tool\'s arguments>}}, '
+    '"target_robot_name": "<the robot>"}}]}}, or null when you cannot tell>}}'
 )
+TOOLS_BLOCK = "OFFERED TOOLS (name and arguments)\n{tools}"
 SUBOPTIMAL_ANSWER = (
     _JSON_ONLY + '\n{{"suboptimal": <true or false>, "decision_idx": <integer from 1 to '
     '{count}, or null when false>, "reason": "<concise explanation>"}}'
@@ -185,10 +189,14 @@ def format_cases(cases: Sequence[ExampleCase]) -> str:
     """Example cases numbered from 1, each with its goal, trajectory and validated diagnosis."""
     blocks = []
     for number, case in enumerate(cases, start=1):
+        # Shown in the shape the answer takes: a decision object when the text is one.
+        decision = parse_decision(case.expected_decision)
         diagnosis = {
             "decision_index": case.decision_index,
             "reason": case.reason,
-            "expected_decision": case.expected_decision,
+            "expected_decision": decision.model_dump(mode="json")
+            if decision is not None
+            else case.expected_decision,
         }
         blocks.append(
             CASE_BLOCK.format(
@@ -212,6 +220,19 @@ def _trajectory(steps: Sequence[JobStep]) -> str:
     return TRAJECTORY_BLOCK.format(count=count, trajectory=format_trajectory(steps))
 
 
+def _tools(steps: Sequence[JobStep]) -> list[str]:
+    lines = []
+    seen: set[str] = set()
+    for step in steps:
+        for tool in step.input.tools:
+            name, arguments = tool.get("name"), tool.get("arguments")
+            if isinstance(name, str) and name not in seen:
+                seen.add(name)
+                params = ", ".join(arguments) if isinstance(arguments, dict) else ""
+                lines.append(f"- {name}({params})")
+    return [TOOLS_BLOCK.format(tools="\n".join(lines))] if lines else []
+
+
 def _examples(cases: Sequence[ExampleCase]) -> list[str]:
     return [EXAMPLES_BLOCK.format(cases=format_cases(cases))] if cases else []
 
@@ -227,6 +248,7 @@ def failure_messages(job: DiagnosisJob, examples: Sequence[ExampleCase]) -> list
         f"HOW THE STAGE ENDED\n{ending}",
         *_examples(examples),
         _trajectory(job.trajectory),
+        *_tools(job.trajectory),
         f"ANSWER\n{FAILURE_ANSWER.format(count=count)}",
     ]
     return [ChatMessage.system(FAILURE_SYSTEM), ChatMessage.user("\n\n".join(parts))]
