@@ -32,6 +32,7 @@ from gencoach.protocol.branches import (
     parse_branch_order_json,
 )
 from gencoach.protocol.coaching import (
+    COACHING_KEY,
     RECOVERY_POINT,
     REPLACE_DECISION,
     REPLACE_SAY,
@@ -51,7 +52,9 @@ from gencoach.protocol.coaching import (
     ReplaceSay,
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
+    coached_input,
     parse_coaching_payload,
+    without_coaching,
 )
 from gencoach.protocol.events import (
     EVENT_TYPES,
@@ -92,6 +95,7 @@ from gencoach.protocol.llm import (
 )
 
 __all__ = [
+    "COACHING_KEY",
     "COACHING_KINDS",
     "EVENTS_VERSION",
     "EVENT_TYPES",
@@ -159,6 +163,7 @@ __all__ = [
     "SuboptimalDiagnosisAnswer",
     "ToolCall",
     "answer_schema",
+    "coached_input",
     "decode_json",
     "parse_as",
     "parse_branch_order",
@@ -168,4 +173,5 @@ __all__ = [
     "parse_event_json",
     "parse_llm_answer",
     "parse_tagged",
+    "without_coaching",
 ]

@@ -14,6 +14,7 @@ from gencoach.protocol import (
     JsonObject,
     ReinjectionPoint,
     SpecializedCoachingRequest,
+    without_coaching,
 )
 from gencoach.protocol.jobs import (
     DiagnosisJob,
@@ -151,7 +152,9 @@ def reinjection_points(
         ]
         if following and following[0] in graph.situations:
             points.append(
-                ReinjectionPoint(id=RECOVERY_POINT, input=graph.situations[following[0]].input)
+                ReinjectionPoint(
+                    id=RECOVERY_POINT, input=without_coaching(graph.situations[following[0]].input)
+                )
             )
     return points
 
