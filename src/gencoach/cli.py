@@ -42,6 +42,15 @@ app.command("check-agent")(check_agent)
 app.add_typer(sim_app, name="sim")
 
 EXIT_BAD_CONFIG = 2
+CONFIG_HELP = (
+    "YAML settings file (default: ./gencoach.yaml if present). "
+    "GENCOACH_* environment variables override it, nested with '__'."
+)
+# Every command that reads the settings takes --config after its name too
+# (`gencoach serve --config F`), as well as before it (`gencoach --config F serve`).
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help=CONFIG_HELP, dir_okay=False)
+]
 
 
 @dataclass
@@ -60,16 +69,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="YAML settings file (default: ./gencoach.yaml if present). "
-            "GENCOACH_* environment variables override it, nested with '__'.",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -79,6 +79,16 @@ def root(
 ) -> None:
     """Coaching orchestration for agent data generation."""
     ctx.obj = CliState(config_path=config)
+
+
+def config_path(ctx: typer.Context, own: Path | None) -> Path | None:
+    """The settings file: the command's own `--config`, else the root's; both must agree."""
+    state: CliState = ctx.obj
+    root = state.config_path
+    if own is not None and root is not None and own != root:
+        typer.echo(f"--config given twice, as {root} and as {own}: give it once", err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG)
+    return own or root
 
 
 def load_or_exit(path: Path | None) -> Settings:
@@ -100,10 +110,10 @@ def config_check(
         Path | None,
         typer.Argument(help="Settings file to check (default: --config, else ./gencoach.yaml)."),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(file or state.config_path)
+    settings = load_or_exit(file or config_path(ctx, config))
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
 
 
@@ -158,10 +168,10 @@ def demo(
 def health(
     ctx: typer.Context,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
+    config: ConfigOption = None,
 ) -> None:
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     host = settings.api.host
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
         host = "127.0.0.1"
@@ -178,11 +188,10 @@ def health(
 
 
 @app.command()
-def serve(ctx: typer.Context) -> None:
+def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
-    path = state.config_path
+    path = config_path(ctx, config)
+    settings = load_or_exit(path)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             options = ControllerOptions(
@@ -214,10 +223,10 @@ def worker(
         ),
     ] = None,
     burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             code = run_workers(
@@ -280,10 +289,10 @@ def export(
 def save(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="The run to save, finished or still going.")],
+    config: ConfigOption = None,
 ) -> None:
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             folder = anyio.run(save_run, settings, url, run_id)
