@@ -2,10 +2,10 @@
 
 This suite runs in `.venv-magma` (Python 3.12; magma-core 2.0.1 and magma-gen 2.0.0
 installed unmodified with `--no-deps`, plus `requirements.txt`), started by `make
-interop`. gencoach runs as processes from the main venv (`INTEROP_GENCOACH_VENV`, default
-`.venv`) and is reached only as a user reaches it: HTTP, Redis and save folders; nothing
-here imports gencoach. torch and sapien, which some MAGMA modules import but nothing
-here runs, are the stand-ins in `stubs/`.
+interop`. gencoach runs as processes from the main venv (`INTEROP_GENCOACH_VENV`,
+default `.venv`) and is reached only as a user reaches it: HTTP, Redis and save
+folders; nothing here imports gencoach. torch and sapien, which some MAGMA modules
+import but nothing here runs, are the stand-ins in `stubs/`.
 
 What a test can use:
 - `magma_python`: the interpreter running MAGMA's code (this venv's);
