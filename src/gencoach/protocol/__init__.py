@@ -84,7 +84,9 @@ from gencoach.protocol.graph import (
     RunConfig,
     SituationLink,
     SituationRecord,
+    StageDescription,
     StageScore,
+    TaskDescription,
 )
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
@@ -157,10 +159,12 @@ __all__ = [
     "SituationRecord",
     "SpecializedCoachingRequest",
     "SpecializedCoachingResponse",
+    "StageDescription",
     "StageEnd",
     "StageInfo",
     "StageScore",
     "SuboptimalDiagnosisAnswer",
+    "TaskDescription",
     "ToolCall",
     "answer_schema",
     "coached_input",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 
 from gencoach.protocol import (
@@ -81,7 +80,7 @@ def _lease(request: CoachingRequest, lease_s: float) -> LeaseRef:
 
 def _task_text(graph: RunGraph) -> str:
     description = graph.started.task_description
-    return description if isinstance(description, str) else json.dumps(description)
+    return description if isinstance(description, str) else description.task_description or ""
 
 
 def diagnosis_job(

@@ -25,6 +25,7 @@ from gencoach.constants import DEFAULT_PREFIX, Keys
 from gencoach.protocol import BranchOrder, parse_event
 from gencoach.sim.episode import EpisodeState, StepResult
 from gencoach.sim.injection import ActiveError
+from gencoach.sim.scenarios import Scenario
 from gencoach.sim.stages import Stage
 
 # Events are sent when the recorder flushes, never by the reporter on its own, so
@@ -40,6 +41,31 @@ def stage_info(stage: Stage) -> dict[str, Any]:
     if info["max_tool_calls"] == 0:
         info["max_tool_calls"] = None
     return info
+
+
+def task_description(scenario: Scenario, seed: int) -> dict[str, Any]:
+    """The `task_description` field: MAGMA Core's object for the seed's instance (text,
+    one description per stage, in the keys of `BaseStage.get_description()`, and a hint)."""
+    stages = scenario.build(seed).stages
+    return {
+        "task_description": scenario.description,
+        "stages_description": [
+            {
+                "goal_description": stage.goal,
+                "instruction": stage.instruction,
+                "stage_name": f"{scenario.name}.stage_{stage.id}",
+                "target_tool_calls": stage.target_tool_calls,
+                "max_tool_calls": stage.max_tool_calls,
+                "request_type": "unknown",
+                "empty_instruction": not stage.instruction,
+                "linked_to_prev": stage.linked_to_prev,
+                "text_only": stage.text_only,
+                "composite": [],
+            }
+            for stage in stages
+        ],
+        "coaching_hint": stages[0].hint if stages else None,
+    }
 
 
 def active_errors(errors: list[ActiveError]) -> list[dict[str, Any]]:
