@@ -99,7 +99,14 @@ def load_or_exit(path: Path | None) -> Settings:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_BAD_CONFIG) from None
     configure_logging(settings.log.level, settings.log.format)
-    get_logger("cli").debug("config.loaded", config=redacted(settings))
+    log = get_logger("cli")
+    if settings.ignored_sections:
+        log.info(
+            "config.magma_sections_ignored",
+            sections=settings.ignored_sections,
+            reason="MAGMA's own settings; gencoach does not read them",
+        )
+    log.debug("config.loaded", config=redacted(settings))
     return settings
 
 

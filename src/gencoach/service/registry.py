@@ -33,7 +33,7 @@ REGISTERED = "registered"
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
     """A backend as a MAGMA agent's coaching session takes it (headers in clear)."""
-    headers = {name: value.get_secret_value() for name, value in backend.headers.items()}
+    headers = backend.header_values()
     if not any(name.lower() == "content-type" for name in headers):
         headers["Content-type"] = "application/json"  # MAGMA agents send only these headers
     if backend.api_key is not None and not any(n.lower() == "authorization" for n in headers):
