@@ -67,8 +67,10 @@ async def check_agent(
             results.append(
                 skipped("coaching", "/v1/info did not validate, so what it announces is unknown")
             )
-        elif not info.specialized_coaching:
-            results.append(skipped("coaching", "the agent announces no specialized coaching"))
+        elif not info.routed_kinds:
+            ignored = f" (ignored: {', '.join(info.ignored_kinds)})" if info.ignored_kinds else ""
+            reason = f"the agent announces no specialized coaching gencoach routes{ignored}"
+            results.append(skipped("coaching", reason))
         else:
             with ExitStack() as stack:
                 endpoint = backend_endpoint or stack.enter_context(StubBackend()).endpoint

@@ -58,7 +58,7 @@ class CoachingChecks:
             ("coaching.session_conflict", self.conflict),
         ):
             results.append(await run_check(name, check))
-        for kind in self.info.specialized_coaching:
+        for kind in self.info.routed_kinds:
 
             async def repair(kind: CoachingKind = kind) -> CheckResult:
                 return await self.repair(kind)
