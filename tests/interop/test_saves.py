@@ -8,8 +8,15 @@ import pytest
 import requests
 from magma_core.simulation.agents import BadAgentAnswer
 from magma_core.simulation.data_structures import Situation
-from magma_gen.graph import AgentNode, NodeResult, SituationNode, StageEndStatus
+from magma_gen.graph import (
+    AgentNode,
+    NodeResult,
+    SituationNode,
+    StageEndStatus,
+    StepStatusSummary,
+)
 from magma_gen.storage.reader import SavedGraph
+from pydantic import TypeAdapter
 
 from conftest import Processes, answers, free_port, wait_until
 
@@ -73,11 +80,13 @@ def test_every_demo_save_loads_with_magma_gen_and_scores_as_magma_gen_scores(
         assert differing == {}, f"{folder.name}: saved vs MAGMA-GEN scores differ"
 
 
-def test_every_demo_save_has_magma_gen_task_descriptions_and_statuses(
+def test_every_demo_save_has_magma_gen_task_descriptions_statuses_and_executions(
     demo_saves: list[Path],
 ) -> None:
-    """`task_description` is MAGMA's object (one description per stage), and a candidate
-    whose stage went on after its execution is `finished`, never `ongoing`."""
+    """`task_description` is MAGMA's object (one description per stage); a candidate whose
+    stage went on after its execution is `finished`, never `ongoing`; an invalid answer is
+    never executed; every execution is a MAGMA-GEN `StepStatusSummary`."""
+    summary = TypeAdapter(StepStatusSummary)
     for folder in demo_saves:
         graph = SavedGraph(folder)
         described = graph.metadata["task_description"]
@@ -91,6 +100,9 @@ def test_every_demo_save_has_magma_gen_task_descriptions_and_statuses(
                 assert candidate.status != "ongoing", f"{folder.name}: {candidate.id}"
             if candidate.status == "invalid":
                 assert not candidate.execution_finished, f"{folder.name}: {candidate.id}"
+            if candidate.execution_finished:
+                step = summary.validate_python(candidate.execution)
+                assert summary.dump_python(step, mode="json") == candidate.execution
 
 
 @pytest.fixture
