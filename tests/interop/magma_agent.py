@@ -7,7 +7,8 @@ Its repair (a magma-core `CoachingService`) answers MAGMA-style proposals, whose
 reinjected input carrying `extra_keys["coaching"]` is answered with that decision. An
 agent that ignored it would repeat its mistake, and its coached branch would fail.
 
-Every input it receives is appended to the JSON-lines file named by `--log`.
+Every input it receives is appended to the JSON-lines file named by `--log`; with
+`--ignore-coaching` it answers reinjected inputs like any other (the flaw under test).
 
     python magma_agent.py --port 8751 --log inputs.jsonl
 """
@@ -63,12 +64,12 @@ def plan_of(item: AgentInput) -> list[str]:
     return [first, first, second]
 
 
-def decide(item: AgentInput) -> tuple[AgentDecision, dict[str, object]]:
+def decide(item: AgentInput, apply_coaching: bool) -> tuple[AgentDecision, dict[str, object]]:
     """The next press and the memory after it; a correction under `coaching` wins."""
     plan = plan_of(item)
     done = item.memory.get("done", 0)
     done = done if isinstance(done, int) else 0
-    coaching = item.extra_keys.get("coaching")
+    coaching = item.extra_keys.get("coaching") if apply_coaching else None
     if isinstance(coaching, dict) and coaching.get("kind") == "replace_decision":
         decision = AgentDecision.model_validate(coaching["decision"])
     elif done < len(plan):
@@ -106,7 +107,7 @@ class Repair:
         )
 
 
-def create_app(log: Path) -> FastAPI:
+def create_app(log: Path, apply_coaching: bool = True) -> FastAPI:
     """The agent's FastAPI application."""
     app = FastAPI()
     lock = threading.Lock()
@@ -130,7 +131,7 @@ def create_app(log: Path) -> FastAPI:
         for item in request.inputs:
             with lock, log.open("a") as out:
                 out.write(item.model_dump_json() + "\n")
-            decision, memory = decide(item)
+            decision, memory = decide(item, apply_coaching)
             outputs += [
                 AgentOutput(
                     request_id=request.request_id,
@@ -154,8 +155,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", type=Path, required=True)
+    parser.add_argument("--ignore-coaching", action="store_true")
     args = parser.parse_args()
-    uvicorn.run(create_app(args.log), host="127.0.0.1", port=args.port, log_level="warning")
+    app = create_app(args.log, apply_coaching=not args.ignore_coaching)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

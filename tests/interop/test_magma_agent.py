@@ -36,6 +36,19 @@ def _settings(llm_stub: str) -> dict[str, Any]:
     }
 
 
+def _start_agent(
+    magma_python: Path, processes: Processes, tmp_path: Path, *flags: str
+) -> tuple[str, Path]:
+    """Start the MAGMA agent; its URL and the log of the inputs it receives."""
+    port, log = free_port(), tmp_path / "agent-inputs.jsonl"
+    script = str(HERE / "magma_agent.py")
+    args = [str(magma_python), script, "--port", str(port), "--log", str(log), *flags]
+    processes.start("agent", args)
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: processes.check_alive() or answers(f"{url}/health"), 30, "the agent")
+    return url, log
+
+
 def _inputs(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -52,23 +65,12 @@ def test_a_magma_agent_applies_the_correction_it_proposed_and_its_branch_is_prov
     """The agent's MAGMA-style proposal comes back as `extra_keys.coaching`, verbatim; the
     agent answers with it, and the coached branch reaches stage success (proven)."""
     stack = gencoach_stack(_settings(llm_stub))
-    port, log = free_port(), tmp_path / "agent-inputs.jsonl"
-    agent_url = f"http://127.0.0.1:{port}"
-    agent = [
-        str(magma_python),
-        str(HERE / "magma_agent.py"),
-        "--port",
-        str(port),
-        "--log",
-        str(log),
-    ]
-    processes.start("magma-agent", agent)
-    wait_until(lambda: processes.check_alive() or answers(f"{agent_url}/health"), 30, "the agent")
+    agent_url, log = _start_agent(magma_python, processes, tmp_path)
 
     sim = subprocess.run(
         [str(gencoach_bin), "sim", "run", "--agent-url", agent_url, "--scenario", "buttons",
          "--redis-url", redis_url, "--key-prefix", stack.key_prefix, "--run-id", RUN, "--seed", "3",
-         "--branches", "1", "--max-wall-s", "60", "--branch-grace-s", "60"],
+         "--branches", "1", "--max-wall-s", "30", "--branch-grace-s", "30"],
         capture_output=True, text=True, timeout=150, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert sim.returncode == 0, sim.stdout + sim.stderr
@@ -101,3 +103,37 @@ def test_a_magma_agent_applies_the_correction_it_proposed_and_its_branch_is_prov
     assert situation["input"]["extra_keys"]["coaching"] == payload
     assert candidate["output"] == payload["decision"]
     assert candidate["status"] == "optimal"
+
+
+def _check_agent(gencoach: Path, url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(gencoach), "check-agent", url], capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+
+
+def test_check_agent_passes_the_magma_agent(
+    gencoach_bin: Path, magma_python: Path, processes: Processes, tmp_path: Path
+) -> None:
+    """`gencoach check-agent` passes an agent built from magma-core: its unwrapped proposals
+    and its reading of `extra_keys.coaching` are what the checker expects."""
+    url, _ = _start_agent(magma_python, processes, tmp_path)
+    result = _check_agent(gencoach_bin, url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS coaching.failure" in result.stdout
+    assert "PASS coaching.reinjection" in result.stdout
+
+
+def test_check_agent_fails_the_magma_agent_that_ignores_its_correction(
+    gencoach_bin: Path, magma_python: Path, processes: Processes, tmp_path: Path
+) -> None:
+    """The same agent answering reinjected inputs as any other fails the reinjection check,
+    with the correction it ignored."""
+    url, _ = _start_agent(magma_python, processes, tmp_path, "--ignore-coaching")
+    result = _check_agent(gencoach_bin, url)
+    assert result.returncode == 1
+    (line,) = [line for line in result.stdout.splitlines() if "coaching.reinjection" in line]
+    assert line.startswith(
+        "FAIL coaching.reinjection: a reinjected replace_decision under extra_keys.coaching "
+        "was not applied"
+    ), line
