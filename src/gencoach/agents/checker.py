@@ -4,8 +4,10 @@ The checks send real requests: health, info (strict, protocol 2.0), answers to o
 several inputs with 2 and 3 candidates (count, order, ids), invalid requests (422),
 memory as a full replacement, error candidates' shape, and, when the agent announces
 coaching, a session on a stub backend the checker serves on loopback (or on
-`backend_endpoint`, for an agent elsewhere), repairs of each announced kind at offered
-points only, their reinjection, and closing the session.
+`backend_endpoint`, for an agent elsewhere), repairs of each announced kind gencoach
+routes at offered points only (each proposal's `extra_keys` the payload itself), their
+reinjection as MAGMA-GEN makes it (the payload as `extra_keys.coaching`) answered with the
+correction, and closing the session.
 """
 
 from __future__ import annotations
