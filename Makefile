@@ -9,7 +9,12 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop clean
+
+# The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
+MAGMA_VENV := .venv-magma
+MAGMA_STAMP := $(MAGMA_VENV)/.installed
+INTEROP := tests/interop
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -75,5 +80,17 @@ test-trainers: $(TRAINERS_STAMP)
 test-llm: $(LLM_STAMP)
 	$(BIN)/pytest tests/real_llm -m real_llm $(ARGS)
 
+$(MAGMA_STAMP): $(INTEROP)/magma.txt $(INTEROP)/requirements.txt
+	rm -rf $(MAGMA_VENV)
+	$$($(INTEROP)/find-python312) -m venv $(MAGMA_VENV)
+	$(MAGMA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MAGMA_VENV)/bin/python -m pip install --quiet --no-deps -r $(INTEROP)/magma.txt
+	$(MAGMA_VENV)/bin/python -m pip install --quiet -r $(INTEROP)/requirements.txt
+	touch $(MAGMA_STAMP)
+
+interop: $(STAMP) $(MAGMA_STAMP)
+	INTEROP_GENCOACH_VENV=$(abspath $(VENV)) $(MAGMA_VENV)/bin/python -m pytest \
+		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
+
 clean:
-	rm -rf $(VENV) $(TRAINERS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(TRAINERS_VENV) $(MAGMA_VENV) .pytest_cache .mypy_cache .ruff_cache

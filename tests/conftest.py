@@ -18,6 +18,9 @@ from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared f
 
 SYSTEM_REDIS = "redis://127.0.0.1:6379/15"
 
+# The interop suite runs MAGMA's code in its own Python 3.12 venv (`make interop`).
+collect_ignore = ["interop"]
+
 
 def _answers(url: str) -> bool:
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)

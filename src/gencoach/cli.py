@@ -47,6 +47,15 @@ app.add_typer(sim_app, name="sim")
 app.add_typer(library_app, name="library")
 
 EXIT_BAD_CONFIG = 2
+CONFIG_HELP = (
+    "YAML settings file (default: ./gencoach.yaml if present). "
+    "GENCOACH_* environment variables override it, nested with '__'."
+)
+# Every command that reads the settings takes --config after its name too
+# (`gencoach serve --config F`), as well as before it (`gencoach --config F serve`).
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help=CONFIG_HELP, dir_okay=False)
+]
 
 
 @dataclass
@@ -65,16 +74,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="YAML settings file (default: ./gencoach.yaml if present). "
-            "GENCOACH_* environment variables override it, nested with '__'.",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -86,6 +86,16 @@ def root(
     ctx.obj = CliState(config_path=config)
 
 
+def config_path(ctx: typer.Context, own: Path | None) -> Path | None:
+    """The settings file: the command's own `--config`, else the root's; both must agree."""
+    state: CliState = ctx.obj
+    root = state.config_path
+    if own is not None and root is not None and own != root:
+        typer.echo(f"--config given twice, as {root} and as {own}: give it once", err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG)
+    return own or root
+
+
 def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
     try:
@@ -94,7 +104,14 @@ def load_or_exit(path: Path | None) -> Settings:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_BAD_CONFIG) from None
     configure_logging(settings.log.level, settings.log.format)
-    get_logger("cli").debug("config.loaded", config=redacted(settings))
+    log = get_logger("cli")
+    if settings.ignored_sections:
+        log.info(
+            "config.magma_sections_ignored",
+            sections=settings.ignored_sections,
+            reason="MAGMA's own settings; gencoach does not read them",
+        )
+    log.debug("config.loaded", config=redacted(settings))
     return settings
 
 
@@ -105,10 +122,10 @@ def config_check(
         Path | None,
         typer.Argument(help="Settings file to check (default: --config, else ./gencoach.yaml)."),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(file or state.config_path)
+    settings = load_or_exit(file or config_path(ctx, config))
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
 
 
@@ -202,10 +219,10 @@ def demo(
 def health(
     ctx: typer.Context,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
+    config: ConfigOption = None,
 ) -> None:
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     host = settings.api.host
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
         host = "127.0.0.1"
@@ -222,11 +239,10 @@ def health(
 
 
 @app.command()
-def serve(ctx: typer.Context) -> None:
+def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
-    path = state.config_path
+    path = config_path(ctx, config)
+    settings = load_or_exit(path)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             options = ControllerOptions(
@@ -259,10 +275,10 @@ def worker(
         ),
     ] = None,
     burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
+    config: ConfigOption = None,
 ) -> None:
     """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             code = run_workers(
@@ -339,10 +355,10 @@ def export(
 def save(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="The run to save, finished or still going.")],
+    config: ConfigOption = None,
 ) -> None:
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             folder = anyio.run(save_run, settings, url, run_id)

@@ -61,7 +61,7 @@ def _coach(url: str, body: dict[str, Any]) -> SpecializedCoachingResponse:
 
 
 def _decisions(answer: SpecializedCoachingResponse) -> dict[str, Any]:
-    return {p.reinjection_point_id: p.extra_keys["coaching"]["decision"] for p in answer.proposals}
+    return {p.reinjection_point_id: p.extra_keys["decision"] for p in answer.proposals}
 
 
 def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
@@ -72,7 +72,7 @@ def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
     answer = _coach(url, coaching_request("failure", "run-1", "r1", {}))
     assert answer.status == "corrected"
     assert _decisions(answer) == {"replacement": PRESS_SW1, "recovery": PRESS_SW1}
-    assert answer.proposals[0].extra_keys["coaching"]["kind"] == "replace_decision"
+    assert answer.proposals[0].extra_keys["kind"] == "replace_decision"
     assert "took the diagnosis's expected decision" in answer.logs[0].content
     assert answer.logs[0].coaching_type == "failure_repair"
     assert llm.requests == []

@@ -170,7 +170,7 @@ def coaching_request() -> Json:
 
 
 def coaching_proposal(point: str = "replacement") -> Json:
-    return {"reinjection_point_id": point, "extra_keys": {"coaching": replace_say()}}
+    return {"reinjection_point_id": point, "extra_keys": replace_say()}
 
 
 def coaching_response() -> Json:

@@ -42,8 +42,9 @@ def test_public_surface_is_pinned() -> None:
         "NonEmptyStr", "Producer", "ReinjectionPoint", "ReplaceDecision", "ReplaceSay",
         "RunConfig", "RunFinished", "RunStarted", "SituationCreated", "SituationLink",
         "SituationRecord", "SpecializedCoachingRequest", "SpecializedCoachingResponse",
-        "StageEnd", "StageInfo", "StageScore", "SuboptimalDiagnosisAnswer", "ToolCall",
-        "answer_schema", "decode_json", "parse_as", "parse_branch_order",
+        "StageDescription", "StageEnd", "StageInfo", "StageScore", "SuboptimalDiagnosisAnswer",
+            "TaskDescription", "ToolCall",
+        "answer_schema", "coached_input", "decode_json", "parse_as", "parse_branch_order",
         "parse_branch_order_json", "parse_coaching_payload", "parse_event", "parse_event_json",
-        "parse_llm_answer", "parse_tagged",
+        "parse_llm_answer", "parse_tagged", "without_coaching", "COACHING_KEY",
     }  # fmt: skip

@@ -90,8 +90,9 @@ def test_skip_rules_are_recorded_with_their_reasons(
     llm: ScriptedLLMServer,
     redis_url: str,
 ) -> None:
-    """A route switched off and a kind the agent does not offer end as skipped, with why."""
-    scripted_agent.info = default_info(specialized_coaching=["format", "failure"])
+    """A route switched off and a kind the agent does not offer end as skipped, with why;
+    a kind gencoach does not route (MAGMA's `text_only`) is accepted and logged as ignored."""
+    scripted_agent.info = default_info(specialized_coaching=["format", "text_only", "failure"])
     controller = controller_factory(settings=coaching_settings(llm, failure=False))
     controller.start()
     controller.start_workers()
@@ -105,3 +106,9 @@ def test_skip_rules_are_recorded_with_their_reasons(
     assert found["suboptimal"]["reason"] == "the agent does not offer suboptimal coaching"
     assert found["format"]["state"] == "reinjected"
     assert llm.requests == []
+    ignored = [
+        json.loads(line)
+        for line in controller.log_text().splitlines()
+        if "agent.coaching_kinds_ignored" in line
+    ]
+    assert [entry["kinds"] for entry in ignored] == [["text_only"]]

@@ -154,7 +154,7 @@ def test_a_repair_job_posts_the_coaching_request_and_publishes_the_answer(
     assert result.coaching.status == "corrected"
     (proposal,) = result.coaching.proposals
     assert proposal.reinjection_point_id == "replacement"
-    assert proposal.extra_keys["coaching"] == {
+    assert proposal.extra_keys == {
         "kind": "replace_decision",
         "decision": {
             "say": "corrected: press sw4",

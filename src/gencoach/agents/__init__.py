@@ -22,7 +22,6 @@ from gencoach.agents.coach import (
     replace_say,
 )
 from gencoach.agents.memory import (
-    COACHING_KEY,
     Author,
     HistoryEntry,
     Memory,
@@ -38,6 +37,7 @@ from gencoach.agents.sessions import (
     SessionRefusedError,
     SessionStore,
 )
+from gencoach.protocol import COACHING_KEY
 
 __all__ = [
     "COACHING_KEY",

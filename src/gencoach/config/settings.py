@@ -143,7 +143,9 @@ class BackendSettings(Section):
     type: Literal["openai", "python"]
     endpoint: Text
     default_model: str | None = Field(default=None, validate_default=True)
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # Never in repr; the redacted dump masks the secret-like ones (Authorization, API
+    # keys, tokens, cookies) and shows the others (Content-type) as they are.
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key_env: EnvName | None = None
     timeout_s: Seconds = Field(default=30.0, validation_alias=AliasChoices("timeout_s", "timeout"))
     max_retries: Retries = Field(
@@ -213,6 +215,10 @@ class BackendSettings(Section):
         if isinstance(value, Mapping):  # MAGMA writes `Authorization: null` for "no header"
             return {name: item for name, item in value.items() if item is not None}
         return value
+
+    def header_values(self) -> dict[str, str]:
+        """The headers to send, secrets in clear."""
+        return dict(self.headers)
 
     @property
     def declared_type(self) -> str:
@@ -300,6 +306,7 @@ class Settings(Section):
     log: LogSettings = Field(default_factory=LogSettings)
 
     _source: Path | None = PrivateAttr(default=None)
+    _ignored_sections: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _coaching_needs_backend(self) -> Settings:
@@ -313,6 +320,11 @@ class Settings(Section):
     def source(self) -> Path | None:
         """The file these settings were read from (None: defaults and environment only)."""
         return self._source
+
+    @property
+    def ignored_sections(self) -> list[str]:
+        """The file's MAGMA-only top-level sections, which gencoach does not read."""
+        return list(self._ignored_sections)
 
     def agent_allowed(self, url: str) -> bool:
         """Whether a run may name the agent at `url`: it lies under one of `agents`."""

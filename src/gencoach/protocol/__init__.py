@@ -32,6 +32,7 @@ from gencoach.protocol.branches import (
     parse_branch_order_json,
 )
 from gencoach.protocol.coaching import (
+    COACHING_KEY,
     RECOVERY_POINT,
     REPLACE_DECISION,
     REPLACE_SAY,
@@ -51,7 +52,9 @@ from gencoach.protocol.coaching import (
     ReplaceSay,
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
+    coached_input,
     parse_coaching_payload,
+    without_coaching,
 )
 from gencoach.protocol.events import (
     EVENT_TYPES,
@@ -81,7 +84,9 @@ from gencoach.protocol.graph import (
     RunConfig,
     SituationLink,
     SituationRecord,
+    StageDescription,
     StageScore,
+    TaskDescription,
 )
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
@@ -92,6 +97,7 @@ from gencoach.protocol.llm import (
 )
 
 __all__ = [
+    "COACHING_KEY",
     "COACHING_KINDS",
     "EVENTS_VERSION",
     "EVENT_TYPES",
@@ -153,12 +159,15 @@ __all__ = [
     "SituationRecord",
     "SpecializedCoachingRequest",
     "SpecializedCoachingResponse",
+    "StageDescription",
     "StageEnd",
     "StageInfo",
     "StageScore",
     "SuboptimalDiagnosisAnswer",
+    "TaskDescription",
     "ToolCall",
     "answer_schema",
+    "coached_input",
     "decode_json",
     "parse_as",
     "parse_branch_order",
@@ -168,4 +177,5 @@ __all__ = [
     "parse_event_json",
     "parse_llm_answer",
     "parse_tagged",
+    "without_coaching",
 ]

@@ -19,7 +19,7 @@ from gencoach.protocol.base import (
     parse_tagged,
 )
 from gencoach.protocol.coaching import CoachingError
-from gencoach.protocol.graph import CandidateStatus
+from gencoach.protocol.graph import CandidateStatus, TaskDescription
 
 EVENTS_VERSION: Final = "1"
 
@@ -47,8 +47,9 @@ class RunStarted(EventBase):
     scenario: str
     target: str
     target_kind: str
-    # Text, or MAGMA-GEN's object (task text, stage descriptions, coaching hint).
-    task_description: str | JsonObject
+    # MAGMA Core's object (text, one description per stage, coaching hint), or the text
+    # alone: saves then describe each stage from what its situations reported.
+    task_description: TaskDescription | str
     env_options: JsonObject = Field(default_factory=dict)
     generator: GeneratorInfo
 

@@ -303,9 +303,7 @@ class Coach:
             await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
         elif result.job == "rewrite" and result.rewrite is not None:
             payload = ReplaceSay(text=result.rewrite).model_dump(mode="json")
-            proposal = CoachingProposal(
-                reinjection_point_id=REPLACEMENT_POINT, extra_keys={"coaching": payload}
-            )
+            proposal = CoachingProposal(reinjection_point_id=REPLACEMENT_POINT, extra_keys=payload)
             await self._corrected(request, [proposal], rewrite=result.rewrite)
         elif result.job == "repair" and result.coaching is not None:
             answer = result.coaching

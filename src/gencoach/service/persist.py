@@ -27,6 +27,7 @@ from gencoach.protocol import (
     SituationRecord,
     StageEnd,
 )
+from gencoach.service.describe import describe_task
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.nodes import RunGraph, StoredCandidate, StoredExecution
 
@@ -34,12 +35,14 @@ log = get_logger("persist")
 
 
 def saved_status(execution: StoredExecution | None, candidate: StoredCandidate) -> str:
-    """The candidate status a save records; a stage end decides it when there is one."""
+    """The candidate status a save records, as MAGMA-GEN's: a stage end decides it when
+    there is one; an executed decision whose stage goes on is `finished`."""
     if candidate.response_status == "error" or candidate.invalid_reason is not None:
         return "invalid"
     if execution is None:
         return "ongoing"
-    return status_for_stage_end(execution.stage_end) or execution.status
+    status = status_for_stage_end(execution.stage_end) or execution.status
+    return "finished" if status == "ongoing" else status
 
 
 def status_for_stage_end(stage_end: StageEnd | None) -> str | None:
@@ -62,6 +65,7 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
             stage_id=graph.situations[candidate.situation_id].stage.id,
             outcome=outcome_of(statuses[cid]),
             next_situations=[sid for sid, kind in graph.links.get(cid, []) if kind == "next"],
+            resume=candidate.kind == "simulation_resume",
         )
         for cid, candidate in graph.candidates.items()
     }
@@ -86,7 +90,8 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
                     internal_steps=candidate.internal_steps,
                     execution=execution.execution if execution is not None else {},
                     status=statuses[cid],  # type: ignore[arg-type]
-                    execution_finished=execution is not None,
+                    # An invalid answer is never executed (MAGMA-GEN: no step summary).
+                    execution_finished=execution is not None and statuses[cid] != "invalid",
                     score=scores.get(cid, {}),
                     coaching=graph.markers.get(cid, CoachingMarker()),
                     coaching_source=graph.sources.get(cid, {}),
@@ -128,7 +133,7 @@ def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfi
         agent_version=agent_version,
         roots=graph.roots,
         env_options=started.env_options,
-        task_description=started.task_description,
+        task_description=describe_task(graph),
         error_statistics={
             "active_errors": dict(sorted(errors.items())),
             "invalid_answers": invalid,

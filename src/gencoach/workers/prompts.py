@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import ContractModel
 from gencoach.protocol.coaching import CoachingError, CoachingStage
 from gencoach.protocol.decision_text import parse_decision
@@ -145,8 +146,15 @@ def format_decision(step: JobStep) -> str:
     return "; ".join(parts) or "no tool call and nothing said"
 
 
-def format_execution(execution: Mapping[str, object]) -> list[str]:
-    """One `EXECUTION RESULT` line per robot, with its error flag and message when it failed."""
+def format_execution(
+    execution: Mapping[str, object], decision: AgentDecision | None = None
+) -> list[str]:
+    """One `EXECUTION RESULT` line per robot status, with its error flag and message when
+    it failed. Reads MAGMA-GEN's step summary (`per_robot_status`, its calls matched by
+    robot in `decision`, as MAGMA-GEN does) and the per-robot mapping of older saves."""
+    statuses = execution.get("per_robot_status")
+    if isinstance(statuses, list):
+        return _step_summary_lines(statuses, execution, decision)
     lines = []
     for robot, result in execution.items():
         if not isinstance(result, dict):
@@ -155,15 +163,38 @@ def format_execution(execution: Mapping[str, object]) -> list[str]:
         calls = result.get("tool_calls")
         first = calls[0] if isinstance(calls, list) and calls else None
         tool = first.get("name") if isinstance(first, dict) else None
-        line = f"EXECUTION RESULT [{robot}.{tool}]" if tool else f"EXECUTION RESULT [{robot}]"
-        flag = result.get("error_flag")
-        if flag not in (None, "none"):
-            line += f" ERROR_FLAG={flag}"
         message = result.get("failure_reason") or result.get("message")
-        if message:
-            line += f"; message={message}"
-        lines.append(line)
+        lines.append(_result_line(robot, tool, result.get("error_flag"), message))
     return lines
+
+
+def _step_summary_lines(
+    statuses: list[object], execution: Mapping[str, object], decision: AgentDecision | None
+) -> list[str]:
+    calls = list(decision.tool_calls) if decision is not None else []
+    lines = []
+    for status in statuses:
+        if not isinstance(status, dict):
+            continue
+        robot = status.get("robot_name")
+        call = next((c for c in calls if c.target_robot_name == robot), None)
+        if call is not None:
+            calls.remove(call)  # several calls of one robot pair up in order
+        message = status.get("mess") if status.get("result") is False else None
+        tool = call.name if call else None
+        lines.append(_result_line(robot, tool, status.get("error_flag"), message))
+    if execution.get("failure_reason"):
+        lines.append(f"STAGE FAILED: {execution['failure_reason']}")
+    return lines
+
+
+def _result_line(robot: object, tool: object, flag: object, message: object) -> str:
+    line = f"EXECUTION RESULT [{robot}.{tool}]" if tool else f"EXECUTION RESULT [{robot}]"
+    if flag not in (None, "none"):
+        line += f" ERROR_FLAG={flag}"
+    if message:
+        line += f"; message={message}"
+    return line
 
 
 def format_trajectory(steps: Sequence[JobStep]) -> str:
@@ -176,7 +207,7 @@ def format_trajectory(steps: Sequence[JobStep]) -> str:
         elif position == 0:
             lines.append(f"FEEDBACK: {instruction.content}")
         lines.append(f"DECISION {number}: {format_decision(step)}")
-        lines.extend(format_execution(step.execution))
+        lines.extend(format_execution(step.execution, step.output))
     return "\n".join(lines)
 
 

@@ -130,9 +130,7 @@ class OpenAIBackend(Backend):
 
     def headers(self) -> httpx.Headers:
         """The configured headers, the API key as a bearer token, and the JSON content type."""
-        headers = httpx.Headers(
-            {name: value.get_secret_value() for name, value in self.settings.headers.items()}
-        )
+        headers = httpx.Headers(self.settings.header_values())
         api_key = self.settings.api_key
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
