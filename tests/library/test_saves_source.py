@@ -103,6 +103,9 @@ def test_magma_gen_shapes_are_read(tmp_path: Path) -> None:
         assert records[0].environment["generator"] == "magma-gen"
         assert records[1].decisions[0]["trainable"] is False  # per_robot_status: bad_call
         assert records[1].outcome is Outcome.FAILURE
+        assert records[1].events[-1] == {
+            "id": "e2", "kind": "stage_end", "stage_id": 0, "result": "failure", "state": "exceeded"
+        }  # fmt: skip
 
 
 def test_same_task_text_in_either_shape_is_one_task(tmp_path: Path) -> None:
