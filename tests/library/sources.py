@@ -21,7 +21,7 @@ def magma_config(run_id: str, target: str) -> RunConfig:
     data.pop("producer")
     data["task_description"] = {
         "task_description": "press the one button",
-        "stages_description": ["press it"],
+        "stages_description": [{"goal_description": "press it", "stage_name": "press"}],
         "coaching_hint": "look at the labels",
     }
     return RunConfig.parse(data)
