@@ -9,6 +9,7 @@ GencoachError
 │   └── EmbeddedRedisError the private server for this process tree would not start
 ├── AgentCallError         an agent was unreachable or answered outside the protocol
 ├── ExportError            an export cannot run (bad options, unknown format, no usable save)
+├── LibraryError           a trajectory library cannot be built or read (gencoach.library.errors)
 └── BackendError           an LLM backend gave no usable answer (a function raised, a bad reply)
     ├── BackendUnavailable  unreachable, timing out or overloaded after every retry: try later
     ├── BackendRequestError the backend refuses the request as configured (HTTP 4xx): fix config
