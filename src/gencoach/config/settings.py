@@ -149,7 +149,8 @@ class BackendSettings(Section):
     max_retries: Retries = Field(
         default=3, validation_alias=AliasChoices("max_retries", "max_retry")
     )
-    max_concurrency: Count = 4
+    # Requests in flight at once across every worker process; None: `workers.concurrency`.
+    max_concurrency: Count | None = None
     structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
 
     _declared_type: str = PrivateAttr(default="openai")
@@ -223,13 +224,22 @@ class BackendSettings(Section):
 
 
 class WorkerSettings(Section):
-    """The RQ workers: which queues they serve, how many processes, how long a job may run."""
+    """The RQ workers: queues in priority order, processes, jobs in flight each, time limits.
+
+    `mode: async` runs up to `concurrency` jobs at once as tasks on one event loop per
+    process; `mode: fork` runs one job at a time, each in a forked work-horse (isolation
+    for backends that run untrusted code). Every process serves every queue, first to last.
+    """
 
     queues: list[Text] = Field(
-        default_factory=lambda: ["gencoach-diagnosis", "gencoach-repair"], min_length=1
+        default_factory=lambda: ["gencoach-repair", "gencoach-diagnosis"], min_length=1
     )
-    processes: Count = 2
+    processes: Count = 1
+    concurrency: Count = 32
+    mode: Literal["async", "fork"] = "async"
     job_timeout_s: Seconds = 300.0
+    # A warm stop waits this long for jobs in flight, then cancels them.
+    shutdown_grace_s: Seconds = 30.0
 
     @field_validator("queues")
     @classmethod
@@ -310,6 +320,11 @@ class Settings(Section):
     def source(self) -> Path | None:
         """The file these settings were read from (None: defaults and environment only)."""
         return self._source
+
+    def backend_concurrency(self, name: str) -> int:
+        """How many requests backend `name` may have in flight: its `max_concurrency`, else
+        `workers.concurrency` (so that, by default, the cap never throttles the workers)."""
+        return self.backends[name].max_concurrency or self.workers.concurrency
 
     def agent_allowed(self, url: str) -> bool:
         """Whether a run may name the agent at `url`: it lies under one of `agents`."""

@@ -16,10 +16,11 @@ from gencoach.constants import Keys
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
-from gencoach.workers.backends.base import Backend, Reply
+from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
 from gencoach.workers.backends.schemas import response_format
+from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.tls import shared_ssl_context
 
 log = get_logger("backends.openai")
@@ -78,8 +79,18 @@ class OpenAIBackend(Backend):
         keys: Keys | None = None,
         slot_wait_s: float = 300.0,
         retry: RetryPolicy | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        wakeups: SlotWakeups | None = None,
     ) -> None:
-        super().__init__(name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s)
+        super().__init__(
+            name,
+            settings,
+            redis=redis,
+            keys=keys,
+            slot_wait_s=slot_wait_s,
+            concurrency=concurrency,
+            wakeups=wakeups,
+        )
         self.endpoint = public_url(settings.endpoint)
         self.retry = retry or RetryPolicy()
         self._client: httpx.AsyncClient | None = None
