@@ -28,6 +28,8 @@ are taken with `gencoach.workers.queues`' atomic, priority-ordered take.
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib
 import inspect
 import signal
 from dataclasses import dataclass
@@ -80,6 +82,13 @@ class _Running:
     job: Job
     execution: Any  # rq.executions.Execution
     scope: anyio.CancelScope
+
+
+@functools.cache
+def _function(path: str) -> Any:
+    """The function a job names, imported once (RQ's own lookup tries failing imports first)."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
 def _failure(error: BaseException) -> _Failure:
@@ -199,8 +208,7 @@ class AsyncWorker(BaseWorker):
     async def _execute(self, job: Job, queue: Queue, slots: anyio.Semaphore) -> None:
         execution: Any = None
         try:
-            execution = await anyio.to_thread.run_sync(self.prepare_execution, job)
-            await anyio.to_thread.run_sync(self.prepare_job_execution, job, True)
+            execution = await anyio.to_thread.run_sync(self._start, job)
             outcome = await self._perform(job, execution)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._finalize, job, queue, execution, outcome)
@@ -223,6 +231,12 @@ class AsyncWorker(BaseWorker):
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
 
+    def _start(self, job: Job) -> Any:
+        """RQ's bookkeeping before a job runs (in a thread): its execution, then its status."""
+        execution = self.prepare_execution(job)
+        self.prepare_job_execution(job, remove_from_intermediate_queue=True)
+        return execution
+
     async def _perform(self, job: Job, execution: Any) -> Any:
         """The job's return value, or the exc_info of how it failed."""
         timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
@@ -239,7 +253,7 @@ class AsyncWorker(BaseWorker):
         return _failure(JobStoppedError("stopped by RQ's stop-job command"))
 
     async def _call(self, job: Job) -> Any:
-        function = job.func
+        function = _function(job.func_name)
         if inspect.iscoroutinefunction(function):
             return await function(*job.args, **job.kwargs)
         call = partial(function, *job.args, **job.kwargs)

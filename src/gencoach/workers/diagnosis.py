@@ -10,6 +10,7 @@ refusal (with both raw answers in the logs).
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar, cast
@@ -97,6 +98,7 @@ class _BoundedSuboptimal(SuboptimalDiagnosisAnswer):
 BoundedT = TypeVar("BoundedT", _BoundedFailure, _BoundedSuboptimal)
 
 
+@functools.cache  # a model class is costly to build: one per contract and count
 def bounded(contract: type[BoundedT], count: int) -> type[BoundedT]:
     """The contract refusing decision numbers above `count`, under the base contract's name."""
     name = contract.__mro__[1].__name__  # the schema and the re-ask name the public contract

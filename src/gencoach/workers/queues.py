@@ -91,7 +91,8 @@ def waiting(connection: redis.Redis, rq_id: str) -> bool:
     except NoSuchJobError:
         return False
     if status == JobStatus.QUEUED:
-        holding = IntermediateQueue.get_intermediate_queue_key(Queue(job.origin).key)
+        queue_key = Queue(job.origin, connection=connection).key
+        holding = IntermediateQueue.get_intermediate_queue_key(queue_key)
         return connection.lpos(holding, rq_id) is None
     return status in (JobStatus.DEFERRED, JobStatus.SCHEDULED)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import uuid
@@ -18,9 +19,14 @@ ACQUIRE_SCRIPT: Final = _LUA.joinpath("acquire_slot.lua")
 RELEASE_SCRIPT: Final = _LUA.joinpath("release_slot.lua")
 
 
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()
+
+
 def new_holder_id() -> str:
     """A lease holder id that names its host and process, unique per acquisition."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return f"{_host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 class RedisSemaphore:
