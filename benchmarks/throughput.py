@@ -56,7 +56,7 @@ class Row:
     worker_peak_rss_mb: float
 
 
-def _settings(llm: ScriptedLLMServer, slots: int) -> dict[str, object]:
+def _settings(llm: ScriptedLLMServer, slots: int, log_level: str) -> dict[str, object]:
     backend = {
         "type": "openai",
         "endpoint": llm.endpoint,
@@ -71,7 +71,7 @@ def _settings(llm: ScriptedLLMServer, slots: int) -> dict[str, object]:
         "coaching": {"enabled": True, "lease_s": 30, "routes": routes, **limits},
         "backends": {"llm": backend},
         "workers": {"processes": 1, "concurrency": 2 * slots, "job_timeout_s": 120},
-        "log": {"format": "json", "level": "warning"},
+        "log": {"format": "json", "level": log_level},
     }
 
 
@@ -148,7 +148,14 @@ def _wait_orders(
     return {run_id: done[run_id] - sent[run_id] for run_id in runs}
 
 
-def measure(redis_url: str, slots: int, per_slot: int, latency_s: float, folder: Path) -> Row:
+def measure(
+    redis_url: str,
+    slots: int,
+    per_slot: int,
+    latency_s: float,
+    folder: Path,
+    log_level: str = "warning",
+) -> Row:
     """Coach `per_slot`·`slots` failures with `slots` LLM slots; their measurements."""
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
@@ -156,7 +163,7 @@ def measure(redis_url: str, slots: int, per_slot: int, latency_s: float, folder:
     llm = ScriptedLLMServer(default=delayed(latency_s, json_reply(DIAGNOSIS))).start()
     agent = ThreadedServer(ScriptedAgent().app())
     agent.start()
-    controller = ControllerProcess(folder, redis_url, settings=_settings(llm, slots))
+    controller = ControllerProcess(folder, redis_url, settings=_settings(llm, slots, log_level))
     try:
         controller.start()
         workers = controller.start_workers()
@@ -217,6 +224,7 @@ def main() -> None:
     parser.add_argument("--per-slot", type=int, default=10, help="corrections per slot (N/W)")
     parser.add_argument("--latency-s", type=float, default=1.0, help="the LLM's latency D")
     parser.add_argument("--redis-url", default=None, help="default: an embedded redis-server")
+    parser.add_argument("--log-level", default="warning", help="of the controller and worker")
     options = parser.parse_args()
     d = options.latency_s
     print(f"D = {d} s, N = {options.per_slot}·W, one worker process, worker concurrency 2·W")
@@ -227,7 +235,7 @@ def main() -> None:
     with _redis(options.redis_url) as url:
         for slots in (int(value) for value in options.slots.split(",")):
             with tempfile.TemporaryDirectory() as folder:
-                row = measure(url, slots, options.per_slot, d, Path(folder))
+                row = measure(url, slots, options.per_slot, d, Path(folder), options.log_level)
             rate = row.corrections / row.elapsed_s
             cpu = {name: 1000 * value / row.corrections for name, value in row.cpu_s.items()}
             parts = f"{cpu['controller']:.1f}+{cpu['workers']:.1f}+{cpu['redis']:.1f}"
