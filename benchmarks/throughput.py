@@ -34,6 +34,7 @@ from benchmarks.common import p50, percentile
 from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, Keys
 from gencoach.embedded_redis import EmbeddedRedis
+from tests.support import llm_server
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events
@@ -42,6 +43,9 @@ from tests.support.processes import child_pids
 
 DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# The scripted LLM's listen backlog: socketserver's default of 5 drops connections when
+# 32 calls arrive at once, and a dropped SYN costs the caller a 1 s retransmission.
+llm_server._QuietServer.request_queue_size = 256
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,9 @@ class AsyncWorker(BaseWorker):
         self.concurrency = concurrency
         self.shutdown_grace_s = shutdown_grace_s
         self.completed = 0
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, _Running] = {}  # by RQ execution id
+        self._in_flight = 0  # jobs taken and not yet recorded, whatever their stage
+        self._draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signals = 0
         # Made on the event loop, in `_work`: what a warm stop cancels (taking jobs) and
@@ -158,17 +160,19 @@ class AsyncWorker(BaseWorker):
                 with self._taking:
                     while True:
                         await slots.acquire()
-                        wait_s = None if not burst else (WAKE_S if self._running else 0.0)
+                        wait_s = None if not burst else (WAKE_S if self._in_flight else 0.0)
                         job_and_queue = await self._take(resources, wait_s)
                         if job_and_queue is None:
                             slots.release()
-                            if burst and not self._running:
+                            if burst and not self._in_flight:
                                 break
                             continue
+                        self._in_flight += 1
                         jobs.start_soon(self._execute, *job_and_queue, slots)
-                if self._running:
+                self._draining = True
+                if self._in_flight:
                     log.info(
-                        "worker.draining", jobs=len(self._running), grace_s=self.shutdown_grace_s
+                        "worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s
                     )
                     jobs.start_soon(self._cancel_after_grace)
 
@@ -176,7 +180,7 @@ class AsyncWorker(BaseWorker):
         with anyio.move_on_after(self.shutdown_grace_s):
             await self._drained.wait()
             return
-        log.warning("worker.grace_over", cancelled=len(self._running))
+        log.warning("worker.grace_over", cancelled=self._in_flight)
         self._jobs.cancel()
 
     async def _take(
@@ -225,9 +229,10 @@ class AsyncWorker(BaseWorker):
                 self._running.pop(execution.id, None)
             slots.release()
             self.completed += 1
-            if not self._running:
+            self._in_flight -= 1
+            if self._draining and not self._in_flight:
                 self._drained.set()
-            if not self._running and execution is not None:
+            if not self._in_flight and execution is not None:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
 
