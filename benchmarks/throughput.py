@@ -8,11 +8,12 @@ diagnosis from a scripted OpenAI-compatible LLM that answers after exactly D sec
 are out of the way. All N failures are published at once; the clock runs until the
 last branch order appears. Printed per W: throughput, its ratio to the ideal W/D and
 to MAGMA-GEN's one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per
-correction (controller, workers, Redis, from /proc), and the peak RSS of the worker
-processes.
+correction (controller, workers, Redis, from /proc), the peak RSS of the worker
+processes, and where the time beyond N·D/W went: the lead (publishing to the first LLM
+call) and the tail (the last LLM answer to the last branch order).
 
     .venv/bin/python -m benchmarks.throughput [--slots 1,2,4,8,16,32] [--per-slot 10]
-        [--latency-s 1.0] [--redis-url URL]
+        [--latency-s 1.0] [--redis-url URL] [--log-level warning]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from tests.support.processes import child_pids
 
 DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+SETUP_CHUNK = 16  # runs started at a time, before the measured part
 # The scripted LLM's listen backlog: socketserver's default of 5 drops connections when
 # 32 calls arrive at once, and a dropped SYN costs the caller a 1 s retransmission.
 llm_server._QuietServer.request_queue_size = 256
@@ -58,6 +60,8 @@ class Row:
     latencies: list[float]
     cpu_s: dict[str, float]
     worker_peak_rss_mb: float
+    lead_s: float  # from publishing the failures to the first LLM call
+    tail_s: float  # from the last LLM answer to the last branch order
 
 
 def _settings(llm: ScriptedLLMServer, slots: int, log_level: str) -> dict[str, object]:
@@ -148,7 +152,7 @@ def _wait_orders(
         for stream, entries in client.xread(waiting, block=50) or []:
             name = stream.decode() if isinstance(stream, bytes) else stream
             if any(ORDER_FIELD.encode() in fields for _, fields in entries):
-                done[streams[name]] = time.perf_counter()
+                done[streams[name]] = time.monotonic()
     return {run_id: done[run_id] - sent[run_id] for run_id in runs}
 
 
@@ -177,21 +181,27 @@ def measure(
                 raise SystemExit("the worker did not register within 60 s")
             time.sleep(0.05)
         runs = [f"w{slots}-{i}" for i in range(per_slot * slots)]
-        kind, fields, seq = _publish(redis_url, runs, agent.url)
-        _wait_intake(client)
+        # Runs start in chunks: a controller registering hundreds of runs at once runs out
+        # of Redis connections, and their start is not what is measured.
+        for first in range(0, len(runs), SETUP_CHUNK):
+            kind, fields, seq = _publish(redis_url, runs[first : first + SETUP_CHUNK], agent.url)
+            _wait_intake(client)
         assert controller.process is not None
         pids = {"controller": [controller.process.pid], "redis": [redis_pid]}
         pids["workers"] = _tree(workers.pid)
         before = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
         sent: dict[str, float] = {}
-        started = time.perf_counter()
+        started = time.monotonic()
         for run_id in runs:
             with Reporter(run_id, redis_url=redis_url, start_seq=seq) as reporter:
-                sent[run_id] = time.perf_counter()
+                sent[run_id] = time.monotonic()
                 reporter.emit(kind, **fields)
         timeout_s = 60 + 4 * per_slot * latency_s
         latencies = _wait_orders(client, runs, sent, timeout_s)
-        elapsed = time.perf_counter() - started
+        elapsed = time.monotonic() - started
+        calls = sorted(request.received_at for request in llm.requests)
+        lead_s = calls[0] - started
+        tail_s = started + elapsed - (calls[-1] + latency_s)
         pids["workers"] = _tree(workers.pid)
         after = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
         peak_rss = sum(_peak_rss_mb(pid) for pid in pids["workers"])
@@ -205,7 +215,8 @@ def measure(
         agent.stop()
         llm.stop()
     cpu = {name: after[name] - before[name] for name in before}
-    return Row(slots, len(runs), elapsed, list(latencies.values()), cpu, peak_rss)
+    latency_list = list(latencies.values())
+    return Row(slots, len(runs), elapsed, latency_list, cpu, peak_rss, lead_s, tail_s)
 
 
 @contextmanager
@@ -234,7 +245,7 @@ def main() -> None:
     print(f"D = {d} s, N = {options.per_slot}·W, one worker process, worker concurrency 2·W")
     print(
         f"{'W':>3} {'N':>4} {'corr/s':>7} {'/ideal':>7} {'/GEN':>6} {'p50 s':>6} {'p99 s':>6}"
-        f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'worker peak RSS':>16}"
+        f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'worker peak RSS':>16} {'lead s':>6} {'tail s':>6}"
     )
     with _redis(options.redis_url) as url:
         for slots in (int(value) for value in options.slots.split(",")):
@@ -247,7 +258,8 @@ def main() -> None:
                 f"{row.slots:>3} {row.corrections:>4} {rate:>7.2f} {rate * d / row.slots:>7.3f}"
                 f" {rate * d:>6.2f} {p50(row.latencies):>6.2f}"
                 f" {percentile(row.latencies, 0.99):>6.2f}"
-                f" {sum(cpu.values()):>8.1f} = {parts:<18} {row.worker_peak_rss_mb:>12.0f} MB",
+                f" {sum(cpu.values()):>8.1f} = {parts:<18} {row.worker_peak_rss_mb:>12.0f} MB"
+                f" {row.lead_s:>6.2f} {row.tail_s:>6.2f}",
                 flush=True,
             )
 
