@@ -90,3 +90,10 @@ def test_health_fails_when_no_controller_answers(tmp_path: Path) -> None:
     result = _gencoach("health", cwd=tmp_path, env={"GENCOACH_API__PORT": "1"})
     assert result.returncode == 1
     assert "unhealthy: http://127.0.0.1:1/health unreachable" in result.stderr
+
+
+def test_worker_refuses_an_unknown_mode(tmp_path: Path) -> None:
+    """`worker --mode threads` names the two modes and exits 2 before starting anything."""
+    result = _gencoach("worker", "--mode", "threads", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--mode must be async or fork, not 'threads'" in result.stderr

@@ -171,9 +171,7 @@ class AsyncWorker(BaseWorker):
                         jobs.start_soon(self._execute, *job_and_queue, slots)
                 self._draining = True
                 if self._in_flight:
-                    log.info(
-                        "worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s
-                    )
+                    log.info("worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s)
                     jobs.start_soon(self._cancel_after_grace)
 
     async def _cancel_after_grace(self) -> None:

@@ -72,6 +72,7 @@ RESTART_WINDOW_S = 60.0
 COLD_RESEND_S = 1.1  # RQ ignores a second signal that comes within 1 s of the first
 COLD_DEADLINE_S = 10.0  # after a cold shutdown request, children still alive are killed
 POLL_S = 0.2
+PARENT_CHECK_S = 0.2  # how soon a worker whose pool died stops taking jobs
 
 Mode = Literal["async", "fork"]
 
@@ -111,7 +112,7 @@ def _watch_parent(parent_pid: int) -> None:
 
     def watch() -> None:
         while os.getppid() == parent_pid:
-            time.sleep(1.0)
+            time.sleep(PARENT_CHECK_S)
         os.kill(os.getpid(), signal.SIGTERM)
         # An orphan must not linger: if the warm stop has not ended in time, leave hard
         # (the job's lease lapses and the controller retries it).
@@ -140,8 +141,15 @@ def _make_worker(options: WorkerOptions, name: str, connection: redis.Redis) -> 
     )
 
 
-def _child_main(settings: Settings, redis_url: str, options: WorkerOptions, name: str) -> None:
+def _child_main(
+    settings: Settings, redis_url: str, options: WorkerOptions, name: str, pool_pid: int
+) -> None:
     """Run one RQ worker over the queues until it is told to stop (or, in burst, runs dry)."""
+    # A pool killed while it started this process must not leave it serving on its own
+    # (with the settings of a pool that is gone): watch the pool, not whoever adopted us.
+    if os.getppid() != pool_pid:
+        os._exit(1)
+    _watch_parent(pool_pid)
     # Signals reach this process from the pool only, once each (not a terminal's Ctrl-C too).
     os.setpgrp()
     configure_logging(settings.log.level, settings.log.format)
@@ -153,7 +161,6 @@ def _child_main(settings: Settings, redis_url: str, options: WorkerOptions, name
     for module in PRELOADED:
         importlib.import_module(module)
     shared_ssl_context()
-    _watch_parent(os.getppid())
     worker = _make_worker(options, name, redis.Redis.from_url(redis_url))
     worker.work(burst=options.burst, logging_level=settings.log.level.upper())
 
@@ -181,7 +188,7 @@ class _Pool:
 
     def start(self, index: int, restarts: deque[float] | None = None) -> _Child:
         name = f"gencoach-{socket.gethostname()}-{os.getpid()}-{index}-{time.monotonic_ns()}"
-        args = (self.settings, self.redis_url, self.options, safe_name(name))
+        args = (self.settings, self.redis_url, self.options, safe_name(name), os.getpid())
         process = self.spawn.Process(target=_child_main, args=args, name=f"gencoach-worker-{index}")
         process.start()
         log.info(
