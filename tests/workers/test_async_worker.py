@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 from rq import Queue, Retry, Worker
+from rq.command import send_stop_job_command
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 
@@ -116,6 +117,23 @@ def test_a_job_past_its_timeout_is_cancelled_and_the_worker_goes_on(
     summed = put(redis_client, "blocking_sum", 2, 3)
     wait_until(lambda: status(redis_client, summed) == JobStatus.FINISHED, 30, "the sum")
     assert Job.fetch(summed.id, connection=redis_client).return_value() == 5
+
+
+def test_rqs_stop_job_command_cancels_that_job_only(
+    start_pool: Callable[..., PoolProcess], redis_client: redis.Redis, redis_url: str
+) -> None:
+    """`send_stop_job_command` stops one of two running jobs (RQ marks it stopped); the other
+    goes on and finishes."""
+    start_pool(processes=1, concurrency=2)
+    stopped = put(redis_client, "wait_for_gate", redis_url, "test:never", "never")
+    going = put(redis_client, "wait_for_gate", redis_url, GATE, "done")
+    started = StartedJobRegistry(QUEUE_DIAGNOSIS, connection=redis_client)
+    wait_until(lambda: len(started) == 2, 30, "both jobs started")
+    send_stop_job_command(redis_client, stopped.id)
+    wait_until(lambda: status(redis_client, stopped) == JobStatus.STOPPED, 30, "stopped")
+    assert status(redis_client, going) == JobStatus.STARTED
+    redis_client.rpush(GATE, "go")
+    wait_until(lambda: status(redis_client, going) == JobStatus.FINISHED, 30, "the other job")
 
 
 def test_failures_are_retried_as_rq_retry_says_then_recorded(

@@ -4,9 +4,10 @@ Coaching jobs wait on LLMs and agents, not on the CPU: forking a process per job
 `Worker`) spent more time importing and building clients than the jobs spent working,
 and ran one job per process. `AsyncWorker` takes up to `concurrency` jobs off its queues
 and awaits each as a task on one event loop, with the Redis pool, HTTP clients and
-opened backends every job shares (`gencoach.workers.resources`). RQ's core has no such
-worker (RQ issue #45; its async-worker work, issues #1803 and #1804, is not released), so
-this one is built from RQ's own parts and keeps RQ's job life cycle true:
+opened backends every job shares (`gencoach.workers.resources`). RQ 3.0 has no such
+worker (RQ issue #45 asks for worker concurrency; an async worker is an open pull
+request, #2445), so this one is built from RQ's own parts and keeps RQ's job life
+cycle true:
 
 - each job gets an RQ `Execution`, is in the queue's started registry while it runs and
   in the finished or failed registry after, with RQ's result, result TTL, failure TTL
@@ -38,6 +39,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from rq.command import parse_payload
 from rq.job import Job
 from rq.queue import Queue
 from rq.timeouts import JobTimeoutException, TimerDeathPenalty
@@ -303,10 +305,16 @@ class AsyncWorker(BaseWorker):
                     self._taking.cancel()
                     self._jobs.cancel()
 
-    def request_stop_execution(self, execution_id: str) -> None:
-        """Cancel one job (RQ's stop-job command; called from RQ's pub/sub thread)."""
-        running = self._running.get(execution_id)
-        if running is None or self._loop is None:
-            self.log.warning("Not running execution %s, command ignored.", execution_id)
+    def handle_payload(self, message: Any) -> None:
+        """RQ's commands (from its pub/sub thread); stop-job cancels that job, whichever it is."""
+        payload = parse_payload(message)
+        if payload.get("command") != "stop-job":
+            super().handle_payload(message)  # type: ignore[no-untyped-call]
             return
-        self._loop.call_soon_threadsafe(running.scope.cancel)
+        job_id = payload.get("job_id")
+        running = [entry for entry in self._running.values() if entry.job.id == job_id]
+        if not running or self._loop is None:
+            self.log.warning("Not working on job %s, command ignored.", job_id)
+            return
+        for entry in running:
+            self._loop.call_soon_threadsafe(entry.scope.cancel)
