@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import redis
-from rq import Queue
+from rq import Queue, Worker
 from rq.intermediate_queue import IntermediateQueue
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
@@ -40,11 +40,13 @@ def test_the_first_queue_is_served_first_and_a_taken_job_is_held_not_lost(
     assert PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client) is None
 
 
-def test_a_job_counts_as_waiting_until_a_worker_takes_it(redis_client: redis.Redis) -> None:
-    """Queued: waiting (the controller keeps its lease); taken by a worker: no longer waiting."""
+def test_a_job_counts_as_waiting_until_a_worker_starts_it(redis_client: redis.Redis) -> None:
+    """Queued: waiting (the controller keeps its lease); started by a worker: no longer."""
     job = diagnosis_job()
     rq_id = enqueue(redis_client, job, job_timeout_s=60)
     assert waiting(redis_client, rq_id)
-    PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    taken = PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    assert taken is not None
+    Worker([QUEUE_DIAGNOSIS], connection=redis_client).prepare_job_execution(taken[0])
     assert not waiting(redis_client, rq_id)
     assert not waiting(redis_client, "no-such-job")

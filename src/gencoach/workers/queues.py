@@ -5,7 +5,7 @@ diagnosis, so that corrections already under way finish first). RQ's own multi-q
 dequeue is a plain BLPOP (RQ issue #1716): a worker that dies between the pop and the
 started registry loses the job without a trace. Here one Lua script moves the job from
 its queue into RQ's intermediate list in a single step, as RQ does for one queue, so
-RQ's maintenance recovers it and `waiting()` never mistakes it for a waiting job.
+RQ's maintenance recovers it.
 
 Idle workers block on a doorbell list that `enqueue` pushes a token to, with a short
 timeout for jobs RQ itself puts back (retries, `rq requeue`) without ringing.
@@ -38,7 +38,7 @@ FAILURE_TTL_S = 86_400
 TIMEOUT_MARGIN_S = 30
 # An idle worker looks at the queues at least this often, rung or not.
 WAKE_S = 1.0
-DOORBELL_MAX = 1_000  # tokens kept at most: one wakes one idle worker
+DOORBELL_MAX = 64  # tokens kept at most: one wakes one idle worker; stale ones cost a look each
 
 JOB_FUNCTIONS: dict[JobName, str] = {
     "diagnosis": "gencoach.workers.jobs.diagnosis_job",
@@ -80,21 +80,17 @@ def safe_name(name: str) -> str:
 
 
 def waiting(connection: redis.Redis, rq_id: str) -> bool:
-    """Whether the job is still waiting on its queue (no worker has taken it yet).
+    """Whether the job is still waiting for a worker (queued, deferred or scheduled).
 
-    A job a worker has moved to the intermediate list is taken, even before RQ marks it
-    started: if that worker died, nobody will run it from there in time.
+    A job a worker has just taken counts as waiting until RQ marks it started, a few
+    milliseconds later; if that worker dies in between, RQ's maintenance fails the job
+    out of the intermediate list within minutes and the lease then lapses.
     """
     try:
-        job = Job.fetch(rq_id, connection=connection)
-        status = job.get_status()
+        status = Job.fetch(rq_id, connection=connection).get_status()
     except NoSuchJobError:
         return False
-    if status == JobStatus.QUEUED:
-        queue_key = Queue(job.origin, connection=connection).key
-        holding = IntermediateQueue.get_intermediate_queue_key(queue_key)
-        return connection.lpos(holding, rq_id) is None
-    return status in (JobStatus.DEFERRED, JobStatus.SCHEDULED)
+    return status in (JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
 
 
 def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> str:

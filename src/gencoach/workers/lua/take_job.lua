@@ -4,8 +4,7 @@
 -- KEYS: the queue lists in priority order, then their intermediate lists in the same order.
 -- Returns {index of the queue (1-based), job id}, or nil when every queue is empty.
 -- A job id is never in neither place: a worker that dies right after this script leaves it
--- in the intermediate list, where RQ's maintenance finds it (and `waiting()` does not
--- count it as waiting).
+-- in the intermediate list, where RQ's maintenance finds it.
 
 local n = #KEYS / 2
 for i = 1, n do
