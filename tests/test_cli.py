@@ -128,3 +128,10 @@ def test_a_magma_config_file_loads_with_one_notice_naming_its_own_sections(
     assert len(notices) == 1
     for section in ("benchmark", "generate", "magma_agent_address"):
         assert section in notices[0]
+
+
+def test_worker_refuses_an_unknown_mode(tmp_path: Path) -> None:
+    """`worker --mode threads` names the two modes and exits 2 before starting anything."""
+    result = _gencoach("worker", "--mode", "threads", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--mode must be async or fork, not 'threads'" in result.stderr

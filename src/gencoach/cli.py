@@ -268,17 +268,37 @@ def worker(
             "--processes", "-p", min=1, help="Worker processes (default: workers.processes)."
         ),
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            help="Jobs in flight per process, async mode (default: workers.concurrency).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode", help="async: many jobs per process; fork: one per forked work-horse."
+        ),
+    ] = None,
     queue: Annotated[
         list[str] | None,
         typer.Option(
-            "--queue", "-q", help="A queue to serve; repeatable (default: workers.queues)."
+            "--queue",
+            "-q",
+            help="A queue to serve, in priority order; repeatable (default: workers.queues).",
         ),
     ] = None,
     burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
     config: ConfigOption = None,
 ) -> None:
-    """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
+    """Run RQ workers, each serving every queue in order; SIGTERM: warm stop, a second: cold."""
     settings = load_or_exit(config_path(ctx, config))
+    if mode not in (None, "async", "fork"):
+        typer.echo(f"gencoach worker: --mode must be async or fork, not {mode!r}", err=True)
+        raise typer.Exit(2)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             code = run_workers(
@@ -287,6 +307,8 @@ def worker(
                 processes=processes or settings.workers.processes,
                 queues=queue or settings.workers.queues,
                 burst=burst,
+                mode="fork" if mode == "fork" else "async" if mode == "async" else None,
+                concurrency=concurrency,
             )
     except RedisError as error:
         typer.echo(f"gencoach worker: {error}", err=True)

@@ -9,6 +9,9 @@ DEFAULT_PREFIX = "gencoach"
 # RQ queue names are global to a Redis database (RQ prefixes them with "rq:queue:").
 QUEUE_DIAGNOSIS = "gencoach-diagnosis"
 QUEUE_REPAIR = "gencoach-repair"
+# A list the enqueuing side pushes a token to, so idle workers wake at once (see
+# gencoach.workers.queues); global like the queues.
+QUEUE_DOORBELL = "rq:gencoach:doorbell"
 
 # The consumer group through which controllers share the event stream.
 CONTROLLER_GROUP = "controllers"

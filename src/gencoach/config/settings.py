@@ -151,7 +151,8 @@ class BackendSettings(Section):
     max_retries: Retries = Field(
         default=3, validation_alias=AliasChoices("max_retries", "max_retry")
     )
-    max_concurrency: Count = 4
+    # Requests in flight at once across every worker process; None: `workers.concurrency`.
+    max_concurrency: Count | None = None
     # auto: json_schema, else json_object with the schema, else the schema in the prompt.
     structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     max_tokens: Count = 1024  # sent on every call; an answer cut there is an error
@@ -232,13 +233,22 @@ class BackendSettings(Section):
 
 
 class WorkerSettings(Section):
-    """The RQ workers: which queues they serve, how many processes, how long a job may run."""
+    """The RQ workers: queues in priority order, processes, jobs in flight each, time limits.
+
+    `mode: async` runs up to `concurrency` jobs at once as tasks on one event loop per
+    process; `mode: fork` runs one job at a time, each in a forked work-horse (isolation
+    for backends that run untrusted code). Every process serves every queue, first to last.
+    """
 
     queues: list[Text] = Field(
-        default_factory=lambda: ["gencoach-diagnosis", "gencoach-repair"], min_length=1
+        default_factory=lambda: ["gencoach-repair", "gencoach-diagnosis"], min_length=1
     )
-    processes: Count = 2
+    processes: Count = 1
+    concurrency: Count = 32
+    mode: Literal["async", "fork"] = "async"
     job_timeout_s: Seconds = 300.0
+    # A warm stop waits this long for jobs in flight, then cancels them.
+    shutdown_grace_s: Seconds = 30.0
 
     @field_validator("queues")
     @classmethod
@@ -325,6 +335,11 @@ class Settings(Section):
     def ignored_sections(self) -> list[str]:
         """The file's MAGMA-only top-level sections, which gencoach does not read."""
         return list(self._ignored_sections)
+
+    def backend_concurrency(self, name: str) -> int:
+        """How many requests backend `name` may have in flight: its `max_concurrency`, else
+        `workers.concurrency` (so that, by default, the cap never throttles the workers)."""
+        return self.backends[name].max_concurrency or self.workers.concurrency
 
     def agent_allowed(self, url: str) -> bool:
         """Whether a run may name the agent at `url`: it lies under one of `agents`."""

@@ -11,6 +11,8 @@ that enforces schemas cannot produce an out-of-range number or an unknown tool.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -184,9 +186,12 @@ class _BoundedSuboptimal(SuboptimalDiagnosisAnswer):
 BoundedT = TypeVar("BoundedT", _BoundedFailure, _BoundedSuboptimal)
 
 
-def _narrowed(contract: type[BoundedT], namespace: dict[str, Any]) -> type[BoundedT]:
+# Building a model class costs milliseconds; jobs of one scenario ask for the same few.
+@functools.lru_cache(maxsize=256)
+def _narrowed(contract: type[BoundedT], namespace_json: str) -> type[BoundedT]:
     name = contract.__mro__[1].__name__  # the schema and the re-ask name the public contract
-    return cast(type[BoundedT], type(name, (contract,), {"__module__": __name__, **namespace}))
+    namespace = {"__module__": __name__, **json.loads(namespace_json)}
+    return cast(type[BoundedT], type(name, (contract,), namespace))
 
 
 def failure_contract(steps: Sequence[JobStep]) -> type[FailureDiagnosisAnswer]:
@@ -196,9 +201,9 @@ def failure_contract(steps: Sequence[JobStep]) -> type[FailureDiagnosisAnswer]:
         "tools": offered_tools(steps),
         "decision": decision_schema(steps),
     }
-    return _narrowed(_BoundedFailure, namespace)
+    return _narrowed(_BoundedFailure, json.dumps(namespace, sort_keys=True))
 
 
 def suboptimal_contract(steps: Sequence[JobStep]) -> type[SuboptimalDiagnosisAnswer]:
     """The suboptimal diagnosis contract of a trajectory whose diagnosable steps are `steps`."""
-    return _narrowed(_BoundedSuboptimal, {"decision_count": len(steps)})
+    return _narrowed(_BoundedSuboptimal, json.dumps({"decision_count": len(steps)}))

@@ -21,7 +21,7 @@ from gencoach.errors import (
 )
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
-from gencoach.workers.backends.base import Backend, Reply
+from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.modes import ModeMemory
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
@@ -32,6 +32,7 @@ from gencoach.workers.backends.schemas import (
     response_format,
     schema_prompt,
 )
+from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.tls import shared_ssl_context
 
 log = get_logger("backends.openai")
@@ -109,8 +110,18 @@ class OpenAIBackend(Backend):
         keys: Keys | None = None,
         slot_wait_s: float = 300.0,
         retry: RetryPolicy | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        wakeups: SlotWakeups | None = None,
     ) -> None:
-        super().__init__(name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s)
+        super().__init__(
+            name,
+            settings,
+            redis=redis,
+            keys=keys,
+            slot_wait_s=slot_wait_s,
+            concurrency=concurrency,
+            wakeups=wakeups,
+        )
         self.endpoint = public_url(settings.endpoint)
         self.retry = retry or RetryPolicy()
         modes_key = (keys or Keys()).backend_structured_output(name)
