@@ -83,6 +83,7 @@ from gencoach.protocol.graph import (
     SituationRecord,
     StageScore,
 )
+from gencoach.protocol.ids import ID_RULE, MAX_ID_LENGTH, Identifier, id_problem
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
     FailureDiagnosisAnswer,
@@ -97,6 +98,8 @@ __all__ = [
     "EVENT_TYPES",
     "GRAPH_FORMAT_MAJOR",
     "GRAPH_FORMAT_VERSION",
+    "ID_RULE",
+    "MAX_ID_LENGTH",
     "PROTOCOL_VERSION",
     "RECOVERY_POINT",
     "REPLACEMENT_POINT",
@@ -138,6 +141,7 @@ __all__ = [
     "FieldError",
     "GenerationEvent",
     "GeneratorInfo",
+    "Identifier",
     "InternalStep",
     "JsonObject",
     "NonEmptyStr",
@@ -160,6 +164,7 @@ __all__ = [
     "ToolCall",
     "answer_schema",
     "decode_json",
+    "id_problem",
     "parse_as",
     "parse_branch_order",
     "parse_branch_order_json",
