@@ -37,6 +37,7 @@ from gencoach.service.graphstore import Applied, GraphStore
 from gencoach.service.httpserver import HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
+from gencoach.service.isolation import guarded
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
@@ -127,7 +128,12 @@ class Controller:
         self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
         self.results = self._consumer(self.keys.results, self.coach.on_results)
         self.reconciler = Reconciler(
-            self.store, self.requests, self.limits, self.coach, self.settings
+            self.store,
+            self.requests,
+            self.limits,
+            self.coach,
+            self.settings,
+            on_abandoned=self._finish,
         )
         interventions = Interventions(
             self.store,
@@ -174,9 +180,15 @@ class Controller:
     async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
         for event, _ in done:
             if isinstance(event, RunStarted):
-                self._tasks.start_soon(self._register, event.run_id, event.agent_url)
+                self._tasks.start_soon(self._register_guarded, event.run_id, event.agent_url)
             elif isinstance(event, RunFinished):
-                self._tasks.start_soon(self._finish, event.run_id)
+                self._tasks.start_soon(self._finish_guarded, event.run_id)
+
+    async def _register_guarded(self, run_id: str, agent_url: str) -> None:
+        await guarded("run.register_failed", self._register, run_id=run_id)(run_id, agent_url)
+
+    async def _finish_guarded(self, run_id: str) -> None:
+        await guarded("run.finish_failed", self._finish, run_id=run_id)(run_id)
 
     async def _register(self, run_id: str, agent_url: str) -> None:
         await self.registry.register(run_id, agent_url, self._settings)
@@ -205,7 +217,7 @@ class Controller:
         for run_id in await self.store.runs_in_state("active"):
             started = await self.store.unregistered(run_id)
             if started is not None:
-                self._tasks.start_soon(self._register, run_id, started.agent_url)
+                self._tasks.start_soon(self._register_guarded, run_id, started.agent_url)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""

@@ -358,14 +358,24 @@ class GraphStore:
 
     async def runs_in_state(self, state: str) -> list[str]:
         """The known runs whose state is `state` (e.g. finished runs not yet saved)."""
+        return [run_id for run_id, found in (await self.states()).items() if found == state]
+
+    async def states(self) -> dict[str, str | None]:
+        """Every indexed run's state; None for a run whose keys expired (or were lost)."""
         run_ids = await self.run_ids()
         pipe = self.client.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hget(self.keys.run(run_id, META), "state")
         states = await pipe.execute()
-        return [
-            run_id for run_id, value in zip(run_ids, states, strict=True) if value == state.encode()
-        ]
+        return {
+            run_id: as_text(value) if value is not None else None
+            for run_id, value in zip(run_ids, states, strict=True)
+        }
+
+    async def forget(self, run_ids: Sequence[str]) -> None:
+        """Drop runs whose keys are gone from the runs index."""
+        if run_ids:
+            await self.client.zrem(self.keys.runs, *run_ids)
 
 
 def _parse_links(value: str) -> list[tuple[int, Literal["next", "alternative"]]]:

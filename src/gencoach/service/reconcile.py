@@ -5,13 +5,18 @@ looks at its runs' requests: one in flight whose lease lapsed lost its worker an
 dispatched again (up to `max_attempts`); one answered and awaiting reinjection keeps
 its pending slot, so the controller renews its lease; one left as a bare
 opportunity by a crash is routed again. RQ's own recovery of a killed job is far
-slower (DESIGN.md, "Known pitfalls") and is not waited for.
+slower and is not waited for.
+
+Finished runs are visited until every request they have is terminal (`RunEnds`);
+active runs that fell silent are finished as abandoned; runs whose keys expired leave
+the runs index; and runs whose state vanished while still active or unsaved (Redis
+restarted without persistence) are named in the log.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import redis.exceptions
@@ -25,6 +30,7 @@ from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import isolated
 from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
+from gencoach.service.runends import RunEnds
 
 log = get_logger("reconcile")
 
@@ -49,6 +55,7 @@ class Reconciler:
         coach: Coach,
         settings: Callable[[], Settings],
         every_s: float = 2.0,
+        on_abandoned: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.requests = requests
@@ -56,7 +63,13 @@ class Reconciler:
         self.coach = coach
         self.settings = settings
         self.every_s = every_s
+        self.on_abandoned = on_abandoned
+        self.ends = RunEnds(store.client, store.keys, requests, limits)
         self._stopping = anyio.Event()
+        # Runs seen active or finished-but-unsaved at the last pass, and finished runs
+        # whose requests are all terminal (not visited again).
+        self._open: set[str] = set()
+        self._settled: set[str] = set()
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -70,6 +83,8 @@ class Reconciler:
                 await self.pass_once()
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 log.warning("reconcile.redis_unavailable", error=str(error))
+            except Exception:  # the next pass tries again; the controller stays up
+                log.exception("reconcile.pass_failed")
             with anyio.move_on_after(self.every_s):
                 await self._stopping.wait()
 
@@ -88,13 +103,46 @@ class Reconciler:
             )
 
     async def pass_once(self) -> None:
-        """One look at every active run's requests."""
-        lease_s = self.settings().coaching.lease_s
-        for run_id in await self.store.runs_in_state("active"):
-            for request in await self.requests.all(run_id):
-                with bound(run_id=run_id, request_id=request.request_id):
-                    async with isolated("reconcile.request_failed", state=request.state):
-                        await self._reconcile(request, lease_s)
+        """One look at every run: active runs' requests, finished runs' open requests."""
+        settings = self.settings()
+        lease_s = settings.coaching.lease_s
+        states = await self.store.states()
+        self._note_lost(states)
+        await self.store.forget([run_id for run_id, state in states.items() if state is None])
+        for run_id, state in states.items():
+            with bound(run_id=run_id):
+                async with isolated("reconcile.run_failed", state=state):
+                    if state == "active":
+                        await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
+                    elif (
+                        state in ("finished", "saved")
+                        and run_id not in self._settled
+                        and await self.ends.settle(run_id)
+                    ):
+                        self._settled.add(run_id)
+        self._settled &= set(states)
+
+    async def _active(self, run_id: str, lease_s: float, idle_s: float) -> None:
+        if await self.ends.abandon_if_idle(run_id, idle_s):
+            if self.on_abandoned is not None:
+                await self.on_abandoned(run_id)
+            return
+        for request in await self.requests.all(run_id):
+            with bound(request_id=request.request_id):
+                async with isolated("reconcile.request_failed", state=request.state):
+                    await self._reconcile(request, lease_s)
+
+    def _note_lost(self, states: dict[str, str | None]) -> None:
+        lost = sorted(run_id for run_id in self._open if states.get(run_id) is None)
+        if lost:
+            log.error(
+                "runs.state_lost",
+                run_ids=lost,
+                count=len(lost),
+                reason="Redis no longer holds these active or unsaved runs (restarted "
+                "without persistence?); their events from now on are dead-lettered",
+            )
+        self._open = {run_id for run_id, state in states.items() if state in ("active", "finished")}
 
     async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
         run_id = request.run_id
