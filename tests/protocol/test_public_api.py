@@ -29,7 +29,8 @@ def test_public_surface_is_pinned() -> None:
     """The exported names change only on purpose."""
     assert set(gencoach.protocol.__all__) == {
         "COACHING_KINDS", "EVENTS_VERSION", "EVENT_TYPES", "GRAPH_FORMAT_MAJOR",
-        "GRAPH_FORMAT_VERSION", "ID_RULE", "MAX_ID_LENGTH", "PROTOCOL_VERSION", "RECOVERY_POINT", "REPLACEMENT_POINT",
+        "GRAPH_FORMAT_VERSION", "ID_RULE", "MAX_ID_LENGTH", "PROTOCOL_VERSION", "RECOVERY_POINT",
+        "REPLACEMENT_POINT",
         "REPLACE_DECISION", "REPLACE_SAY", "AgentDecision", "AgentError", "AgentHealth",
         "AgentInfo", "AgentInput", "AgentInstruction", "AgentOutput", "AgentRequest",
         "AgentResponse", "AnyEvent", "BranchAnchor", "BranchOrder", "CandidateCreated",
@@ -38,7 +39,8 @@ def test_public_surface_is_pinned() -> None:
         "CoachingLog", "CoachingMarker", "CoachingPayload", "CoachingProposal",
         "CoachingSessionConfig", "CoachingStage", "CoachingStep", "ContractModel",
         "ContractRootModel", "DescendantScore", "EventBase", "FailureDiagnosisAnswer",
-        "FieldError", "GenerationEvent", "GeneratorInfo", "Identifier", "InternalStep", "JsonObject",
+        "FieldError", "GenerationEvent", "GeneratorInfo", "Identifier", "InternalStep",
+        "JsonObject",
         "NonEmptyStr", "Producer", "ReinjectionPoint", "ReplaceDecision", "ReplaceSay",
         "RunConfig", "RunFinished", "RunStarted", "SituationCreated", "SituationLink",
         "SituationRecord", "SpecializedCoachingRequest", "SpecializedCoachingResponse",

@@ -180,6 +180,7 @@ class Controller:
     async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
         for event, _ in done:
             if isinstance(event, RunStarted):
+                self.reconciler.note_started(event.run_id)
                 self._tasks.start_soon(self._register_guarded, event.run_id, event.agent_url)
             elif isinstance(event, RunFinished):
                 self._tasks.start_soon(self._finish_guarded, event.run_id)

@@ -132,6 +132,10 @@ class Reconciler:
                 async with isolated("reconcile.request_failed", state=request.state):
                     await self._reconcile(request, lease_s)
 
+    def note_started(self, run_id: str) -> None:
+        """Count a run just applied as open, so its loss is noticed even before a pass."""
+        self._open.add(run_id)
+
     def _note_lost(self, states: dict[str, str | None]) -> None:
         lost = sorted(run_id for run_id in self._open if states.get(run_id) is None)
         if lost:
