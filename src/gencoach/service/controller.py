@@ -34,7 +34,7 @@ from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import Applied, GraphStore
-from gencoach.service.httpserver import HttpServer
+from gencoach.service.httpserver import BodyLimit, HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
 from gencoach.service.isolation import guarded
@@ -43,6 +43,7 @@ from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import RequestStore
+from gencoach.service.saves import SaveLoop
 
 log = get_logger("controller")
 
@@ -121,6 +122,8 @@ class Controller:
                 consumer=options.consumer,
                 batch_size=section.batch_size,
                 claim_idle_s=section.claim_idle_s,
+                max_event_bytes=section.max_event_bytes,
+                dead_letters_kept=section.dead_letters_kept,
             ),
             on_applied=self._after_apply,
             agent_allowed=options.settings.agent_allowed,
@@ -156,10 +159,11 @@ class Controller:
             options.api_token,
         )
         api = options.settings.api
-        self.http = HttpServer(create_app(context), api.host, api.port)
-        self._saves, self._saves_out = anyio.create_memory_object_stream[str](1000)
+        self.http = HttpServer(
+            BodyLimit(create_app(context), api.max_body_bytes), api.host, api.port
+        )
+        self.saves = SaveLoop(self.store, self.persister)
         self._stop_requested = anyio.Event()
-        self._saves_done = anyio.Event()
         self._stopping = False
 
     def settings(self) -> Settings:
@@ -198,20 +202,7 @@ class Controller:
         started = await self.store.started(run_id)
         if started is not None:
             await self.registry.unregister(run_id, started.agent_url)
-        await self._saves.send(run_id)
-
-    async def _save_loop(self, *, task_status: TaskStatus[None]) -> None:
-        # Finished runs a previous controller acknowledged but never saved come first.
-        for run_id in await self.store.runs_in_state("finished"):
-            await self._saves.send(run_id)
-        task_status.started()
-        async with self._saves_out:
-            async for run_id in self._saves_out:
-                try:
-                    await self.persister.save(run_id)
-                except Exception:  # one bad save must not stop the others
-                    log.exception("run.save_failed", run_id=run_id)
-        self._saves_done.set()
+        await self.saves.queue(run_id)
 
     async def _catch_up(self) -> None:
         # Runs whose run.started was applied but whose agent was never asked (a crash).
@@ -227,7 +218,7 @@ class Controller:
                 self._tasks = tg
                 self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
-                await tg.start(self._save_loop)
+                await tg.start(self.saves.run, tg)
                 await self._catch_up()
                 for loop in (self.intake, self.terminals, self.results, self.reconciler):
                     await tg.start(loop.run)
@@ -253,8 +244,7 @@ class Controller:
         loops: tuple[_Loop, ...] = (self.intake, self.terminals, self.results, self.http)
         while any(loop.running for loop in loops):  # noqa: ASYNC110 - they are flags
             await anyio.sleep(0.05)
-        await self._saves.aclose()  # the save loop writes what is queued, then ends
-        await self._saves_done.wait()
+        await self.saves.close()  # the save loop writes what is queued, then ends
 
     def stop(self) -> None:
         """Begin the graceful shutdown: stop taking work, let work in hand finish."""

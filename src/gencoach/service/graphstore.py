@@ -242,6 +242,12 @@ class GraphStore:
         }
         if b"folder" in meta:
             summary["folder"] = meta[b"folder"].decode()
+        summary["save"] = _save_state(meta)
+        if b"save_error" in meta:
+            summary["save_error"] = meta[b"save_error"].decode()
+            summary["save_attempts"] = int(meta.get(b"save_attempts", b"0"))
+        if b"finish_reason" in meta:
+            summary["finish_reason"] = meta[b"finish_reason"].decode()
         return summary
 
     async def lineage(self, run_id: str, candidate_id: int) -> RunGraph | None:
@@ -352,9 +358,16 @@ class GraphStore:
         """Record that a finished run was saved; its keys (and `also`) expire in `ttl_s` s."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(self.keys.run(run_id, META), mapping={"state": "saved", "folder": folder})
+        pipe.hdel(self.keys.run(run_id, META), "save_error")
         for key in [*self.run_keys(run_id), *also]:
             pipe.expire(key, ttl_s)
         await pipe.execute()
+
+    async def record_save_failure(self, run_id: str, reason: str, attempts: int) -> None:
+        """Note why the run's last save failed (shown by the API until a save succeeds)."""
+        key = self.keys.run(run_id, META)
+        if await self.client.exists(key):
+            await self.client.hset(key, mapping={"save_error": reason, "save_attempts": attempts})
 
     async def runs_in_state(self, state: str) -> list[str]:
         """The known runs whose state is `state` (e.g. finished runs not yet saved)."""
@@ -376,6 +389,16 @@ class GraphStore:
         """Drop runs whose keys are gone from the runs index."""
         if run_ids:
             await self.client.zrem(self.keys.runs, *run_ids)
+
+
+def _save_state(meta: dict[bytes, bytes]) -> str:
+    """`saved`; `retrying` after a failed save; `pending` once finished; `not_finished`."""
+    state = meta[b"state"]
+    if state == b"saved":
+        return "saved"
+    if b"save_error" in meta:
+        return "retrying"
+    return "pending" if state == b"finished" else "not_finished"
 
 
 def _parse_links(value: str) -> list[tuple[int, Literal["next", "alternative"]]]:
