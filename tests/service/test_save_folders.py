@@ -18,6 +18,7 @@ from gencoach.service.persist import Persister
 from gencoach.service.saves import SaveLoop
 from tests.support.graphs import known_events
 
+
 def test_folder_names_are_injective_and_keep_safe_ids() -> None:
     """Ids that differ only in unsafe characters get different names; safe ids stay as they are."""
     ids = ["coll:T", "coll/T", "coll_T", "coll T", "coll\\T", "..", ".hidden", "a" * 300]
@@ -28,6 +29,19 @@ def test_folder_names_are_injective_and_keep_safe_ids() -> None:
     assert run_folder_name("coll:T").startswith("coll_T~")
     assert all("/" not in name and not name.startswith(".") for name in names)
     assert all(len(name) <= 120 for name in names)
+
+
+def _saved_run_ids(output: Path) -> list[str]:
+    return sorted(json.loads((f / "config.json").read_text())["run_id"] for f in output.iterdir())
+
+
+async def _until_save(store: GraphStore, run_id: str, state: str) -> dict[str, str | int]:
+    """Poll the run's summary until its save state is `state` (the caller bounds the wait)."""
+    while True:
+        summary = await store.summary(run_id)
+        if summary is not None and summary["save"] == state:
+            return summary
+        await anyio.sleep(0.05)
 
 
 async def _persister(client: Redis, output: Path) -> tuple[GraphStore, Persister]:
@@ -44,12 +58,7 @@ async def test_runs_differing_in_unsafe_characters_keep_their_own_saves(
     for run_id in ("coll:T", "coll/T"):
         await store.apply(known_events(run_id, finished=True))
         await persister.save(run_id)
-    folders = sorted(tmp_path.iterdir())
-    assert len(folders) == 2
-    assert sorted(json.loads((f / "config.json").read_text())["run_id"] for f in folders) == [
-        "coll/T",
-        "coll:T",
-    ]
+    assert _saved_run_ids(tmp_path) == ["coll/T", "coll:T"]
 
 
 @pytest.mark.asyncio
@@ -81,15 +90,12 @@ async def test_a_failed_save_is_retried_and_shown_until_it_succeeds(
     async with anyio.create_task_group() as tg:
         await tg.start(saves.run, tg)
         with anyio.fail_after(20):
-            while (summary := await store.summary("stuck")) and summary["save"] != "retrying":
-                await anyio.sleep(0.05)
-        assert summary is not None
+            summary = await _until_save(store, "stuck", "retrying")
         assert "stuck" in str(summary["save_error"])
         assert summary["state"] == "finished"
         blocker.unlink()
         with anyio.fail_after(20):
-            while (summary := await store.summary("stuck")) and summary["save"] != "saved":
-                await anyio.sleep(0.05)
+            summary = await _until_save(store, "stuck", "saved")
         assert (tmp_path / "stuck" / "config.json").is_file()
         assert "save_error" not in summary
         await saves.close()
