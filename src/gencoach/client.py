@@ -19,6 +19,12 @@ Each event is validated when emitted (a `ContractError` names the bad field), nu
 with the run's next `seq`, and sent in batches: pipelined XADD to the events stream, or
 `POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so its
 new events do not reuse numbers gencoach has already applied (and would ignore).
+
+A batch that cannot be sent because the connection dropped (or the controller answered
+502/503/504) is sent again with exponential backoff, up to `attempts` times within
+`retry_timeout_s`; events are idempotent by `(run_id, seq)`, so a batch sent twice
+changes nothing. Then `ReportError` says why, and the batch stays buffered for the next
+`flush()`.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from typing import Any, Self
 import httpx
 import redis
 import redis.asyncio
+import redis.exceptions
+import stamina
 
 from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.errors import GencoachError
@@ -38,6 +46,20 @@ from gencoach.protocol import BranchOrder, parse_event
 
 class ReportError(GencoachError):
     """gencoach refused or could not take a batch of events."""
+
+
+class _Unavailable(Exception):  # noqa: N818 - a signal to retry, never seen by callers
+    """The controller answered that it cannot take the batch now (502, 503, 504)."""
+
+
+# Failures worth sending the same batch again for: the peer, not the batch, is at fault.
+TRANSIENT = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    httpx.TransportError,
+    _Unavailable,
+)
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 
 
 class _Batch:
@@ -67,6 +89,8 @@ def _encode(event: dict[str, Any]) -> str:
 
 
 def _check_http(response: httpx.Response) -> None:
+    if response.status_code in _UNAVAILABLE_STATUSES:
+        raise _Unavailable(f"gencoach answered {response.status_code}: {response.text[:200]}")
     if response.status_code != httpx.codes.ACCEPTED:
         raise ReportError(f"gencoach refused the batch ({response.status_code}): {response.text}")
 
@@ -94,6 +118,8 @@ class _ReporterBase:
         key_prefix: str,
         batch_size: int,
         start_seq: int,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         if (redis_url is None) == (api_url is None):
             raise ValueError("give exactly one of redis_url or api_url")
@@ -101,6 +127,15 @@ class _ReporterBase:
         self._keys = Keys(key_prefix)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._last_order = "0"
+        self.attempts = attempts
+        self.retry_timeout_s = retry_timeout_s
+
+    def _gave_up(self, events: list[dict[str, Any]], error: Exception) -> ReportError:
+        self._batch.pending[:0] = events  # kept for the next flush
+        return ReportError(
+            f"could not send {len(events)} events of run {self._batch.run_id} "
+            f"after {self.attempts} attempts or {self.retry_timeout_s:g} s: {error}"
+        )
 
     @property
     def next_seq(self) -> int:
@@ -130,6 +165,8 @@ class Reporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
             run_id,
@@ -139,6 +176,8 @@ class Reporter(_ReporterBase):
             key_prefix=key_prefix,
             batch_size=batch_size,
             start_seq=start_seq,
+            attempts=attempts,
+            retry_timeout_s=retry_timeout_s,
         )
         self._redis = redis.Redis.from_url(redis_url) if redis_url else None
         self._http = httpx.Client(base_url=api_url, headers=self._headers) if api_url else None
@@ -155,6 +194,16 @@ class Reporter(_ReporterBase):
         events = self._batch.take()
         if not events:
             return
+        try:
+            for attempt in stamina.retry_context(
+                on=TRANSIENT, attempts=self.attempts, timeout=self.retry_timeout_s, wait_max=5.0
+            ):
+                with attempt:
+                    self._send(events)
+        except TRANSIENT as error:
+            raise self._gave_up(events, error) from error
+
+    def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:
             pipe = self._redis.pipeline(transaction=False)
             for event in events:
@@ -207,6 +256,8 @@ class AsyncReporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
             run_id,
@@ -216,6 +267,8 @@ class AsyncReporter(_ReporterBase):
             key_prefix=key_prefix,
             batch_size=batch_size,
             start_seq=start_seq,
+            attempts=attempts,
+            retry_timeout_s=retry_timeout_s,
         )
         self._redis = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
         headers = self._headers
@@ -233,6 +286,16 @@ class AsyncReporter(_ReporterBase):
         events = self._batch.take()
         if not events:
             return
+        try:
+            async for attempt in stamina.retry_context(
+                on=TRANSIENT, attempts=self.attempts, timeout=self.retry_timeout_s, wait_max=5.0
+            ):
+                with attempt:
+                    await self._send(events)
+        except TRANSIENT as error:
+            raise self._gave_up(events, error) from error
+
+    async def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:
             pipe = self._redis.pipeline(transaction=False)
             for event in events:
