@@ -16,7 +16,7 @@ from rich.console import Console
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
-from gencoach.config import Settings, load_settings, redacted
+from gencoach.config import Settings, load_settings, redacted, scrubbing
 from gencoach.connections import redis_url
 from gencoach.demo import DemoOptions, run_demo
 from gencoach.errors import ConfigError, RedisError
@@ -88,6 +88,7 @@ def load_or_exit(path: Path | None) -> Settings:
     except ConfigError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_BAD_CONFIG) from None
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     get_logger("cli").debug("config.loaded", config=redacted(settings))
     return settings

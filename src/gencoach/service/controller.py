@@ -21,7 +21,7 @@ import httpx
 from anyio.abc import TaskGroup, TaskStatus
 from redis.asyncio import Redis
 
-from gencoach.config import Settings
+from gencoach.config import Settings, scrubbing
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
@@ -78,6 +78,7 @@ class Controller:
     def __init__(self, options: ControllerOptions) -> None:
         self.options = options
         self._settings = options.settings
+        scrubbing.install(scrubbing.secret_values(options.settings))
         section = options.settings.controller
         self.keys = Keys(options.settings.redis.key_prefix)
         self.client = Redis.from_url(options.redis_url)

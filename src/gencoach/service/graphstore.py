@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from redis.asyncio import Redis
 
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
 from gencoach.protocol import (
     AnyEvent,
@@ -203,7 +204,7 @@ class GraphStore:
         """Keep coaching exchanges' logs for the run's `_coaching_logs/`."""
         if logs:
             key = self.keys.run(run_id, LOGS)
-            await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
+            await self.client.rpush(key, *(scrub(entry.model_dump_json()) for entry in logs))
 
     async def coaching_logs(self, run_id: str) -> list[CoachingLog]:
         """Every coaching log kept for the run, in arrival order."""

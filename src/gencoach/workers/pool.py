@@ -37,6 +37,7 @@ from rq import Queue, Worker
 from rq.exceptions import DuplicateJobError, NoSuchJobError
 from rq.job import Job, JobStatus
 
+from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.logs import configure_logging, get_logger
@@ -158,6 +159,7 @@ def _child_main(settings: Settings, redis_url: str, queue: str, burst: bool, nam
     """Run one RQ worker on one queue until it is told to stop (or, in burst, runs dry)."""
     # Signals reach this process from the pool only, once each (not a terminal's Ctrl-C too).
     os.setpgrp()
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     rq_logger = logging.getLogger("rq")
     rq_logger.addHandler(_RQLogHandler())
