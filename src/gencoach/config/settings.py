@@ -253,6 +253,8 @@ class ControllerSettings(Section):
     max_event_bytes: Count = 1_048_576
     # Entries the dead-letter stream keeps (approximately: trimmed with MAXLEN ~).
     dead_letters_kept: Count = 10_000
+    # How often acknowledged stream entries are trimmed and leftover run keys expired.
+    housekeeping_s: Seconds = 30.0
 
 
 class ApiSettings(Section):

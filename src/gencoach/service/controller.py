@@ -34,6 +34,7 @@ from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import Applied, GraphStore
+from gencoach.service.housekeeping import Housekeeper
 from gencoach.service.httpserver import BodyLimit, HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
@@ -139,6 +140,9 @@ class Controller:
             self.settings,
             on_abandoned=self._finish,
         )
+        self.housekeeper = Housekeeper(
+            self.client, self.keys, section.saved_ttl_s, section.housekeeping_s
+        )
         interventions = Interventions(
             self.store,
             self.requests,
@@ -221,7 +225,8 @@ class Controller:
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self.saves.run, tg)
                 await self._catch_up()
-                for loop in (self.intake, self.terminals, self.results, self.reconciler):
+                loops = (self.intake, self.terminals, self.results, self.reconciler)
+                for loop in (*loops, self.housekeeper):
                     await tg.start(loop.run)
                 await tg.start(self.http.run)
                 log.info(
@@ -253,7 +258,8 @@ class Controller:
             return
         self._stopping = True
         self._stop_requested.set()
-        for loop in (self.intake, self.terminals, self.results, self.reconciler, self.http):
+        stopping = (self.intake, self.terminals, self.results, self.reconciler, self.http)
+        for loop in (*stopping, self.housekeeper):
             loop.stop()
 
     def reload(self) -> None:
