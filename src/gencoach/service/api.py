@@ -49,6 +49,12 @@ def create_app(ctx: ApiContext) -> FastAPI:
     """The FastAPI application of one controller."""
     app = FastAPI(title="gencoach", version=__version__, docs_url=None, redoc_url=None)
 
+    @app.exception_handler(redis.exceptions.ConnectionError)
+    @app.exception_handler(redis.exceptions.TimeoutError)
+    async def redis_unavailable(_: Request, error: Exception) -> JSONResponse:
+        """Redis away (restarting, unreachable): 503, and the client may try again."""
+        return _problem(503, f"Redis unreachable: {error}", status="unavailable")
+
     def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
         if ctx.token is None:
             return

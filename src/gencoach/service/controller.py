@@ -139,7 +139,9 @@ class Controller:
             self.coach,
             self.settings,
             on_abandoned=self._finish,
+            on_unregistered=self._register_soon,
         )
+        self._registering: set[str] = set()
         self.housekeeper = Housekeeper(
             self.client, self.keys, section.saved_ttl_s, section.housekeeping_s
         )
@@ -194,8 +196,17 @@ class Controller:
             elif isinstance(event, RunFinished):
                 self._tasks.start_soon(self._finish_guarded, event.run_id)
 
+    def _register_soon(self, run_id: str, agent_url: str) -> None:
+        self._tasks.start_soon(self._register_guarded, run_id, agent_url)
+
     async def _register_guarded(self, run_id: str, agent_url: str) -> None:
-        await guarded("run.register_failed", self._register, run_id=run_id)(run_id, agent_url)
+        if run_id in self._registering:
+            return
+        self._registering.add(run_id)
+        try:
+            await guarded("run.register_failed", self._register, run_id=run_id)(run_id, agent_url)
+        finally:
+            self._registering.discard(run_id)
 
     async def _finish_guarded(self, run_id: str) -> None:
         await guarded("run.finish_failed", self._finish, run_id=run_id)(run_id)

@@ -93,7 +93,8 @@ class Housekeeper:
         """The first entry this group may still need: its oldest pending, else its next."""
         if int(group["pending"]):
             summary = await self.client.xpending(stream, as_text(group["name"]))
-            return as_text(summary["min"])
+            if summary["min"] is not None:  # acknowledged since XINFO: fall through
+                return as_text(summary["min"])
         millis, seq = _id_tuple(as_text(group["last-delivered-id"]))
         return f"{millis}-{seq + 1}"
 

@@ -37,6 +37,8 @@ log = get_logger("reconcile")
 MAX_ATTEMPTS = 3
 # A corrected request still not reinjected after this long lost its reinjection (a crash).
 STALE_S = 5.0
+# How long a finished run whose requests all ended is still looked at.
+RECHECK_FOR_S = 300.0
 JOB_OF_STATE: dict[str, JobName] = {
     "diagnosing": "diagnosis",
     "repairing": "repair",
@@ -56,6 +58,7 @@ class Reconciler:
         settings: Callable[[], Settings],
         every_s: float = 2.0,
         on_abandoned: Callable[[str], Awaitable[None]] | None = None,
+        on_unregistered: Callable[[str, str], None] | None = None,
     ) -> None:
         self.store = store
         self.requests = requests
@@ -64,12 +67,13 @@ class Reconciler:
         self.settings = settings
         self.every_s = every_s
         self.on_abandoned = on_abandoned
+        self.on_unregistered = on_unregistered
         self.ends = RunEnds(store.client, store.keys, requests, limits)
         self._stopping = anyio.Event()
-        # Runs seen active or finished-but-unsaved at the last pass, and finished runs
-        # whose requests are all terminal (not visited again).
+        # Runs seen active or finished-but-unsaved at the last pass, and when each
+        # finished run was first found with every request terminal.
         self._open: set[str] = set()
-        self._settled: set[str] = set()
+        self._settled: dict[str, float] = {}
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -79,8 +83,10 @@ class Reconciler:
         """Reconcile every `every_s` until stopped."""
         task_status.started()
         while not self._stopping.is_set():
+            started = anyio.current_time()
             try:
                 await self.pass_once()
+                log.debug("reconcile.pass", took_s=round(anyio.current_time() - started, 3))
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 log.warning("reconcile.redis_unavailable", error=str(error))
             except Exception:  # the next pass tries again; the controller stays up
@@ -95,7 +101,15 @@ class Reconciler:
             request_id, job, request.attempt
         ):
             # No worker has taken the job yet: until one does, its lease is ours to keep.
-            await self.limits.renew(run_id, stage_id, request_id, lease_s)
+            if await self.limits.renew(run_id, stage_id, request_id, lease_s):
+                return
+            # It lapsed while no controller renewed it (every controller was down): take
+            # the slot again if the stage has room, or the worker would find it gone.
+            budgets = await self.coach.budgets.current()
+            admission = await self.limits.admit(
+                run_id, stage_id, request_id, budgets, lease_s, human=request.human
+            )
+            log.info("reconcile.lease_retaken", admitted=admission.admitted)
             return
         if not await self.limits.lease_alive(run_id, stage_id, request_id):
             await self.coach.retry(
@@ -114,19 +128,31 @@ class Reconciler:
                 async with isolated("reconcile.run_failed", state=state):
                     if state == "active":
                         await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
-                    elif (
-                        state in ("finished", "saved")
-                        and run_id not in self._settled
-                        and await self.ends.settle(run_id)
-                    ):
-                        self._settled.add(run_id)
-        self._settled &= set(states)
+                    elif state in ("finished", "saved") and self._unsettled(run_id):
+                        await self._settle(run_id)
+        self._settled = {r: at for r, at in self._settled.items() if r in states}
+
+    def _unsettled(self, run_id: str) -> bool:
+        # A request can still appear, or be moved on, just after its run was settled (a
+        # terminal claimed from a dead controller, a reinjection in flight): a settled
+        # run is looked at again for `RECHECK_FOR_S`, then no more.
+        settled_at = self._settled.get(run_id)
+        return settled_at is None or time.monotonic() - settled_at < RECHECK_FOR_S
+
+    async def _settle(self, run_id: str) -> None:
+        if await self.ends.settle(run_id):
+            self._settled.setdefault(run_id, time.monotonic())
 
     async def _active(self, run_id: str, lease_s: float, idle_s: float) -> None:
         if await self.ends.abandon_if_idle(run_id, idle_s):
             if self.on_abandoned is not None:
                 await self.on_abandoned(run_id)
             return
+        if self.on_unregistered is not None:
+            # Its agent was never asked (the registration failed with Redis away): ask again.
+            started = await self.store.unregistered(run_id)
+            if started is not None:
+                self.on_unregistered(run_id, started.agent_url)
         for request in await self.requests.all(run_id):
             with bound(request_id=request.request_id):
                 async with isolated("reconcile.request_failed", state=request.state):
