@@ -20,11 +20,12 @@ with the run's next `seq`, and sent in batches: pipelined XADD to the events str
 `POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so its
 new events do not reuse numbers gencoach has already applied (and would ignore).
 
-A batch that cannot be sent because the connection dropped (or the controller answered
-502/503/504) is sent again with exponential backoff, up to `attempts` times within
-`retry_timeout_s`; events are idempotent by `(run_id, seq)`, so a batch sent twice
-changes nothing. Then `ReportError` says why, and the batch stays buffered for the next
-`flush()`.
+Once a batch has gone through, a batch that cannot be sent because the connection
+dropped (or the controller answered 502/503/504) is sent again with exponential backoff,
+up to `attempts` times within `retry_timeout_s`; events are idempotent by `(run_id, seq)`,
+so a batch sent twice changes nothing. Then `ReportError` says why, and the batch stays
+buffered for the next `flush()`. A reporter that never reached gencoach (a wrong URL)
+fails at its first batch with the connection's own error.
 """
 
 from __future__ import annotations
@@ -129,6 +130,11 @@ class _ReporterBase:
         self._last_order = "0"
         self.attempts = attempts
         self.retry_timeout_s = retry_timeout_s
+        self._reached = False  # retries are for a connection that worked and dropped
+
+    def _retry_policy(self) -> dict[str, Any]:
+        attempts = self.attempts if self._reached else 1
+        return {"on": TRANSIENT, "attempts": attempts, "timeout": self.retry_timeout_s}
 
     def _gave_up(self, events: list[dict[str, Any]], error: Exception) -> ReportError:
         self._batch.pending[:0] = events  # kept for the next flush
@@ -195,13 +201,15 @@ class Reporter(_ReporterBase):
         if not events:
             return
         try:
-            for attempt in stamina.retry_context(
-                on=TRANSIENT, attempts=self.attempts, timeout=self.retry_timeout_s, wait_max=5.0
-            ):
+            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
                 with attempt:
                     self._send(events)
         except TRANSIENT as error:
+            if not self._reached:  # never reached: the error as it is, nothing to retry
+                self._batch.pending[:0] = events
+                raise
             raise self._gave_up(events, error) from error
+        self._reached = True
 
     def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:
@@ -287,13 +295,15 @@ class AsyncReporter(_ReporterBase):
         if not events:
             return
         try:
-            async for attempt in stamina.retry_context(
-                on=TRANSIENT, attempts=self.attempts, timeout=self.retry_timeout_s, wait_max=5.0
-            ):
+            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
                 with attempt:
                     await self._send(events)
         except TRANSIENT as error:
+            if not self._reached:  # never reached: the error as it is, nothing to retry
+                self._batch.pending[:0] = events
+                raise
             raise self._gave_up(events, error) from error
+        self._reached = True
 
     async def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:

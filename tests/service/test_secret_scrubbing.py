@@ -13,7 +13,7 @@ import redis
 from gencoach.client import Reporter
 from gencoach.config.scrubbing import SECRET_MASK
 from tests.support.agent_server import ScriptedAgent, correction
-from tests.support.coaching import coaching_settings, report_known, requests_of
+from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer, error
@@ -48,13 +48,8 @@ def test_an_echoed_api_key_is_masked_everywhere(
     controller.start()
     controller.start_workers()
     report_known(redis_url, "leak", scripted_agent.url)
-    found = wait_for(
-        lambda: (
-            (r := requests_of(controller, "leak")).get("failure", {}).get("state") == "error" and r
-        ),
-        timeout_s=60,
-        what="the failure request ended in error",
-    )
+    found = wait_for(settled(controller, "leak", 3), timeout_s=60, what="three settled requests")
+    assert found["failure"]["state"] == "error", found
     with Reporter("leak", redis_url=redis_url, start_seq=len(known_run_events()) - 1) as report:
         report.emit("run.finished")
     folder = controller.output_dir / "leak"

@@ -197,6 +197,8 @@ class Controller:
                 self._tasks.start_soon(self._finish_guarded, event.run_id)
 
     def _register_soon(self, run_id: str, agent_url: str) -> None:
+        # Also for runs whose agent was never asked (a crash, Redis away): the reconciler
+        # finds them at its passes.
         self._tasks.start_soon(self._register_guarded, run_id, agent_url)
 
     async def _register_guarded(self, run_id: str, agent_url: str) -> None:
@@ -220,13 +222,6 @@ class Controller:
             await self.registry.unregister(run_id, started.agent_url)
         await self.saves.queue(run_id)
 
-    async def _catch_up(self) -> None:
-        # Runs whose run.started was applied but whose agent was never asked (a crash).
-        for run_id in await self.store.runs_in_state("active"):
-            started = await self.store.unregistered(run_id)
-            if started is not None:
-                self._tasks.start_soon(self._register_guarded, run_id, started.agent_url)
-
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""
         try:
@@ -235,7 +230,6 @@ class Controller:
                 self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self.saves.run, tg)
-                await self._catch_up()
                 loops = (self.intake, self.terminals, self.results, self.reconciler)
                 for loop in (*loops, self.housekeeper):
                     await tg.start(loop.run)
