@@ -121,7 +121,7 @@ class Reconciler:
         settings = self.settings()
         lease_s = settings.coaching.lease_s
         states = await self.store.states()
-        self._note_lost(states)
+        await self._note_lost(states)
         await self.store.forget([run_id for run_id, state in states.items() if state is None])
         for run_id, state in states.items():
             with bound(run_id=run_id):
@@ -162,8 +162,10 @@ class Reconciler:
         """Count a run just applied as open, so its loss is noticed even before a pass."""
         self._open.add(run_id)
 
-    def _note_lost(self, states: dict[str, str | None]) -> None:
-        lost = sorted(run_id for run_id in self._open if states.get(run_id) is None)
+    async def _note_lost(self, states: dict[str, str | None]) -> None:
+        missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
+        # A run applied after `states` was read is not lost: its state is there now.
+        lost = [run_id for run_id in missing if await self.store.state(run_id) is None]
         if lost:
             log.error(
                 "runs.state_lost",
@@ -172,7 +174,8 @@ class Reconciler:
                 reason="Redis no longer holds these active or unsaved runs (restarted "
                 "without persistence?); their events from now on are dead-lettered",
             )
-        self._open = {run_id for run_id, state in states.items() if state in ("active", "finished")}
+        open_now = {run_id for run_id, state in states.items() if state in ("active", "finished")}
+        self._open = open_now | (set(missing) - set(lost))
 
     async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
         run_id = request.run_id
