@@ -187,7 +187,6 @@ def test_the_system_survives_kills_restarts_and_dropped_connections(
 
         chaos.restart_redis()  # the first wave's unsaved state is lost here, by design
         _pace(3.0, chaos)
-        chaos.kill_workers()  # the pool may have lost its queues' state: a fresh one
 
         chaos.watch_limits(second)
         wave = start_generators(
