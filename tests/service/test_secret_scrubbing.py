@@ -12,6 +12,7 @@ import redis
 
 from gencoach.client import Reporter
 from gencoach.config.scrubbing import SECRET_MASK
+from gencoach.constants import Keys
 from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
@@ -63,6 +64,8 @@ def test_an_echoed_api_key_is_masked_everywhere(
         for key in redis_client.keys("*")
         if redis_client.type(key) == b"hash"
         for value in redis_client.hgetall(key).values()
+    ) + b"".join(
+        value for _, fields in redis_client.xrange(Keys().results) for value in fields.values()
     )
     logs = "".join(path.read_text() for path in (folder / "_coaching_logs").iterdir())
     assert f"bad key {SECRET_MASK}" in logs
