@@ -2,8 +2,9 @@
 
 Key-based redaction (`redaction.py`) hides a secret where it is named; a backend that
 echoes a key back ("Incorrect API key provided: sk-...") puts it into free text under
-any name. Every process that loads settings installs their secret values here (header
-values, and the credential after a scheme such as `Bearer`; API keys; the API token),
+any name. Every process that loads settings installs their secret values here (values
+of credential headers such as `Authorization` or `X-Api-Key`, also without a scheme such
+as `Bearer`; API keys; the API token),
 and `scrub` replaces each occurrence with `***` wherever text leaves the process:
 log lines, request reasons, coaching logs, API answers.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
+
+from gencoach.config.redaction import is_secret_key
 
 if TYPE_CHECKING:
     from gencoach.config.settings import Settings
@@ -28,7 +31,9 @@ def secret_values(settings: Settings) -> set[str]:
     """Every secret value the settings hold, with header credentials also without scheme."""
     found: set[str] = set()
     for backend in settings.backends.values():
-        for value in backend.headers.values():
+        for name, value in backend.headers.items():
+            if not is_secret_key(name):
+                continue  # Content-Type and the like: masking them would mask plain words
             text = value.get_secret_value()
             found.add(text)
             scheme, _, credential = text.partition(" ")
