@@ -67,3 +67,20 @@ def test_a_reporter_that_never_reached_gencoach_fails_at_once() -> None:
         reporter.flush()
     assert time.monotonic() - started < 5
     assert reporter.next_seq == 1
+
+
+def test_reading_branch_orders_survives_redis_being_away_for_a_moment(tmp_path: Path) -> None:
+    """A dropped connection while reading branch orders is retried, not raised."""
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    comeback = threading.Timer(1.0, server.start)
+    try:
+        with Reporter("reader", redis_url=server.url, retry_timeout_s=30) as reporter:
+            reporter.emit("run.started", **RUN_STARTED)
+            reporter.flush()
+            server.kill()
+            comeback.start()
+            assert reporter.branch_orders(block_s=0.1) == []
+    finally:
+        comeback.join(15)
+        server.kill()

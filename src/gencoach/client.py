@@ -22,10 +22,11 @@ new events do not reuse numbers gencoach has already applied (and would ignore).
 
 Once a batch has gone through, a batch that cannot be sent because the connection
 dropped (or the controller answered 502/503/504) is sent again with exponential backoff,
-up to `attempts` times within `retry_timeout_s`; events are idempotent by `(run_id, seq)`,
-so a batch sent twice changes nothing. Then `ReportError` says why, and the batch stays
-buffered for the next `flush()`. A reporter that never reached gencoach (a wrong URL)
-fails at its first batch with the connection's own error.
+up to `attempts` times within `retry_timeout_s`, and so is a read of the branch orders;
+events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing. Then
+`ReportError` says why, and the batch stays buffered for the next `flush()`. A reporter
+that never reached gencoach (a wrong URL) fails at its first batch with the connection's
+own error.
 """
 
 from __future__ import annotations
@@ -227,7 +228,15 @@ class Reporter(_ReporterBase):
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
         streams, block = self._orders_query(block_s)
-        return self._read_orders(self._redis.xread(streams, count=count, block=block))
+        try:
+            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    reply = self._redis.xread(streams, count=count, block=block)
+        except TRANSIENT as error:
+            raise ReportError(
+                f"could not read the branch orders of run {self._batch.run_id}: {error}"
+            ) from error
+        return self._read_orders(reply)
 
     def close(self) -> None:
         """Send what is buffered and release connections."""
@@ -321,7 +330,15 @@ class AsyncReporter(_ReporterBase):
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
         streams, block = self._orders_query(block_s)
-        return self._read_orders(await self._redis.xread(streams, count=count, block=block))
+        try:
+            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    reply = await self._redis.xread(streams, count=count, block=block)
+        except TRANSIENT as error:
+            raise ReportError(
+                f"could not read the branch orders of run {self._batch.run_id}: {error}"
+            ) from error
+        return self._read_orders(reply)
 
     async def aclose(self) -> None:
         """Send what is buffered and release connections."""

@@ -130,6 +130,7 @@ class Controller:
             on_applied=self._after_apply,
             agent_allowed=options.settings.agent_allowed,
         )
+        self.saves = SaveLoop(self.store, self.persister)
         self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
         self.results = self._consumer(self.keys.results, self.coach.on_results)
         self.reconciler = Reconciler(
@@ -140,6 +141,7 @@ class Controller:
             self.settings,
             on_abandoned=self._finish,
             on_unregistered=self._register_soon,
+            on_unsaved=self.saves.queue,
         )
         self._registering: set[str] = set()
         self.housekeeper = Housekeeper(
@@ -169,7 +171,6 @@ class Controller:
         self.http = HttpServer(
             BodyLimit(create_app(context), api.max_body_bytes), api.host, api.port
         )
-        self.saves = SaveLoop(self.store, self.persister)
         self._stop_requested = anyio.Event()
         self._stopping = False
 
@@ -217,10 +218,10 @@ class Controller:
         await self.registry.register(run_id, agent_url, self._settings)
 
     async def _finish(self, run_id: str) -> None:
+        await self.saves.queue(run_id)
         started = await self.store.started(run_id)
         if started is not None:
             await self.registry.unregister(run_id, started.agent_url)
-        await self.saves.queue(run_id)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""

@@ -59,6 +59,7 @@ class Reconciler:
         every_s: float = 2.0,
         on_abandoned: Callable[[str], Awaitable[None]] | None = None,
         on_unregistered: Callable[[str, str], None] | None = None,
+        on_unsaved: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.requests = requests
@@ -68,6 +69,7 @@ class Reconciler:
         self.every_s = every_s
         self.on_abandoned = on_abandoned
         self.on_unregistered = on_unregistered
+        self.on_unsaved = on_unsaved
         self.ends = RunEnds(store.client, store.keys, requests, limits)
         self._stopping = anyio.Event()
         # Runs seen active or finished-but-unsaved at the last pass, and when each
@@ -130,6 +132,8 @@ class Reconciler:
                         await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
                     elif state in ("finished", "saved") and self._unsettled(run_id):
                         await self._settle(run_id)
+                    if state == "finished" and self.on_unsaved is not None:
+                        await self.on_unsaved(run_id)  # its save may have been lost in a crash
         self._settled = {r: at for r, at in self._settled.items() if r in states}
 
     def _unsettled(self, run_id: str) -> bool:

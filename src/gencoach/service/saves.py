@@ -37,12 +37,18 @@ class SaveLoop:
         self._send, self._receive = anyio.create_memory_object_stream[str](1000)
         self._done = anyio.Event()
         self._tasks: TaskGroup | None = None
+        self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
 
     async def queue(self, run_id: str) -> None:
-        """Save this run soon (a closed loop ignores it: the next controller saves it)."""
+        """Save this run soon, unless it is already on its way (a closed loop ignores it:
+        the next controller saves it)."""
+        if run_id in self._queued:
+            return
+        self._queued.add(run_id)
         try:
             await self._send.send(run_id)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._queued.discard(run_id)
             log.info("run.save_deferred", run_id=run_id, reason="the controller is stopping")
 
     async def close(self) -> None:
@@ -64,6 +70,7 @@ class SaveLoop:
     async def _save(self, run_id: str, attempt: int) -> None:
         try:
             await self.persister.save(run_id)
+            self._queued.discard(run_id)
         except Exception as error:  # one bad save must not stop the others
             delay_s = min(self.first_backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
             reason = f"{type(error).__name__}: {error}"
