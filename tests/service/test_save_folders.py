@@ -89,6 +89,7 @@ async def test_a_failed_save_is_retried_and_shown_until_it_succeeds(
     saves = SaveLoop(store, persister, first_backoff_s=0.05)
     async with anyio.create_task_group() as tg:
         await tg.start(saves.run, tg)
+        await saves.queue("stuck")
         with anyio.fail_after(20):
             summary = await _until_save(store, "stuck", "retrying")
         assert "stuck" in str(summary["save_error"])

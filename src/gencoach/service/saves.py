@@ -2,8 +2,8 @@
 
 A failed save (Redis dropped the connection, the disk was full) is recorded on the
 run, so `GET /v1/runs/{id}` shows it, and queued again after a backoff that doubles
-up to `MAX_BACKOFF_S`. A save queued when the controller stops is written by the
-next controller, which saves finished runs first at start.
+up to `MAX_BACKOFF_S`. A save not written when the controller stops is queued by the
+next controller's reconciler, which queues every finished run not yet saved.
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ class SaveLoop:
         self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
 
     async def queue(self, run_id: str) -> None:
-        """Save this run soon, unless it is already on its way (a closed loop ignores it:
-        the next controller saves it)."""
+        """Save this run soon, unless it is already on its way.
+
+        Once the loop is closed (the controller stopping) the run is left for the next
+        controller, whose reconciler finds it finished and unsaved.
+        """
         if run_id in self._queued:
             return
         self._queued.add(run_id)
@@ -57,10 +60,8 @@ class SaveLoop:
         await self._done.wait()
 
     async def run(self, tasks: TaskGroup, *, task_status: TaskStatus[None]) -> None:
-        """Queue the finished runs a previous controller left unsaved, then save until closed."""
+        """Save the runs queued until closed (the reconciler queues those left unsaved)."""
         self._tasks = tasks
-        for run_id in await self.store.runs_in_state("finished"):
-            await self.queue(run_id)
         task_status.started()
         async with self._receive:
             async for run_id in self._receive:
