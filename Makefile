@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop chaos clean
 
 # The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
 MAGMA_VENV := .venv-magma
@@ -91,6 +91,10 @@ $(MAGMA_STAMP): $(INTEROP)/magma.txt $(INTEROP)/requirements.txt
 interop: $(STAMP) $(MAGMA_STAMP)
 	INTEROP_GENCOACH_VENV=$(abspath $(VENV)) $(MAGMA_VENV)/bin/python -m pytest \
 		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
+
+# Kills the controller and workers, restarts Redis, drops connections, under load (~3 min).
+chaos: $(STAMP)
+	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q -s $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(TRAINERS_VENV) $(MAGMA_VENV) .pytest_cache .mypy_cache .ruff_cache

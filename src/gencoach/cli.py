@@ -17,7 +17,7 @@ from rich.console import Console
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
-from gencoach.config import Settings, load_settings, redacted
+from gencoach.config import Settings, load_settings, redacted, scrubbing
 from gencoach.connections import redis_url
 from gencoach.console import create_saves_app, mount_live_console
 from gencoach.demo import DemoOptions, run_demo
@@ -103,6 +103,7 @@ def load_or_exit(path: Path | None) -> Settings:
     except ConfigError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_BAD_CONFIG) from None
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     log = get_logger("cli")
     if settings.ignored_sections:

@@ -29,7 +29,8 @@ def test_public_surface_is_pinned() -> None:
     """The exported names change only on purpose."""
     assert set(gencoach.protocol.__all__) == {
         "COACHING_KINDS", "EVENTS_VERSION", "EVENT_TYPES", "GRAPH_FORMAT_MAJOR",
-        "GRAPH_FORMAT_VERSION", "PROTOCOL_VERSION", "RECOVERY_POINT", "REPLACEMENT_POINT",
+        "GRAPH_FORMAT_VERSION", "ID_RULE", "MAX_ID_LENGTH", "PROTOCOL_VERSION", "RECOVERY_POINT",
+        "REPLACEMENT_POINT",
         "REPLACE_DECISION", "REPLACE_SAY", "AgentDecision", "AgentError", "AgentHealth",
         "AgentInfo", "AgentInput", "AgentInstruction", "AgentOutput", "AgentRequest",
         "AgentResponse", "AnyEvent", "BranchAnchor", "BranchOrder", "CandidateCreated",
@@ -38,13 +39,15 @@ def test_public_surface_is_pinned() -> None:
         "CoachingLog", "CoachingMarker", "CoachingPayload", "CoachingProposal",
         "CoachingSessionConfig", "CoachingStage", "CoachingStep", "ContractModel",
         "ContractRootModel", "DescendantScore", "EventBase", "FailureDiagnosisAnswer",
-        "FieldError", "GenerationEvent", "GeneratorInfo", "InternalStep", "JsonObject",
+        "FieldError", "GenerationEvent", "GeneratorInfo", "Identifier", "InternalStep",
+        "JsonObject",
         "NonEmptyStr", "Producer", "ReinjectionPoint", "ReplaceDecision", "ReplaceSay",
         "RunConfig", "RunFinished", "RunStarted", "SituationCreated", "SituationLink",
         "SituationRecord", "SpecializedCoachingRequest", "SpecializedCoachingResponse",
         "StageDescription", "StageEnd", "StageInfo", "StageScore", "SuboptimalDiagnosisAnswer",
             "TaskDescription", "ToolCall",
-        "answer_schema", "coached_input", "decode_json", "parse_as", "parse_branch_order",
+        "answer_schema", "coached_input", "decode_json", "id_problem", "parse_as",
+            "parse_branch_order",
         "parse_branch_order_json", "parse_coaching_payload", "parse_event", "parse_event_json",
         "parse_llm_answer", "parse_tagged", "without_coaching", "COACHING_KEY",
     }  # fmt: skip

@@ -266,6 +266,14 @@ class ControllerSettings(Section):
     claim_idle_s: Seconds = 60.0
     grace_s: Seconds = 10.0
     saved_ttl_s: Count = 86_400
+    # An active run with no event for this long is finished as abandoned and saved.
+    abandon_idle_s: Seconds = 3_600.0
+    # An event larger than this (its JSON, in bytes) goes to the dead letters.
+    max_event_bytes: Count = 1_048_576
+    # Entries the dead-letter stream keeps (approximately: trimmed with MAXLEN ~).
+    dead_letters_kept: Count = 10_000
+    # How often acknowledged stream entries are trimmed and leftover run keys expired.
+    housekeeping_s: Seconds = 30.0
 
 
 class ApiSettings(Section):
@@ -274,6 +282,8 @@ class ApiSettings(Section):
     host: Text = "127.0.0.1"
     port: Port = 8750
     token_env: EnvName | None = None
+    # A request body larger than this is answered 413 before it is read.
+    max_body_bytes: Count = 8_388_608
 
     _token: SecretStr | None = PrivateAttr(default=None)
 

@@ -88,6 +88,7 @@ from gencoach.protocol.graph import (
     StageScore,
     TaskDescription,
 )
+from gencoach.protocol.ids import ID_RULE, MAX_ID_LENGTH, Identifier, id_problem
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
     FailureDiagnosisAnswer,
@@ -103,6 +104,8 @@ __all__ = [
     "EVENT_TYPES",
     "GRAPH_FORMAT_MAJOR",
     "GRAPH_FORMAT_VERSION",
+    "ID_RULE",
+    "MAX_ID_LENGTH",
     "PROTOCOL_VERSION",
     "RECOVERY_POINT",
     "REPLACEMENT_POINT",
@@ -144,6 +147,7 @@ __all__ = [
     "FieldError",
     "GenerationEvent",
     "GeneratorInfo",
+    "Identifier",
     "InternalStep",
     "JsonObject",
     "NonEmptyStr",
@@ -169,6 +173,7 @@ __all__ = [
     "answer_schema",
     "coached_input",
     "decode_json",
+    "id_problem",
     "parse_as",
     "parse_branch_order",
     "parse_branch_order_json",

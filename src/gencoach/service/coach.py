@@ -31,7 +31,7 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.isolation import isolated
+from gencoach.service.isolation import guarded, isolated
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.nodes import RunGraph, as_text
 from gencoach.service.queues import Backlog, JobState
@@ -338,7 +338,8 @@ class Coach:
     def reinject_soon(self, request: CoachingRequest) -> None:
         """Start reinjecting a corrected request in the background (the reconciler retries)."""
         if self.tasks is not None:
-            self.tasks.start_soon(self.reinjector.reinject, request.run_id, request.request_id)
+            reinject = guarded("reinjection.failed", self.reinjector.reinject)
+            self.tasks.start_soon(reinject, request.run_id, request.request_id)
 
 
 def _queued(

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import anyio
 
 from gencoach.__about__ import __version__
+from gencoach.errors import SaveError
 from gencoach.graph import (
+    CONFIG_FILE,
     ScoredCandidate,
     descendant_scores,
     outcome_of,
@@ -167,7 +170,9 @@ class Persister:
         config = build_config(graph, agent_id, agent_version)
         folder = self.folder_for(run_id)
         logs = await self.store.coaching_logs(run_id)
+        await anyio.to_thread.run_sync(_check_owner, folder, run_id)
         await anyio.to_thread.run_sync(write_save, folder, config, records, logs)
+        await anyio.to_thread.run_sync(_check_complete, folder, run_id)
         if graph.state in ("finished", "saved"):
             also = await self.limits.run_keys(run_id)
             await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s, also)
@@ -179,3 +184,23 @@ class Persister:
             candidates=len(graph.candidates),
         )
         return folder
+
+
+def _check_owner(folder: Path, run_id: str) -> None:
+    """Refuse to write into a folder that holds another run's save."""
+    try:
+        found = json.loads((folder / CONFIG_FILE).read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return  # no save there yet (or not one gencoach can read): nothing to protect
+    if found is not None and found != run_id:
+        raise SaveError(folder, f"the folder holds the save of run {found!r}, not {run_id!r}")
+
+
+def _check_complete(folder: Path, run_id: str) -> None:
+    """A run is marked saved only once its folder is on disk, complete."""
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text())
+    except (OSError, ValueError) as error:
+        raise SaveError(folder, f"run {run_id!r}: the save is not readable: {error}") from None
+    if config.get("run_id") != run_id or config.get("export_complete") is not True:
+        raise SaveError(folder, f"run {run_id!r}: the save on disk is not complete")

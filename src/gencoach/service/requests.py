@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import Diagnosis, JobName
@@ -137,14 +138,14 @@ class RequestStore:
     async def create(self, request: CoachingRequest) -> bool:
         """Store a new request; False (and nothing written) if its id already exists."""
         created = await self.client.hsetnx(
-            self._key(request.run_id), request.request_id, request.model_dump_json()
+            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
         return bool(created)
 
     async def save(self, request: CoachingRequest) -> None:
         """Store a request's new state."""
         await self.client.hset(
-            self._key(request.run_id), request.request_id, request.model_dump_json()
+            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
 
     async def move_if(self, current: CoachingRequest, moved: CoachingRequest) -> bool:

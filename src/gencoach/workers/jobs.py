@@ -22,6 +22,7 @@ import anyio
 import redis.asyncio
 
 from gencoach.agent_client import AgentClient
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
 from gencoach.logs import bound, get_logger
@@ -143,7 +144,8 @@ async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) ->
     """Append the result to the results stream (shielded: a finished job is always reported)."""
     try:
         with anyio.CancelScope(shield=True):
-            entry = await client.xadd(keys.results, {RESULT_FIELD: result.model_dump_json()})
+            payload = scrub(result.model_dump_json())  # a backend may have echoed a secret
+            entry = await client.xadd(keys.results, {RESULT_FIELD: payload})
     except redis.RedisError as error:
         log.error("job.unpublished", job=result.job, status=result.status, error=str(error))
         raise

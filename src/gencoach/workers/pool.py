@@ -36,6 +36,7 @@ from typing import Any, Literal
 import redis
 from rq.worker import BaseWorker
 
+from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
 from gencoach.logs import configure_logging, get_logger
 from gencoach.workers.async_worker import AsyncWorker
@@ -152,6 +153,7 @@ def _child_main(
     _watch_parent(pool_pid)
     # Signals reach this process from the pool only, once each (not a terminal's Ctrl-C too).
     os.setpgrp()
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     rq_logger = logging.getLogger("rq")
     rq_logger.addHandler(_RQLogHandler())
