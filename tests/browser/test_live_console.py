@@ -13,7 +13,7 @@ import pytest
 from tests.browser.conftest import Pages
 from tests.browser.runs import BranchExecutor, report_run
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings
+from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply, scripted_llm_servers
 
@@ -67,9 +67,7 @@ def test_runs_funnel_graph_correction_and_budgets(
     alternative beside the original, a person's correction through the form is followed
     to its proven branch, and a budget edit changes the stage gauge's limit."""
     llm.script(
-        json_reply(
-            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
-        )
+        json_reply({"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": PRESS_SW4})
     )
     page = tab.page
     page.goto(controller.url + "/")

@@ -22,7 +22,7 @@ import redis
 from gencoach.constants import Keys
 from tests.chaos.load import LoadReport, start_generators
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings
+from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
 from tests.support.processes import kill_tree
@@ -31,7 +31,11 @@ from tests.support.restartable_redis import RestartableRedis
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(300)]
 
 TERMINAL = {"skipped", "declined", "abandoned", "error", "proven", "unproven"}
-DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
+DIAGNOSIS = {
+    "decision_index": 2,
+    "reason": "sw9 is not in the task",
+    "expected_decision": PRESS_SW4,
+}
 MAX_PENDING, MAX_UNPROVEN = 1, 2
 
 

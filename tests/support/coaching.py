@@ -12,6 +12,14 @@ from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer
 
+PRESS_SW4 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    ],
+}
+"""The scripted agent's right decision at its second step, as a diagnosis names it."""
+
 SETTLED = frozenset(
     {"reinjected", "executed", "proven", "unproven", "skipped", "declined", "abandoned", "error"}
 )

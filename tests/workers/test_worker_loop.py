@@ -14,14 +14,18 @@ import redis
 from rq import Worker
 
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known, settled
+from tests.support.coaching import PRESS_SW4, coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
 from tests.support.processes import child_pids
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
 
-DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
+DIAGNOSIS = {
+    "decision_index": 2,
+    "reason": "sw9 is not in the task",
+    "expected_decision": PRESS_SW4,
+}
 
 
 @pytest.fixture
