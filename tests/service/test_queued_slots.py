@@ -141,7 +141,8 @@ def test_requests_queued_behind_a_slow_llm_keep_their_slots(
     lease_s = 1.0
     llm.script(*[delayed(3 * lease_s, json_reply(DIAGNOSIS)) for _ in range(10)])
     settings = _settings(llm, lease_s)
-    settings["workers"]["processes"] = 2  # one worker per queue: one diagnosis at a time
+    # one process running one job at a time: the other diagnoses wait in the RQ queue
+    settings["workers"].update(processes=1, concurrency=1)
     controller = controller_factory(settings=settings)
     controller.start()
     controller.start_workers()
