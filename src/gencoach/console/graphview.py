@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gencoach.console.sources import GraphData, OwnedLog
-from gencoach.protocol import CandidateRecord, SituationRecord
+from gencoach.protocol import CandidateRecord, SituationRecord, TaskDescription
 from gencoach.protocol.decision_text import format_decision
 from gencoach.service.requests import CoachingRequest, describe
 
@@ -75,6 +75,13 @@ def _situation_row(data: GraphData, situation: SituationRecord) -> dict[str, Any
     }
 
 
+def _task(description: TaskDescription | str) -> Any:
+    """The run's task as `config.json` holds it: MAGMA's description object, or its text."""
+    if isinstance(description, str):
+        return description
+    return description.model_dump(mode="json")
+
+
 def graph_view(data: GraphData) -> dict[str, Any]:
     """The whole tree, compact, with the run's header."""
     config = data.config
@@ -86,7 +93,7 @@ def graph_view(data: GraphData) -> dict[str, Any]:
             "scenario": config.scenario,
             "target": config.target,
             "agent": f"{config.agent_id} {config.agent_version}",
-            "task_description": config.task_description,
+            "task_description": _task(config.task_description),
             "roots": config.roots,
         },
         "situations": [_situation_row(data, s) for _, s in sorted(data.situations.items())],
