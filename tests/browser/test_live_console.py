@@ -68,7 +68,7 @@ def test_runs_funnel_graph_correction_and_budgets(
     to its proven branch, and a budget edit changes the stage gauge's limit."""
     llm.script(
         json_reply(
-            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
+            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None}
         )
     )
     page = tab.page
