@@ -67,9 +67,7 @@ def test_runs_funnel_graph_correction_and_budgets(
     alternative beside the original, a person's correction through the form is followed
     to its proven branch, and a budget edit changes the stage gauge's limit."""
     llm.script(
-        json_reply(
-            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None}
-        )
+        json_reply({"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None})
     )
     page = tab.page
     page.goto(controller.url + "/")
