@@ -91,7 +91,9 @@ def test_a_diagnosis_job_in_each_working_mode(
     )
     _answered_or_refused_with_reason(result)
     completed = _events(logs, "backend.completed")
-    assert 1 <= len(completed) <= 2, "one answer, and at most one re-ask"
+    # A small model may run into max_tokens: that call ends the job with its reason.
+    calls = completed + _events(logs, "backend.truncated")
+    assert 1 <= len(calls) <= 2, "one answer, and at most one re-ask"
     assert _events(logs, "backend.retry") == [], "no retry storm"
     assert all(entry["completion_tokens"] <= MAX_TOKENS for entry in completed)
     if mode == "auto":
