@@ -86,7 +86,8 @@ def graph_view(data: GraphData) -> dict[str, Any]:
             "scenario": config.scenario,
             "target": config.target,
             "agent": f"{config.agent_id} {config.agent_version}",
-            "task_description": config.task_description,
+            # MAGMA-GEN's object (or an old save's text), as the save's JSON holds it.
+            "task_description": config.model_dump(mode="json")["task_description"],
             "roots": config.roots,
         },
         "situations": [_situation_row(data, s) for _, s in sorted(data.situations.items())],
