@@ -89,8 +89,9 @@ def test_runs_answer_304_while_nothing_changes_and_filter(controller: Controller
 
 
 def test_graph_and_node_views(controller: ControllerProcess) -> None:
-    """The tree keeps the coached alternative beside the original; a node carries its
-    input, stage end and generator ids; unknown runs and nodes are 404 with a message."""
+    """The tree keeps the coached alternative beside the original and its header the
+    task as the save describes it; a node carries its input, stage end and generator ids;
+    unknown runs and nodes are 404 with a message."""
     view = _get(controller, "graph", run="known").json()
     assert view["run"]["roots"] == [0]
     task = view["run"]["task_description"]

@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 import pytest
-import redis.asyncio
 from structlog.testing import capture_logs
 
 from gencoach.client import Reporter
@@ -19,6 +18,7 @@ from gencoach.config.settings import Settings
 from gencoach.protocol.jobs import AnyJob, JobResult
 from gencoach.workers.context import worker_context
 from gencoach.workers.jobs import perform
+from gencoach.workers.resources import JobResources
 from tests.real_llm.server import MODEL_ALIAS, LlamaServer
 from tests.service.test_routes_more import _two_step_run
 from tests.support.agent_server import ScriptedAgent
@@ -52,12 +52,9 @@ def _perform(
     admit(redis_url, job.lease)
 
     async def run() -> JobResult:
-        client = redis.asyncio.Redis.from_url(redis_url)
-        try:
-            with worker_context(settings, redis_url) as context:
-                return await perform(job, client, context)
-        finally:
-            await client.aclose()
+        with worker_context(settings, redis_url) as context:
+            async with JobResources(context) as resources:
+                return await perform(job, resources)
 
     with capture_logs() as logs:
         result = anyio.run(run)
@@ -94,7 +91,9 @@ def test_a_diagnosis_job_in_each_working_mode(
     )
     _answered_or_refused_with_reason(result)
     completed = _events(logs, "backend.completed")
-    assert 1 <= len(completed) <= 2, "one answer, and at most one re-ask"
+    # A small model may run into max_tokens: that call ends the job with its reason.
+    calls = completed + _events(logs, "backend.truncated")
+    assert 1 <= len(calls) <= 2, "one answer, and at most one re-ask"
     assert _events(logs, "backend.retry") == [], "no retry storm"
     assert all(entry["completion_tokens"] <= MAX_TOKENS for entry in completed)
     if mode == "auto":

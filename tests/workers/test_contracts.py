@@ -63,6 +63,18 @@ def test_the_failure_schema_bounds_the_index_and_names_each_offered_tool() -> No
     assert schema["required"] == ["decision_index", "reason", "expected_decision"]
 
 
+def test_the_schema_keeps_the_order_a_grammar_generates_in() -> None:
+    """Properties stay in the contract's order (a call's name before its arguments), also
+    when the contract comes from the cache: grammar-enforcing servers generate in it."""
+    for _ in range(2):
+        schema = answer_schema(failure_contract(_steps()))
+        assert list(schema["properties"]) == ["decision_index", "reason", "expected_decision"]
+        decision = schema["properties"]["expected_decision"]["anyOf"][0]
+        call = decision["properties"]["tool_calls"]["items"]["anyOf"][0]
+        assert list(decision["properties"]) == ["say", "tool_calls"]
+        assert list(call["properties"]) == ["name", "arguments", "target_robot_name"]
+
+
 def test_the_tight_schema_is_sent_strict_in_json_schema_mode() -> None:
     """OpenAI's strict mode can take the narrowed schema: it goes out with strict true."""
     sent = response_format("json_schema", failure_contract(_steps()))

@@ -187,6 +187,7 @@ BoundedT = TypeVar("BoundedT", _BoundedFailure, _BoundedSuboptimal)
 
 
 # Building a model class costs milliseconds; jobs of one scenario ask for the same few.
+# The key keeps the schema's key order: a grammar-enforcing server generates in that order.
 @functools.lru_cache(maxsize=256)
 def _narrowed(contract: type[BoundedT], namespace_json: str) -> type[BoundedT]:
     name = contract.__mro__[1].__name__  # the schema and the re-ask name the public contract
@@ -201,7 +202,7 @@ def failure_contract(steps: Sequence[JobStep]) -> type[FailureDiagnosisAnswer]:
         "tools": offered_tools(steps),
         "decision": decision_schema(steps),
     }
-    return _narrowed(_BoundedFailure, json.dumps(namespace, sort_keys=True))
+    return _narrowed(_BoundedFailure, json.dumps(namespace))
 
 
 def suboptimal_contract(steps: Sequence[JobStep]) -> type[SuboptimalDiagnosisAnswer]:

@@ -301,7 +301,10 @@ class OpenAIBackend(Backend):
                 attempts=attempt,
             ) from None
         if finish == "length":
-            log.error("backend.truncated", backend=self.name, max_tokens=body["max_tokens"])
+            tail = content[-_SHOWN_CHARS:] if isinstance(content, str) else None
+            log.error(
+                "backend.truncated", backend=self.name, max_tokens=body["max_tokens"], tail=tail
+            )
             raise BackendTruncatedError(self.name, body["max_tokens"], attempts=attempt)
         text = content if isinstance(content, str) else ""
         served = data.get("model")
