@@ -170,7 +170,7 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
 ) -> None:
     """With five unproven attempts the sixth automatic request is refused; a branch that
     fails again stays unproven; a person's intervention still goes through, and one beyond
-    the situation's exploration budget is refused with 409."""
+    the situation's exploration budget is refused with 409 until the budget is raised live."""
     settings = coaching_settings(llm)
     settings["coaching"]["max_alternatives_per_situation"] = 6
     controller = controller_factory(settings=settings)
@@ -238,6 +238,10 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
     assert refused.status_code == 409
     assert refused.json()["detail"].startswith("the exploration budget of candidate")
     assert "6 of 6 alternatives" in refused.json()["detail"]
+    raised = httpx.put(f"{controller.url}/v1/budgets", json={"max_alternatives_per_situation": 7})
+    assert raised.status_code == 200, raised.text
+    again = httpx.post(f"{controller.url}/v1/runs/tight/interventions", json=body)
+    assert again.status_code == 202, again.text
     bad = httpx.post(
         f"{controller.url}/v1/runs/tight/interventions",
         json={**body, "decision": {"say": "x", "tool_calls": body["decision"]["tool_calls"]}},

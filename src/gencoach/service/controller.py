@@ -103,7 +103,7 @@ class Controller:
             self.limits,
             self.recorder,
             self.http_client,
-            self.settings,
+            self.budgets,
             self.examples,
         )
         self.coach = Coach(

@@ -94,7 +94,7 @@ class Interventions:
         if candidate_id is None or graph is None:
             raise InterventionRefused(404, f"run {run_id} has no candidate {gen_id!r}")
         situation = graph.situations[graph.candidates[candidate_id].situation_id]
-        budget = self.settings().coaching.max_alternatives_per_situation
+        budget = (await self.budgets.current()).max_alternatives_per_situation
         taken = await self.recorder.alternatives(run_id, situation.parent_id)
         if taken >= budget:
             raise InterventionRefused(

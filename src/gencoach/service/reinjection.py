@@ -11,13 +11,10 @@ when it fails again it stays unproven.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import anyio
 import httpx
 
 from gencoach.agent_client import AgentClient
-from gencoach.config import Settings
 from gencoach.errors import AgentCallError
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
@@ -29,6 +26,7 @@ from gencoach.protocol import (
     coached_input,
 )
 from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
+from gencoach.service.budgets import Budgets
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import isolated
@@ -52,7 +50,7 @@ class Reinjector:
         limits: StageLimits,
         recorder: BranchRecorder,
         http: httpx.AsyncClient,
-        settings: Callable[[], Settings],
+        budgets: Budgets,
         examples: Examples,
         retry_wait_s: float = 0.5,
     ) -> None:
@@ -61,7 +59,7 @@ class Reinjector:
         self.limits = limits
         self.recorder = recorder
         self.http = http
-        self.settings = settings
+        self.budgets = budgets
         self.examples = examples
         self.retry_wait_s = retry_wait_s
         self.in_progress: set[str] = set()
@@ -125,7 +123,7 @@ class Reinjector:
         answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
         attempt = await self.recorder.attempt_id(request, point)
         if answer is None:
-            budget = self.settings().coaching.max_alternatives_per_situation
+            budget = (await self.budgets.current()).max_alternatives_per_situation
             taken = await self.recorder.alternatives(request.run_id, anchor.situation.parent_id)
             if taken >= budget:
                 raise BudgetSpent(
