@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser openapi clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test-browser: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
+
+# docs/openapi.json: the controller's OpenAPI document (tests/docs checks it is current).
+openapi: $(STAMP)
+	$(BIN)/python scripts/openapi.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
