@@ -90,3 +90,15 @@ def test_health_fails_when_no_controller_answers(tmp_path: Path) -> None:
     result = _gencoach("health", cwd=tmp_path, env={"GENCOACH_API__PORT": "1"})
     assert result.returncode == 1
     assert "unhealthy: http://127.0.0.1:1/health unreachable" in result.stderr
+
+
+def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    """`serve` on 0.0.0.0 without a token exits 2 with one line saying why, before any Redis."""
+    result = _gencoach("serve", cwd=tmp_path, env={"GENCOACH_API__HOST": "0.0.0.0"})  # noqa: S104
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "gencoach serve: refusing to serve the API on 0.0.0.0:8750 without a token: set "
+        "api.token_env to a variable holding one (GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN "
+        "and GENCOACH_API_TOKEN=...), or set api.host to 127.0.0.1"
+    ]
+    assert not (tmp_path / "output").exists()

@@ -18,6 +18,7 @@ from rich.console import Console
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
 from gencoach.config import Settings, load_settings, redacted
+from gencoach.config.exposure import unprotected_exposure
 from gencoach.connections import redis_url
 from gencoach.console import create_saves_app, mount_live_console
 from gencoach.demo import DemoOptions, run_demo
@@ -186,6 +187,10 @@ def serve(ctx: typer.Context) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
+    exposure = unprotected_exposure(settings.api)
+    if exposure is not None:
+        typer.echo(f"gencoach serve: {exposure}", err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG)
     path = state.config_path
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
