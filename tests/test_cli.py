@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gencoach.__about__ import __version__
 
 
@@ -102,3 +104,38 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
         "and GENCOACH_API_TOKEN=...), or set api.host to 127.0.0.1"
     ]
     assert not (tmp_path / "output").exists()
+
+
+_LOADED_AT_EXIT = """
+import atexit, sys
+HEAVY = {"fastapi", "starlette", "uvicorn", "rq", "redis"}
+OURS = ("gencoach.service", "gencoach.workers", "gencoach.console", "gencoach.demo")
+def report():
+    loaded = {name.split(".")[0] for name in sys.modules} & HEAVY
+    loaded |= {name for name in sys.modules if name.startswith(OURS)}
+    print("LOADED", ",".join(sorted(loaded)), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["gencoach", *sys.argv[1:]]
+from gencoach.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--version"], ["--help"], ["config", "check"], ["health", "--timeout", "0.2"]],
+    ids=" ".join,
+)
+def test_quick_commands_import_no_server_code(tmp_path: Path, args: list[str]) -> None:
+    """--version, --help, config check and health start without the web stack, RQ or Redis."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_EXIT, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GENCOACH_API__PORT": "1"},
+        check=False,
+    )
+    loaded = [line for line in result.stderr.splitlines() if line.startswith("LOADED")]
+    assert loaded == ["LOADED "], result.stderr

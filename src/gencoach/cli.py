@@ -3,34 +3,23 @@
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
-import httpx
 import typer
-import uvicorn
-import yaml
-from rich.console import Console
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
-from gencoach.config import Settings, load_settings, redacted
-from gencoach.config.exposure import unprotected_exposure
-from gencoach.connections import redis_url
-from gencoach.console import create_saves_app, mount_live_console
-from gencoach.demo import DemoOptions, run_demo
-from gencoach.errors import ConfigError, RedisError
-from gencoach.export.command import export_command
 from gencoach.library.cli import library_app
-from gencoach.logs import configure_logging, get_logger
-from gencoach.service.controller import ControllerOptions, run_controller, save_run
-from gencoach.service.dispatch import RQDispatcher
 from gencoach.sim.cli import sim_app
 from gencoach.sim.scenarios import SCENARIOS
-from gencoach.workers.pool import run_workers
+
+if TYPE_CHECKING:
+    from gencoach.config import Settings
+
+# Each command imports what it needs when it runs, so `--version`, `--help`, `health` and
+# `config check` start without the web framework, RQ or the controller.
 
 app = typer.Typer(
     name="gencoach",
@@ -88,6 +77,10 @@ def root(
 
 def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
+    from gencoach.config import load_settings, redacted
+    from gencoach.errors import ConfigError
+    from gencoach.logs import configure_logging, get_logger
+
     try:
         settings = load_settings(path, os.environ)
     except ConfigError as error:
@@ -107,6 +100,10 @@ def config_check(
     ] = None,
 ) -> None:
     """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
+    import yaml
+
+    from gencoach.config import redacted
+
     state: CliState = ctx.obj
     settings = load_or_exit(file or state.config_path)
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
@@ -137,6 +134,11 @@ def demo(
     model: Annotated[str | None, typer.Option(help="The model, with --llm-endpoint.")] = None,
 ) -> None:
     """Run everything on this machine: Redis, controller, workers, agent and simulator."""
+    from rich.console import Console
+
+    from gencoach.demo import DemoOptions, run_demo
+    from gencoach.logs import configure_logging
+
     unknown = sorted(set(scenario or ()) - set(SCENARIOS))
     if unknown:
         typer.echo(f"unknown scenario {unknown[0]!r}; valid: {', '.join(SCENARIOS)}", err=True)
@@ -165,6 +167,8 @@ def health(
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
 ) -> None:
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
+    import httpx
+
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     host = settings.api.host
@@ -185,6 +189,18 @@ def health(
 @app.command()
 def serve(ctx: typer.Context) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
+    import socket
+
+    import anyio
+
+    from gencoach.config import load_settings
+    from gencoach.config.exposure import unprotected_exposure
+    from gencoach.connections import redis_url
+    from gencoach.console import mount_live_console
+    from gencoach.errors import RedisError
+    from gencoach.service.controller import ControllerOptions, run_controller
+    from gencoach.service.dispatch import RQDispatcher
+
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     exposure = unprotected_exposure(settings.api)
@@ -226,6 +242,10 @@ def worker(
     burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
 ) -> None:
     """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
+    from gencoach.connections import redis_url
+    from gencoach.errors import RedisError
+    from gencoach.workers.pool import run_workers
+
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     try:
@@ -282,6 +302,8 @@ def export(
     ] = True,
 ) -> None:
     """Turn saved graphs into training datasets (no Redis, agent or backend needed)."""
+    from gencoach.export.command import export_command
+
     raise typer.Exit(
         export_command(
             source,
@@ -306,6 +328,12 @@ def save(
     run_id: Annotated[str, typer.Argument(help="The run to save, finished or still going.")],
 ) -> None:
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
+    import anyio
+
+    from gencoach.connections import redis_url
+    from gencoach.errors import RedisError
+    from gencoach.service.controller import save_run
+
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     try:
@@ -332,6 +360,10 @@ def console(
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8760,
 ) -> None:
     """Serve the console's graph pages read-only over saved runs (no Redis needed)."""
+    import uvicorn
+
+    from gencoach.console import create_saves_app
+
     typer.echo(f"gencoach console: http://{host}:{port}/ over {saves.resolve()}")
     uvicorn.run(create_saves_app(saves), host=host, port=port, log_level="warning")
 

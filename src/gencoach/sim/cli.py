@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import anyio
-import redis
 import typer
-from pydantic import ValidationError
 
 # Typer vendors click (since 0.20): its parser and usage errors live in `typer._click`.
 from typer._click.core import Context as ClickContext
 from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
-from gencoach.client import ReportError
 from gencoach.constants import DEFAULT_PREFIX
-from gencoach.errors import AgentCallError
-from gencoach.logs import configure_logging
-from gencoach.sim.generator import run_generation
-from gencoach.sim.options import GenerationOptions
 from gencoach.sim.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
@@ -141,6 +136,16 @@ def run(
     ] = None,
 ) -> None:
     """Play a scenario against an agent, report every node to gencoach, execute branch orders."""
+    import anyio
+    import redis
+    from pydantic import ValidationError
+
+    from gencoach.client import ReportError
+    from gencoach.errors import AgentCallError
+    from gencoach.logs import configure_logging
+    from gencoach.sim.generator import run_generation
+    from gencoach.sim.options import GenerationOptions
+
     if scenario not in SCENARIOS:
         fail(f"--scenario: unknown scenario {scenario!r}; valid choices: {', '.join(SCENARIOS)}")
     if redis_url is not None and api_url is not None:
