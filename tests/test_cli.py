@@ -139,3 +139,19 @@ def test_quick_commands_import_no_server_code(tmp_path: Path, args: list[str]) -
     )
     loaded = [line for line in result.stderr.splitlines() if line.startswith("LOADED")]
     assert loaded == ["LOADED "], result.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["sim", "run"], ["export"], ["agent", "serve"]], ids=str)
+def test_help_shows_no_bool_type_after_flags(tmp_path: Path, command: list[str]) -> None:
+    """Flags such as --help and --progress/--no-progress are listed without `<bool>`."""
+    result = _gencoach(*command, "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout
+
+
+def test_scenario_help_reads_as_one_sentence_per_scenario(tmp_path: Path) -> None:
+    """The scenarios in `sim run --help` are separated by '; ' without a stray period."""
+    result = _gencoach("sim", "run", "--help", cwd=tmp_path, env={"COLUMNS": "400"})
+    assert "on a tabletop; sorting:" in result.stdout
+    assert ".;" not in result.stdout

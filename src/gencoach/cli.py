@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperOption
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import agent_app, check_agent
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
 
 # Each command imports what it needs when it runs, so `--version`, `--help`, `health` and
 # `config check` start without the web framework, RQ or the controller.
+
+_option_type = TyperOption.display_type_rich
+
+
+def _flag_without_type(option: TyperOption, ctx: typer.Context) -> str | None:
+    """A flag's help row shows no `<bool>`: the flag itself says it takes no value."""
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="gencoach",

@@ -63,7 +63,8 @@ Scenario = Annotated[
     typer.Option(
         metavar=f"[{CHOICES}]",
         help="The scenario to play: "
-        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
+        + "; ".join(f"{s.name}: {s.description.rstrip('.')}" for s in SCENARIOS.values())
+        + ".",
     ),
 ]
 
