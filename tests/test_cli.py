@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,22 @@ def test_scenario_help_reads_as_one_sentence_per_scenario(tmp_path: Path) -> Non
     result = _gencoach("sim", "run", "--help", cwd=tmp_path, env={"COLUMNS": "400"})
     assert "on a tabletop; sorting:" in result.stdout
     assert ".;" not in result.stdout
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, redis_url: str) -> None:
+    """`serve` whose API port is taken exits 1 with one line naming the address, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        environment = {
+            "GENCOACH_REDIS__URL": redis_url,
+            "GENCOACH_API__PORT": str(port),
+            "GENCOACH_LOG__LEVEL": "error",
+        }
+        result = _gencoach("serve", cwd=tmp_path, env=environment)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"gencoach serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )

@@ -86,6 +86,13 @@ def root(
     ctx.obj = CliState(config_path=config)
 
 
+def sole_cause(error: BaseException) -> BaseException:
+    """The one exception a chain of single-member exception groups wraps (or `error`)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
     from gencoach.config import load_settings, redacted
@@ -230,8 +237,11 @@ def serve(ctx: typer.Context) -> None:
                 extend_api=lambda app, ctx: mount_live_console(app, ctx, settings, url),
             )
             anyio.run(run_controller, options)
-    except (RedisError, OSError) as error:
-        typer.echo(f"gencoach serve: {error}", err=True)
+    except (RedisError, OSError, ExceptionGroup) as error:
+        cause = sole_cause(error)
+        if not isinstance(cause, RedisError | OSError):
+            raise
+        typer.echo(f"gencoach serve: {cause}", err=True)
         raise typer.Exit(1) from None
 
 
