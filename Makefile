@@ -62,5 +62,7 @@ $(TRAINERS_STAMP): pyproject.toml
 test-trainers: $(TRAINERS_STAMP)
 	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers -q $(ARGS)
 
+# Everything the commands above create: every venv (.venv and the suites' .venv-*),
+# caches, and output/ (the demo's folder and the default output_dir: saved graphs go too).
 clean:
-	rm -rf $(VENV) $(TRAINERS_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis output

@@ -22,6 +22,7 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 
+from gencoach.demo.invocation import own_command
 from gencoach.demo.processes import Child, ChildError
 from gencoach.demo.progress import Snapshot, render, snapshot
 from gencoach.embedded_redis import EmbeddedRedis
@@ -213,7 +214,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         return 130
     console.print(render(seen, f"gencoach demo: done in {time.monotonic() - started:.0f} s"))
     graphs = folder / "graphs"
-    console.print(f"saved graphs: {graphs}  (then: gencoach export {graphs} --format chat)")
+    export = f"{own_command()} export {graphs} --format chat"
+    console.print(f"saved graphs: {graphs}  (then: {export})")
     missing = [route for route in MUST_PROVE if seen.proven(route) == 0]
     if missing:
         console.print(f"[yellow]no proven correction this time for: {', '.join(missing)}[/]")
