@@ -175,3 +175,36 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, redis_url: s
     assert result.stderr.splitlines()[-1] == (
         f"gencoach serve: cannot listen on 127.0.0.1:{port}: Address already in use"
     )
+
+
+def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
+    """`serve` starts by printing where Redis and the API are and whether coaching is on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "GENCOACH_REDIS__URL": redis_url,
+        "GENCOACH_API__PORT": str(port),
+        "GENCOACH_LOG__LEVEL": "error",
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "gencoach", "serve"],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline().rstrip("\n") for _ in range(7)]
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert lines[0].startswith(f"redis:    {redis_url}, key prefix gencoach")
+    assert lines[1] == (
+        f"api:      http://127.0.0.1:{port}/ (no token: reachable from this machine only)"
+    )
+    assert lines[3].startswith("coaching: off (coaching.enabled is false")
+    assert lines[6] == f"output:   {tmp_path / 'output'}"

@@ -213,6 +213,7 @@ def serve(ctx: typer.Context) -> None:
 
     from gencoach.config import load_settings
     from gencoach.config.exposure import unprotected_exposure
+    from gencoach.config.summary import startup_summary
     from gencoach.connections import redis_url
     from gencoach.console import mount_live_console
     from gencoach.errors import RedisError
@@ -228,6 +229,7 @@ def serve(ctx: typer.Context) -> None:
     path = state.config_path
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
+            typer.echo("\n".join(startup_summary(settings, url)))
             options = ControllerOptions(
                 settings=settings,
                 redis_url=url,
