@@ -97,3 +97,24 @@ def test_a_standalone_run_writes_its_log(scripted_agent: ScriptedAgent, tmp_path
     tree = Tree.of(read_log(tmp_path / "cli-1.events.jsonl"))
     assert len(tree.situations) == 3
     assert tree.events[0]["env_options"]["seed"] == 3
+
+
+def test_a_standalone_run_says_it_reported_nowhere(
+    scripted_agent: ScriptedAgent, tmp_path: Path
+) -> None:
+    """Without --redis-url or --api-url the last line says nothing was reported, and how to."""
+    scripted_agent.answer = buttons_player("wrong_button")
+    result = sim_run("--agent-url", scripted_agent.url, "--run-id", "cli-2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "reported to no gencoach (standalone): give --redis-url or --api-url to report"
+    )
+
+
+def test_an_unreachable_agent_is_named_in_the_summary(tmp_path: Path) -> None:
+    """A wrong agent port shows the first error's text, not only a count of errors."""
+    url = f"http://127.0.0.1:{free_port()}"
+    result = sim_run("--agent-url", url, "--run-id", "cli-3", "--timeout-s", "2", cwd=tmp_path)
+    summary = result.stdout.splitlines()[0]
+    assert "errors; first: " in summary, result.stdout + result.stderr
+    assert "127.0.0.1" in summary or "connect" in summary.lower(), summary

@@ -23,6 +23,8 @@ from gencoach.sim.scenarios import SCENARIOS
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from gencoach.sim.options import GenerationOptions
+
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
 
@@ -187,3 +189,16 @@ def run(
     except redis.RedisError as error:
         fail(f"Redis: {error}", EXIT_RUN_FAILED)
     typer.echo(report.summary())
+    typer.echo(_destination(options))
+
+
+def _destination(options: GenerationOptions) -> str:
+    """Where the run's events went, for the line after the summary."""
+    from gencoach.config.redaction import mask_password
+
+    if options.redis_url is not None:
+        stream = f"{options.key_prefix}:events"
+        return f"reported to Redis {mask_password(options.redis_url)} (stream {stream})"
+    if options.api_url is not None:
+        return f"reported to {options.api_url}"
+    return "reported to no gencoach (standalone): give --redis-url or --api-url to report"
