@@ -208,3 +208,13 @@ def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
     )
     assert lines[3].startswith("coaching: off (coaching.enabled is false")
     assert lines[6] == f"output:   {tmp_path / 'output'}"
+
+
+def test_worker_without_serve_embedded_redis_says_so(tmp_path: Path) -> None:
+    """`worker` on the embedded default with no `serve` running exits 1 in one line."""
+    result = _gencoach("worker", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "gencoach worker: no embedded Redis runs for output dir output: start `gencoach "
+        "serve` with the same configuration first, or set redis.url to a shared Redis"
+    ]

@@ -272,7 +272,7 @@ def worker(
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     try:
-        with redis_url(settings.redis.url, settings.output_dir) as url:
+        with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             code = run_workers(
                 settings,
                 url,
@@ -360,7 +360,7 @@ def save(
     state: CliState = ctx.obj
     settings = load_or_exit(state.config_path)
     try:
-        with redis_url(settings.redis.url, settings.output_dir) as url:
+        with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             folder = anyio.run(save_run, settings, url, run_id)
     except RedisError as error:
         typer.echo(f"gencoach save: {error}", err=True)
