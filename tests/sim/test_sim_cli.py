@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 import typer
 
 from gencoach.cli import app
@@ -118,3 +119,29 @@ def test_an_unreachable_agent_is_named_in_the_summary(tmp_path: Path) -> None:
     summary = result.stdout.splitlines()[0]
     assert "errors; first: " in summary, result.stdout + result.stderr
     assert "127.0.0.1" in summary or "connect" in summary.lower(), summary
+
+
+def test_a_run_reports_where_the_config_file_says(
+    scripted_agent: ScriptedAgent, tmp_path: Path, redis_client: redis.Redis, redis_url: str
+) -> None:
+    """With ./gencoach.yaml naming a Redis and no --redis-url, the run reports there."""
+    (tmp_path / "gencoach.yaml").write_text(f"redis: {{url: '{redis_url}', key_prefix: cfg}}\n")
+    scripted_agent.answer = buttons_player("wrong_button")
+    result = sim_run(
+        "--agent-url", scripted_agent.url, "--run-id", "cli-4", "--branch-grace-s", "0",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == f"reported to Redis {redis_url} (stream cfg:events)"
+    assert redis_client.xlen("cfg:events") > 0
+
+
+def test_a_config_on_embedded_redis_without_serve_says_so(tmp_path: Path) -> None:
+    """The embedded default with no `serve` running is one line and exit 1, not a private run."""
+    (tmp_path / "gencoach.yaml").write_text("output_dir: out\n")
+    result = sim_run("--agent-url", "http://127.0.0.1:1", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "gencoach sim run: no embedded Redis runs for output dir out: start `gencoach serve` "
+        "with the same configuration first, or set redis.url to a shared Redis"
+    ]

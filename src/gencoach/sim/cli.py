@@ -73,6 +73,7 @@ Scenario = Annotated[
 
 @sim_app.command("run", cls=OneLineErrors)
 def run(
+    ctx: typer.Context,
     agent_url: Annotated[
         str, typer.Option(help="The protocol-2.0 agent to ask (its base URL, without /v1).")
     ],
@@ -81,7 +82,9 @@ def run(
         str | None,
         typer.Option(
             help="Report through this Redis (events stream); also receives branch orders and "
-            "saves the world states the teacher reads."
+            "saves the world states the teacher reads. Default: the Redis of gencoach's "
+            "configuration (--config, ./gencoach.yaml or GENCOACH_REDIS__URL) when there is "
+            "one, the embedded one serve started included; else the run is standalone."
         ),
     ] = None,
     api_url: Annotated[
@@ -153,6 +156,11 @@ def run(
         fail(f"--scenario: unknown scenario {scenario!r}; valid choices: {', '.join(SCENARIOS)}")
     if redis_url is not None and api_url is not None:
         fail("give --redis-url or --api-url, not both (neither: standalone, log only)")
+    if redis_url is None and api_url is None:
+        configured = _configured_redis(getattr(ctx.find_root().obj, "config_path", None))
+        if configured is not None:
+            redis_url = configured[0]
+            key_prefix = configured[1] if key_prefix == DEFAULT_PREFIX else key_prefix
     token = None
     if api_token_env is not None:
         token = os.environ.get(api_token_env)
@@ -190,6 +198,33 @@ def run(
         fail(f"Redis: {error}", EXIT_RUN_FAILED)
     typer.echo(report.summary())
     typer.echo(_destination(options))
+
+
+def _configured_redis(path: Path | None) -> tuple[str, str] | None:
+    """The Redis (URL, key prefix) gencoach's configuration names, when there is one.
+
+    A config file (`--config`, else ./gencoach.yaml) or `GENCOACH_REDIS__URL` makes the
+    run report where `serve` reads: the embedded Redis `serve` started for the same
+    output dir, or the configured server. With neither, the run stays standalone.
+    """
+    from gencoach.config import load_settings
+    from gencoach.config.files import find_config_file
+    from gencoach.connections import EMBEDDED, running_embedded
+    from gencoach.errors import ConfigError, RedisError
+
+    if find_config_file(path) is None and "GENCOACH_REDIS__URL" not in os.environ:
+        return None
+    try:
+        settings = load_settings(path, os.environ)
+    except ConfigError as error:
+        fail(" ".join(str(error).split()))
+    url = settings.redis.url
+    if url == EMBEDDED:
+        try:
+            url = running_embedded(settings.output_dir)
+        except RedisError as error:
+            fail(str(error), EXIT_RUN_FAILED)
+    return url, settings.redis.key_prefix
 
 
 def _destination(options: GenerationOptions) -> str:
