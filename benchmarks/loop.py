@@ -25,6 +25,7 @@ from rq import Queue
 from benchmarks.common import bench_redis, p50, percentile
 from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, QUEUE_DIAGNOSIS, Keys
+from gencoach.workers.queues import ring
 from tests.support.agent_server import DEFAULT_DECISION, ScriptedAgent, ThreadedServer
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events
@@ -90,6 +91,7 @@ def _round_trips(client: redis.Redis, agent_url: str, samples: int) -> dict[str,
             timings["stream"].append(time.perf_counter() - started)
             started = time.perf_counter()
             job = queue.enqueue("benchmarks.jobs.noop")
+            ring(client)  # as gencoach's enqueue does: idle workers wake at once
             while job.get_status(refresh=True) != "finished":
                 time.sleep(0.001)
             timings["rq job"].append(time.perf_counter() - started)

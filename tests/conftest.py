@@ -18,6 +18,9 @@ from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared f
 
 SYSTEM_REDIS = "redis://127.0.0.1:6379/15"
 
+# The interop suite runs MAGMA's code in its own Python 3.12 venv (`make interop`).
+collect_ignore = ["interop"]
+
 
 def _answers(url: str) -> bool:
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
@@ -53,8 +56,17 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that talks to the Redis server, so CI can rerun them on another one."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--chaos` runs the chaos suite (minutes of killed processes), skipped otherwise."""
+    parser.addoption("--chaos", action="store_true", help="run the tests marked chaos")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that talks to the Redis server, so CI can rerun them on another one;
+    skip the chaos suite unless `--chaos` asks for it."""
+    skip_chaos = pytest.mark.skip(reason="the chaos suite runs with --chaos (make chaos)")
     for item in items:
         if "redis_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.redis)
+        if "chaos" in item.keywords and not config.getoption("--chaos"):
+            item.add_marker(skip_chaos)

@@ -71,6 +71,7 @@ def test_config_check_redacts_secrets_in_output_and_logs(tmp_path: Path) -> None
     result = _gencoach("config", "check", cwd=tmp_path, env={"GENCOACH_LOG__LEVEL": "debug"})
     assert result.returncode == 0, result.stderr
     assert "Authorization: '**********'" in result.stdout
+    assert "Content-type: application/json" in result.stdout
     assert '"config.loaded"' in result.stderr
     assert "sk-very-secret" not in result.stdout + result.stderr
 
@@ -218,3 +219,47 @@ def test_worker_without_serve_embedded_redis_says_so(tmp_path: Path) -> None:
         "gencoach worker: no embedded Redis runs for output dir output: start `gencoach "
         "serve` with the same configuration first, or set redis.url to a shared Redis"
     ]
+
+
+def test_every_settings_command_takes_config_after_its_name(tmp_path: Path) -> None:
+    """`gencoach CMD --config F` reads F as `gencoach --config F CMD` does, for each command
+    that reads the settings; the same file given twice is fine, two different ones are not."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("redis:\n  urll: x\n")
+    for command in (["serve"], ["worker"], ["health"], ["save", "r1"], ["config", "check"]):
+        after = _gencoach(*command, "--config", str(bad), cwd=tmp_path)
+        before = _gencoach("--config", str(bad), *command, cwd=tmp_path)
+        assert (after.returncode, before.returncode) == (2, 2), command
+        assert "redis.urll: unknown key" in after.stderr, command
+        assert after.stderr == before.stderr, command
+    good = tmp_path / "good.yaml"
+    good.write_text("api:\n  port: 1\n")
+    same = _gencoach("--config", str(good), "health", "--config", str(good), cwd=tmp_path)
+    assert "http://127.0.0.1:1/health" in same.stderr
+    both = _gencoach("--config", str(good), "health", "--config", str(bad), cwd=tmp_path)
+    assert both.returncode == 2
+    assert f"--config given twice, as {good} and as {bad}: give it once" in both.stderr
+
+
+def test_a_magma_config_file_loads_with_one_notice_naming_its_own_sections(
+    tmp_path: Path,
+) -> None:
+    """MAGMA's top-level sections are ignored with one notice line that names them."""
+    config = tmp_path / "magma.yaml"
+    config.write_text(
+        "magma_agent_address: http://localhost:8888\ngenerate: {nb_branch: 2}\n"
+        "benchmark: {seed: 42}\ncoaching: {enabled: false}\n"
+    )
+    result = _gencoach("config", "check", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    notices = [line for line in result.stderr.splitlines() if "magma_sections_ignored" in line]
+    assert len(notices) == 1
+    for section in ("benchmark", "generate", "magma_agent_address"):
+        assert section in notices[0]
+
+
+def test_worker_refuses_an_unknown_mode(tmp_path: Path) -> None:
+    """`worker --mode threads` names the two modes and exits 2 before starting anything."""
+    result = _gencoach("worker", "--mode", "threads", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--mode must be async or fork, not 'threads'" in result.stderr

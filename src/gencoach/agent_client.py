@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import quote
 
 import httpx
 
@@ -29,6 +30,11 @@ class SessionOutcome:
 
     status: Literal["opened", "conflict", "unavailable"]
     reason: str = ""
+
+
+def session_path(run_id: str) -> str:
+    """The coaching session route of a run, its id percent-encoded as one path segment."""
+    return f"/v1/coaching/sessions/{quote(run_id, safe='')}"
 
 
 def _reason(response: httpx.Response) -> str:
@@ -55,6 +61,8 @@ class AgentClient:
         except httpx.HTTPError as error:
             reason = f"{method} {path} failed: {error!r}"
             raise AgentCallError(self.base_url, reason, retryable=True) from None
+        except httpx.InvalidURL as error:  # not an HTTPError: a URL no request can be made to
+            raise AgentCallError(self.base_url, f"{method} {path}: invalid URL: {error}") from None
 
     def _refuse(self, path: str, response: httpx.Response) -> AgentCallError:
         status = response.status_code
@@ -84,7 +92,7 @@ class AgentClient:
 
     async def open_session(self, run_id: str, config: CoachingSessionConfig) -> SessionOutcome:
         """`PUT /v1/coaching/sessions/{run_id}`: 204 opened; 409 and 503 are reported."""
-        path = f"/v1/coaching/sessions/{run_id}"
+        path = session_path(run_id)
         response = await self._call("PUT", path, config.model_dump(mode="json"))
         if response.status_code == httpx.codes.NO_CONTENT:
             return SessionOutcome("opened")
@@ -96,7 +104,7 @@ class AgentClient:
 
     async def close_session(self, run_id: str) -> None:
         """`DELETE /v1/coaching/sessions/{run_id}` (a session already gone is fine)."""
-        path = f"/v1/coaching/sessions/{run_id}"
+        path = session_path(run_id)
         response = await self._call("DELETE", path)
         if response.status_code not in (httpx.codes.NO_CONTENT, httpx.codes.NOT_FOUND):
             raise self._refuse(path, response)

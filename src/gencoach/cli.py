@@ -11,7 +11,7 @@ import typer
 from typer.core import TyperOption
 
 from gencoach.__about__ import __version__
-from gencoach.agents.cli import agent_app, check_agent
+from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
 from gencoach.library.cli import library_app
 from gencoach.sim.cli import sim_app
 from gencoach.sim.scenarios import SCENARIOS
@@ -47,6 +47,15 @@ app.add_typer(sim_app, name="sim")
 app.add_typer(library_app, name="library")
 
 EXIT_BAD_CONFIG = 2
+CONFIG_HELP = (
+    "YAML settings file (default: ./gencoach.yaml if present). "
+    "GENCOACH_* environment variables override it, nested with '__'."
+)
+# Every command that reads the settings takes --config after its name too
+# (`gencoach serve --config F`), as well as before it (`gencoach --config F serve`).
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help=CONFIG_HELP, dir_okay=False)
+]
 
 
 @dataclass
@@ -65,16 +74,7 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def root(
     ctx: typer.Context,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            "-c",
-            help="YAML settings file (default: ./gencoach.yaml if present). "
-            "GENCOACH_* environment variables override it, nested with '__'.",
-            dir_okay=False,
-        ),
-    ] = None,
+    config: ConfigOption = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -93,9 +93,19 @@ def sole_cause(error: BaseException) -> BaseException:
     return error
 
 
+def config_path(ctx: typer.Context, own: Path | None) -> Path | None:
+    """The settings file: the command's own `--config`, else the root's; both must agree."""
+    state: CliState = ctx.obj
+    root = state.config_path
+    if own is not None and root is not None and own != root:
+        typer.echo(f"--config given twice, as {root} and as {own}: give it once", err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG)
+    return own or root
+
+
 def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
-    from gencoach.config import load_settings, redacted
+    from gencoach.config import load_settings, redacted, scrubbing
     from gencoach.errors import ConfigError
     from gencoach.logs import configure_logging, get_logger
 
@@ -104,8 +114,16 @@ def load_or_exit(path: Path | None) -> Settings:
     except ConfigError as error:
         typer.echo(str(error), err=True)
         raise typer.Exit(EXIT_BAD_CONFIG) from None
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
-    get_logger("cli").debug("config.loaded", config=redacted(settings))
+    log = get_logger("cli")
+    if settings.ignored_sections:
+        log.info(
+            "config.magma_sections_ignored",
+            sections=settings.ignored_sections,
+            reason="MAGMA's own settings; gencoach does not read them",
+        )
+    log.debug("config.loaded", config=redacted(settings))
     return settings
 
 
@@ -116,14 +134,14 @@ def config_check(
         Path | None,
         typer.Argument(help="Settings file to check (default: --config, else ./gencoach.yaml)."),
     ] = None,
+    config: ConfigOption = None,
 ) -> None:
     """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
     import yaml
 
     from gencoach.config import redacted
 
-    state: CliState = ctx.obj
-    settings = load_or_exit(file or state.config_path)
+    settings = load_or_exit(file or config_path(ctx, config))
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
 
 
@@ -143,18 +161,41 @@ def demo(
     branches: Annotated[int, typer.Option(min=1, help="Candidates per fresh situation.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the world and of the agent's mistakes.")] = 7,
     max_wall_s: Annotated[
-        float, typer.Option("--max-wall-s", min=5, help="Time budget of each scenario's run.")
-    ] = 75.0,
+        float | None,
+        typer.Option("--max-wall-s", min=5, help="Time budget of each scenario's run [75]."),
+    ] = None,
     llm_endpoint: Annotated[
         str | None,
         typer.Option(help="A chat-completions URL: a real model coaches and decides."),
     ] = None,
     model: Annotated[str | None, typer.Option(help="The model, with --llm-endpoint.")] = None,
+    structured_output: Annotated[
+        StructuredOutputChoice,
+        typer.Option(help="How the model is asked for JSON (auto finds what the server takes)."),
+    ] = StructuredOutputChoice.auto,
+    coach_with_llm: Annotated[
+        bool,
+        typer.Option(help="Keep the scripted agent; only coaching uses the model."),
+    ] = False,
+    agent_timeout_s: Annotated[
+        float | None, typer.Option("--agent-timeout", min=1, help="Seconds per agent answer [60].")
+    ] = None,
+    branch_grace_s: Annotated[
+        float | None,
+        typer.Option("--branch-grace", min=0, help="Seconds a run waits for branch orders [8]."),
+    ] = None,
+    job_timeout_s: Annotated[
+        float | None, typer.Option("--job-timeout", min=1, help="Seconds per coaching job [120].")
+    ] = None,
+    llm_timeout_s: Annotated[
+        float | None, typer.Option("--llm-timeout", min=1, help="Seconds per model call [120].")
+    ] = None,
 ) -> None:
     """Run everything on this machine: Redis, controller, workers, agent and simulator."""
     from rich.console import Console
 
     from gencoach.demo import DemoOptions, run_demo
+    from gencoach.demo.pacing import demo_pacing
     from gencoach.logs import configure_logging
 
     unknown = sorted(set(scenario or ()) - set(SCENARIOS))
@@ -164,7 +205,22 @@ def demo(
     if (llm_endpoint is None) != (model is None):
         typer.echo("give --llm-endpoint and --model together", err=True)
         raise typer.Exit(2)
+    if coach_with_llm and llm_endpoint is None:
+        typer.echo("--coach-with-llm needs --llm-endpoint and --model", err=True)
+        raise typer.Exit(2)
     configure_logging("warning", "console")
+    given = {
+        "agent_timeout_s": agent_timeout_s,
+        "branch_grace_s": branch_grace_s,
+        "max_wall_s": max_wall_s,
+        "job_timeout_s": job_timeout_s,
+        "llm_timeout_s": llm_timeout_s,
+    }
+    pacing, call_s = demo_pacing(
+        llm_endpoint, model, {name: value for name, value in given.items() if value is not None}
+    )
+    if call_s is not None:
+        typer.echo(f"one model call took {call_s:.1f} s; waits not given are scaled to it")
     options = DemoOptions(
         output_dir=output,
         redis_url=redis,
@@ -172,9 +228,11 @@ def demo(
         envs=envs,
         branches=branches,
         seed=seed,
-        max_wall_s=max_wall_s,
         llm_endpoint=llm_endpoint,
         model=model,
+        structured_output=structured_output.value,
+        coach_with_llm=coach_with_llm,
+        pacing=pacing,
     )
     raise typer.Exit(run_demo(options, Console(soft_wrap=True)))
 
@@ -183,12 +241,12 @@ def demo(
 def health(
     ctx: typer.Context,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
+    config: ConfigOption = None,
 ) -> None:
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
     import httpx
 
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     host = settings.api.host
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
         host = "127.0.0.1"
@@ -205,7 +263,7 @@ def health(
 
 
 @app.command()
-def serve(ctx: typer.Context) -> None:
+def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
     import socket
 
@@ -220,13 +278,12 @@ def serve(ctx: typer.Context) -> None:
     from gencoach.service.controller import ControllerOptions, run_controller
     from gencoach.service.dispatch import RQDispatcher
 
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    path = config_path(ctx, config)
+    settings = load_or_exit(path)
     exposure = unprotected_exposure(settings.api)
     if exposure is not None:
         typer.echo(f"gencoach serve: {exposure}", err=True)
         raise typer.Exit(EXIT_BAD_CONFIG)
-    path = state.config_path
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
             typer.echo("\n".join(startup_summary(settings, url)))
@@ -256,21 +313,41 @@ def worker(
             "--processes", "-p", min=1, help="Worker processes (default: workers.processes)."
         ),
     ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            help="Jobs in flight per process, async mode (default: workers.concurrency).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode", help="async: many jobs per process; fork: one per forked work-horse."
+        ),
+    ] = None,
     queue: Annotated[
         list[str] | None,
         typer.Option(
-            "--queue", "-q", help="A queue to serve; repeatable (default: workers.queues)."
+            "--queue",
+            "-q",
+            help="A queue to serve, in priority order; repeatable (default: workers.queues).",
         ),
     ] = None,
     burst: Annotated[bool, typer.Option("--burst", help="Exit once the queues are empty.")] = False,
+    config: ConfigOption = None,
 ) -> None:
-    """Run RQ workers, one queue per process; SIGTERM: warm stop, a second SIGTERM: cold."""
+    """Run RQ workers, each serving every queue in order; SIGTERM: warm stop, a second: cold."""
     from gencoach.connections import redis_url
     from gencoach.errors import RedisError
     from gencoach.workers.pool import run_workers
 
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
+    if mode not in (None, "async", "fork"):
+        typer.echo(f"gencoach worker: --mode must be async or fork, not {mode!r}", err=True)
+        raise typer.Exit(2)
     try:
         with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             code = run_workers(
@@ -279,6 +356,8 @@ def worker(
                 processes=processes or settings.workers.processes,
                 queues=queue or settings.workers.queues,
                 burst=burst,
+                mode="fork" if mode == "fork" else "async" if mode == "async" else None,
+                concurrency=concurrency,
             )
     except RedisError as error:
         typer.echo(f"gencoach worker: {error}", err=True)
@@ -349,6 +428,7 @@ def export(
 def save(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help="The run to save, finished or still going.")],
+    config: ConfigOption = None,
 ) -> None:
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
     import anyio
@@ -357,8 +437,7 @@ def save(
     from gencoach.errors import RedisError
     from gencoach.service.controller import save_run
 
-    state: CliState = ctx.obj
-    settings = load_or_exit(state.config_path)
+    settings = load_or_exit(config_path(ctx, config))
     try:
         with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             folder = anyio.run(save_run, settings, url, run_id)

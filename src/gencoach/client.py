@@ -19,6 +19,14 @@ Each event is validated when emitted (a `ContractError` names the bad field), nu
 with the run's next `seq`, and sent in batches: pipelined XADD to the events stream, or
 `POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so its
 new events do not reuse numbers gencoach has already applied (and would ignore).
+
+Once a batch has gone through, a batch that cannot be sent because the connection
+dropped (or the controller answered 502/503/504) is sent again with exponential backoff,
+up to `attempts` times within `retry_timeout_s`, and so is a read of the branch orders;
+events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing. Then
+`ReportError` says why, and the batch stays buffered for the next `flush()`. A reporter
+that never reached gencoach (a wrong URL) fails at its first batch with the connection's
+own error.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from typing import Any, Self
 import httpx
 import redis
 import redis.asyncio
+import redis.exceptions
+import stamina
 
 from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.errors import GencoachError
@@ -38,6 +48,20 @@ from gencoach.protocol import BranchOrder, parse_event
 
 class ReportError(GencoachError):
     """gencoach refused or could not take a batch of events."""
+
+
+class _Unavailable(Exception):  # noqa: N818 - a signal to retry, never seen by callers
+    """The controller answered that it cannot take the batch now (502, 503, 504)."""
+
+
+# Failures worth sending the same batch again for: the peer, not the batch, is at fault.
+TRANSIENT = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    httpx.TransportError,
+    _Unavailable,
+)
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 
 
 class _Batch:
@@ -67,6 +91,8 @@ def _encode(event: dict[str, Any]) -> str:
 
 
 def _check_http(response: httpx.Response) -> None:
+    if response.status_code in _UNAVAILABLE_STATUSES:
+        raise _Unavailable(f"gencoach answered {response.status_code}: {response.text[:200]}")
     if response.status_code != httpx.codes.ACCEPTED:
         raise ReportError(f"gencoach refused the batch ({response.status_code}): {response.text}")
 
@@ -94,6 +120,8 @@ class _ReporterBase:
         key_prefix: str,
         batch_size: int,
         start_seq: int,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         if (redis_url is None) == (api_url is None):
             raise ValueError("give exactly one of redis_url or api_url")
@@ -101,6 +129,20 @@ class _ReporterBase:
         self._keys = Keys(key_prefix)
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._last_order = "0"
+        self.attempts = attempts
+        self.retry_timeout_s = retry_timeout_s
+        self._reached = False  # retries are for a connection that worked and dropped
+
+    def _retry_policy(self) -> dict[str, Any]:
+        attempts = self.attempts if self._reached else 1
+        return {"on": TRANSIENT, "attempts": attempts, "timeout": self.retry_timeout_s}
+
+    def _gave_up(self, events: list[dict[str, Any]], error: Exception) -> ReportError:
+        self._batch.pending[:0] = events  # kept for the next flush
+        return ReportError(
+            f"could not send {len(events)} events of run {self._batch.run_id} "
+            f"after {self.attempts} attempts or {self.retry_timeout_s:g} s: {error}"
+        )
 
     @property
     def next_seq(self) -> int:
@@ -130,6 +172,8 @@ class Reporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
             run_id,
@@ -139,6 +183,8 @@ class Reporter(_ReporterBase):
             key_prefix=key_prefix,
             batch_size=batch_size,
             start_seq=start_seq,
+            attempts=attempts,
+            retry_timeout_s=retry_timeout_s,
         )
         self._redis = redis.Redis.from_url(redis_url) if redis_url else None
         self._http = httpx.Client(base_url=api_url, headers=self._headers) if api_url else None
@@ -155,6 +201,18 @@ class Reporter(_ReporterBase):
         events = self._batch.take()
         if not events:
             return
+        try:
+            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    self._send(events)
+        except TRANSIENT as error:
+            if not self._reached:  # never reached: the error as it is, nothing to retry
+                self._batch.pending[:0] = events
+                raise
+            raise self._gave_up(events, error) from error
+        self._reached = True
+
+    def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:
             pipe = self._redis.pipeline(transaction=False)
             for event in events:
@@ -170,7 +228,15 @@ class Reporter(_ReporterBase):
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
         streams, block = self._orders_query(block_s)
-        return self._read_orders(self._redis.xread(streams, count=count, block=block))
+        try:
+            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    reply = self._redis.xread(streams, count=count, block=block)
+        except TRANSIENT as error:
+            raise ReportError(
+                f"could not read the branch orders of run {self._batch.run_id}: {error}"
+            ) from error
+        return self._read_orders(reply)
 
     def close(self) -> None:
         """Send what is buffered and release connections."""
@@ -207,6 +273,8 @@ class AsyncReporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
+        attempts: int = 6,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
             run_id,
@@ -216,6 +284,8 @@ class AsyncReporter(_ReporterBase):
             key_prefix=key_prefix,
             batch_size=batch_size,
             start_seq=start_seq,
+            attempts=attempts,
+            retry_timeout_s=retry_timeout_s,
         )
         self._redis = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
         headers = self._headers
@@ -233,6 +303,18 @@ class AsyncReporter(_ReporterBase):
         events = self._batch.take()
         if not events:
             return
+        try:
+            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    await self._send(events)
+        except TRANSIENT as error:
+            if not self._reached:  # never reached: the error as it is, nothing to retry
+                self._batch.pending[:0] = events
+                raise
+            raise self._gave_up(events, error) from error
+        self._reached = True
+
+    async def _send(self, events: list[dict[str, Any]]) -> None:
         if self._redis is not None:
             pipe = self._redis.pipeline(transaction=False)
             for event in events:
@@ -248,7 +330,15 @@ class AsyncReporter(_ReporterBase):
                 "branch orders are read from Redis: create the Reporter with redis_url"
             )
         streams, block = self._orders_query(block_s)
-        return self._read_orders(await self._redis.xread(streams, count=count, block=block))
+        try:
+            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+                with attempt:
+                    reply = await self._redis.xread(streams, count=count, block=block)
+        except TRANSIENT as error:
+            raise ReportError(
+                f"could not read the branch orders of run {self._batch.run_id}: {error}"
+            ) from error
+        return self._read_orders(reply)
 
     async def aclose(self) -> None:
         """Send what is buffered and release connections."""

@@ -9,6 +9,9 @@ DEFAULT_PREFIX = "gencoach"
 # RQ queue names are global to a Redis database (RQ prefixes them with "rq:queue:").
 QUEUE_DIAGNOSIS = "gencoach-diagnosis"
 QUEUE_REPAIR = "gencoach-repair"
+# A list the enqueuing side pushes a token to, so idle workers wake at once (see
+# gencoach.workers.queues); global like the queues.
+QUEUE_DOORBELL = "rq:gencoach:doorbell"
 
 # The consumer group through which controllers share the event stream.
 CONTROLLER_GROUP = "controllers"
@@ -103,3 +106,8 @@ class Keys:
     def backend_usage(self, backend: str) -> str:
         """Hash of one LLM backend's token usage: prompt/completion/total tokens, requests."""
         return f"{self.prefix}:backend:{backend}:usage"
+
+    def backend_structured_output(self, backend: str) -> str:
+        """Hash of the structured-output mode that worked per endpoint and model of a backend
+        whose setting is `auto`: `<endpoint> <model>` -> json_schema | json_object | none."""
+        return f"{self.prefix}:backend:{backend}:structured_output"

@@ -9,9 +9,11 @@ GencoachError
 │   └── EmbeddedRedisError the private server for this process tree would not start
 ├── AgentCallError         an agent was unreachable or answered outside the protocol
 ├── ExportError            an export cannot run (bad options, unknown format, no usable save)
+├── LibraryError           a trajectory library cannot be built or read (gencoach.library.errors)
 └── BackendError           an LLM backend gave no usable answer (a function raised, a bad reply)
     ├── BackendUnavailable  unreachable, timing out or overloaded after every retry: try later
     ├── BackendRequestError the backend refuses the request as configured (HTTP 4xx): fix config
+    ├── BackendTruncatedError its answer was cut by the token limit: raise `max_tokens`
     └── BackendAnswerError  its answer broke the contract twice: abandon the request
 ```
 
@@ -166,6 +168,18 @@ class BackendRequestError(_BackendCallError):
     """The backend refused the request as it is configured (a 4xx, an import path that fails)."""
 
     what = "request refused"
+
+
+class BackendTruncatedError(BackendError):
+    """The answer stopped at the token limit (`finish_reason: length`); `max_tokens` was it."""
+
+    def __init__(self, backend: str, max_tokens: int, *, attempts: int = 1) -> None:
+        self.max_tokens = max_tokens
+        message = (
+            f"the answer was cut by the token limit (max_tokens {max_tokens}); "
+            "raise the backend's max_tokens"
+        )
+        super().__init__(backend, message, attempts=attempts)
 
 
 class BackendAnswerError(BackendError):

@@ -12,6 +12,8 @@ from typing import Any, Literal, TextIO
 import structlog
 from pydantic import SecretStr
 
+from gencoach.config.scrubbing import scrub_value
+
 LogFormat = Literal["auto", "json", "console"]
 
 REDACTED = "**********"
@@ -42,7 +44,7 @@ def redact(value: Any, key: str = "") -> Any:
 
 
 def _redact_event(_: Any, __: str, event_dict: structlog.typing.EventDict) -> Any:
-    return {key: redact(value, key) for key, value in event_dict.items()}
+    return {key: scrub_value(redact(value, key)) for key, value in event_dict.items()}
 
 
 def configure_logging(

@@ -24,7 +24,24 @@ FLAWS = (
     "put_not_idempotent",  # a second PUT of the same config is a conflict
     "lenient_requests",  # accepts requests with duplicate input ids
     "delete_keeps_session",  # DELETE answers 200 and keeps the session
+    "ignores_coaching",  # answers a reinjected input as any other, correction unread
+    "flat_coaching",  # looks for the correction flat in extra_keys, not under `coaching`
+    "wrapped_proposal",  # wraps its proposals' payload as {"coaching": payload}
 )
+
+
+def _coached(extra_keys: dict[str, Any], flaw: str | None) -> dict[str, Any] | None:
+    """The decision a reinjected correction imposes, as this agent reads it."""
+    if flaw == "ignores_coaching":
+        return None
+    payload = extra_keys if flaw == "flat_coaching" else extra_keys.get("coaching")
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("kind") == "replace_decision":
+        return dict(payload["decision"])
+    if payload.get("kind") == "replace_say":
+        return {"say": payload["text"], "tool_calls": []}
+    return None
 
 
 def broken_agent(flaw: str | None = None) -> FastAPI:
@@ -70,12 +87,13 @@ def broken_agent(flaw: str | None = None) -> FastAPI:
             )
             history.append({"author": "USER", "content": item["instruction"]["content"]})
             count = 1 if flaw == "wrong_count" else item.get("num_outputs", 1)
+            decision = _coached(item.get("extra_keys", {}), flaw) or {"say": "ok", "tool_calls": []}
             for index in range(count):
                 outputs.append({
                     "request_id": raw["request_id"], "source_id": item["id"],
                     "candidate_index": index, "status": "completed",
                     "memory": {"history": list(history)}, "internal_steps": [],
-                    "output": {"say": "ok", "tool_calls": []}, "error": None,
+                    "output": decision, "error": None,
                 })  # fmt: skip
         if flaw == "out_of_order":
             outputs.reverse()
@@ -104,11 +122,12 @@ def broken_agent(flaw: str | None = None) -> FastAPI:
     async def coach(request: Request) -> Response:
         body = SpecializedCoachingRequest.parse_json(await request.body())
         point = "recovery" if flaw == "unoffered_point" else body.reinjection_points[-1].id
-        decision = {"say": "fixed", "tool_calls": []}
+        payload = {"kind": "replace_decision", "decision": {"say": "fixed", "tool_calls": []}}
+        if flaw == "wrapped_proposal":
+            payload = {"coaching": payload}
         return JSONResponse({
             "logs": [], "request_id": body.request_id, "status": "corrected", "reason": None,
-            "proposals": [{"reinjection_point_id": point, "extra_keys": {
-                "coaching": {"kind": "replace_decision", "decision": decision}}}],
+            "proposals": [{"reinjection_point_id": point, "extra_keys": payload}],
         })  # fmt: skip
 
     return app

@@ -72,6 +72,14 @@ async def test_a_correct_hand_written_agent_passes(serve: Serve) -> None:
         ("lenient_requests", "responses.strict",
          "a request with duplicate input ids was answered 200"),
         ("delete_keeps_session", "coaching.session_close", "DELETE answered 200, expected 204"),
+        ("ignores_coaching", "coaching.reinjection",
+         "a reinjected replace_decision under extra_keys.coaching was not applied: "
+         'the answer is {"say":"ok","tool_calls":[]}, the correction {"say":"fixed"'),
+        ("flat_coaching", "coaching.reinjection",
+         "not ignore it nor look for it flat in extra_keys"),
+        ("wrapped_proposal", "coaching.failure",
+         "proposal at 'recovery' wraps its payload as {'coaching': ...}; its extra_keys must be "
+         "the payload itself"),
     ],
 )  # fmt: skip
 async def test_each_broken_rule_is_caught_with_a_clear_reason(

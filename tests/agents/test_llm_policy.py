@@ -68,6 +68,7 @@ async def test_tools_are_offered_as_functions_and_tool_calls_become_the_decision
     functions = {tool["function"]["name"]: tool["function"] for tool in body["tools"]}
     assert set(functions) == {"press_button", "take_obj", "depose", "cancel_current_action"}
     assert all(tool["type"] == "function" for tool in body["tools"])
+    assert body["tool_choice"] == "auto", "servers such as llama.cpp need an explicit choice"
     press = functions["press_button"]["parameters"]
     assert press["properties"]["id"]["type"] == "string"
     assert press["properties"]["target_robot_name"]["enum"] == ["panda", "ur5"]

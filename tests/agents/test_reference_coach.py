@@ -11,7 +11,7 @@ import pytest
 from gencoach.agents.reference import MistakeRates, ReferenceOptions, reference_app
 from gencoach.protocol import SpecializedCoachingRequest, SpecializedCoachingResponse
 from tests.agents.payloads import agent_input, coaching_request, request, session_config
-from tests.support.llm_server import ScriptedLLMServer, json_reply, reply
+from tests.support.llm_server import ScriptedLLMServer, error, json_reply, reply
 
 Serve = Callable[[Any], str]
 PRESS_SW1 = {
@@ -28,8 +28,16 @@ PRESS_SW2 = {
 }
 
 
-def _agent(serve: Serve, llm: ScriptedLLMServer | None = None, run_id: str = "run-1") -> str:
-    url = serve(reference_app(ReferenceOptions(rates=MistakeRates(malformed=1.0))))
+def _agent(
+    serve: Serve,
+    llm: ScriptedLLMServer | None = None,
+    run_id: str = "run-1",
+    structured_output: Any = "auto",
+) -> str:
+    options = ReferenceOptions(
+        rates=MistakeRates(malformed=1.0), structured_output=structured_output
+    )
+    url = serve(reference_app(options))
     if llm is not None:
         config = session_config(llm.endpoint)
         config["backends"]["checker"]["max_retry"] = 0
@@ -53,7 +61,7 @@ def _coach(url: str, body: dict[str, Any]) -> SpecializedCoachingResponse:
 
 
 def _decisions(answer: SpecializedCoachingResponse) -> dict[str, Any]:
-    return {p.reinjection_point_id: p.extra_keys["coaching"]["decision"] for p in answer.proposals}
+    return {p.reinjection_point_id: p.extra_keys["decision"] for p in answer.proposals}
 
 
 def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
@@ -64,7 +72,7 @@ def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
     answer = _coach(url, coaching_request("failure", "run-1", "r1", {}))
     assert answer.status == "corrected"
     assert _decisions(answer) == {"replacement": PRESS_SW1, "recovery": PRESS_SW1}
-    assert answer.proposals[0].extra_keys["coaching"]["kind"] == "replace_decision"
+    assert answer.proposals[0].extra_keys["kind"] == "replace_decision"
     assert "took the diagnosis's expected decision" in answer.logs[0].content
     assert answer.logs[0].coaching_type == "failure_repair"
     assert llm.requests == []
@@ -89,8 +97,26 @@ def test_an_unparseable_expected_decision_asks_the_session_backend(
     [sent] = llm.requests
     prompt = sent.body["messages"][-1]["content"]
     assert "Expected decision: press the second button with the other robot" in prompt
-    assert sent.body["response_format"]["type"] == "json_object"
+    assert sent.body["response_format"]["type"] == "json_schema", "auto tries json_schema first"
     assert sent.headers["content-type"] == "application/json"
+
+
+def test_session_repairs_honour_the_agents_structured_output_setting(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """An agent set to json_object asks its session's backend that way, and a server
+    refusing it ends the backend step with the setting to change, not a retry."""
+    url = _agent(serve, llm, structured_output="json_object")
+    llm.script(json_reply(PRESS_SW2), error(400, "response_format json_object unsupported"))
+    body = coaching_request("failure", "run-1", "r1", {})
+    body["diagnosis"]["expected_decision"] = "press the second button with the other robot"
+    answer = _coach(url, body)
+    assert _decisions(answer) == {"replacement": PRESS_SW2, "recovery": PRESS_SW2}
+    assert llm.requests[0].body["response_format"]["type"] == "json_object"
+    assert llm.requests[0].body["response_format"]["schema"]["title"] == "AgentDecision"
+    refused = _coach(url, {**body, "request_id": "r2"})
+    assert len(llm.requests) == 2, "a refused format is not retried"
+    assert "set structured_output: none (or auto)" in refused.logs[0].content
 
 
 def test_format_is_repaired_by_deciding_again_without_mistakes(

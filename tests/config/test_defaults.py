@@ -30,8 +30,9 @@ def test_defaults_are_valid_without_a_file(tmp_path: Path, monkeypatch: pytest.M
     assert settings.coaching.examples.use_for_automatic is False
     assert settings.coaching.examples.cache_dir == Path("cache")
     assert settings.backends == {}
-    assert settings.workers.queues == ["gencoach-diagnosis", "gencoach-repair"]
-    assert settings.workers.processes == 2
+    assert settings.workers.queues == ["gencoach-repair", "gencoach-diagnosis"]
+    assert (settings.workers.processes, settings.workers.concurrency) == (1, 32)
+    assert (settings.workers.mode, settings.workers.shutdown_grace_s) == ("async", 30.0)
     assert settings.workers.job_timeout_s == 300.0
     assert settings.controller.consumer is None
     assert (settings.controller.batch_size, settings.controller.grace_s) == (500, 10.0)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gencoach.config import Limits, load_settings
 
-from .checks import Load, Write
+from .checks import Load, Refuse, Write
 
 FULL = """
 redis: {url: "redis://cache.internal:6380/2", key_prefix: "gc"}
@@ -77,7 +77,7 @@ def test_full_file_loads(load: Load) -> None:
     vllm = settings.backends["vllm"]
     assert (vllm.type, vllm.timeout_s, vllm.max_retries) == ("openai", 45.0, 0)
     assert (vllm.max_concurrency, vllm.structured_output) == (8, "json_object")
-    assert vllm.headers["Content-type"].get_secret_value() == "application/json"
+    assert vllm.header_values() == {"Content-type": "application/json"}
     rules = settings.backends["rules"]
     assert (rules.type, rules.endpoint, rules.default_model) == (
         "python",
@@ -105,7 +105,39 @@ def test_magma_gen_sections_load_unchanged(load: Load) -> None:
     assert backend.default_model == "gpt-oss:20b"
     assert (backend.timeout_s, backend.max_retries) == (30.0, 3)
     assert list(backend.headers) == ["Content-type"]
-    assert backend.headers["Content-type"].get_secret_value() == "application/json"
+    assert backend.header_values() == {"Content-type": "application/json"}
+
+
+MAGMA_ONLY = """
+magma_agent_address: "http://localhost:8888"
+magma_agent_timeout: 360
+magma_planner_address: "http://localhost:8000"
+generate: {seed: null, nb_branch: 2, nb_env: 64}
+benchmark: {backend_verifier: none, seed: 42}
+"""
+
+
+def test_magma_only_sections_of_a_magma_file_are_ignored_and_named(load: Load) -> None:
+    """A whole MAGMA config file loads: its MAGMA-only top-level sections are set aside,
+    named (for the one notice the CLI prints), and nothing else of them is read."""
+    settings = load(MAGMA + MAGMA_ONLY)
+    assert settings.ignored_sections == [
+        "benchmark", "generate", "magma_agent_address", "magma_agent_timeout",
+        "magma_planner_address",
+    ]  # fmt: skip
+    assert settings.backends["default_ollama"].default_model == "gpt-oss:20b"
+    assert load(MAGMA).ignored_sections == []
+
+
+def test_a_typo_inside_a_gencoach_section_of_a_magma_file_is_still_refused(
+    refuse: Refuse,
+) -> None:
+    """Only whole MAGMA sections are ignored: a misspelt key in `coaching` names its path,
+    and a misspelt top-level section is refused too."""
+    error = refuse(MAGMA.replace("max_pending_per_stage", "max_pendng_per_stage") + MAGMA_ONLY)
+    assert "coaching.max_pendng_per_stage: unknown key" in str(error)
+    error = refuse(MAGMA + MAGMA_ONLY.replace("benchmark:", "benchmarks:"))
+    assert "benchmarks: unknown key" in str(error)
 
 
 def test_environment_overrides_the_file(load: Load) -> None:

@@ -48,6 +48,9 @@ def backend_yaml(**changes: object) -> str:
         ("agents: ['ftp://files']", "agents[0]", "ftp://files"),
         ("log: {level: LOUD}", "log.level", "LOUD"),
         ("workers: {queues: [a, a]}", "workers.queues", ["a", "a"]),
+        ("workers: {concurrency: 0}", "workers.concurrency", 0),
+        ("workers: {mode: threads}", "workers.mode", "threads"),
+        ("workers: {shutdown_grace_s: -1}", "workers.shutdown_grace_s", -1),
     ],
 )
 def test_invalid_value_is_refused(refuse: Refuse, text: str, path: str, value: object) -> None:

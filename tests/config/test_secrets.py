@@ -44,7 +44,7 @@ def test_secrets_remain_usable(load: Load) -> None:
     """The code that needs a secret can still read it."""
     settings = load(WITH_SECRET, ENV)
     backend = settings.backends["local"]
-    assert backend.headers["Authorization"].get_secret_value() == SECRET
+    assert backend.header_values()["Authorization"] == SECRET
     assert backend.api_key is not None
     assert backend.api_key.get_secret_value() == "sk-llm-key-value"
     assert settings.api.token is not None
@@ -56,10 +56,24 @@ def test_redacted_dump_masks_values_and_keeps_the_rest(load: Load) -> None:
     """The redacted dump keeps header names and settings, masking secret values."""
     dump = redacted(load(WITH_SECRET, ENV))
     headers = dump["backends"]["local"]["headers"]
-    assert headers == {"Authorization": MASK, "Content-type": MASK}
+    assert headers == {"Authorization": MASK, "Content-type": "application/json"}
     assert dump["redis"]["url"] == f"redis://:{MASK}@cache.internal:6379/0"
     assert dump["backends"]["local"]["api_key_env"] == "LLM_KEY"
     assert dump["coaching"]["max_pending_per_stage"] == 5
+
+
+@pytest.mark.parametrize(
+    "name", ["Authorization", "Proxy-Authorization", "X-Api-Key", "api_key", "X-Auth-Token",
+             "Cookie", "X-Secret"],
+)  # fmt: skip
+def test_only_secret_like_headers_are_masked(load: Load, name: str) -> None:
+    """Authorization, API keys, tokens and cookies are masked; an ordinary header is not."""
+    text = WITH_SECRET.replace("Authorization:", f"{name}:").replace("Content-type: ", "Accept: ")
+    settings = load(text, ENV)
+    headers = redacted(settings)["backends"]["local"]["headers"]
+    assert headers == {name: MASK, "Accept": "application/json"}
+    assert SECRET not in repr(settings)
+    assert settings.backends["local"].header_values()[name] == SECRET
 
 
 def test_variable_named_by_token_env_is_not_an_unknown_setting(load: Load) -> None:

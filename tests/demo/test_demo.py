@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gencoach.graph import read_save
+from tests.support.llm_server import error, scripted_llm_servers
 from tests.support.processes import descendants, pid_alive, wait_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -75,3 +76,24 @@ def test_ctrl_c_leaves_no_process_and_no_redis(tmp_path: Path) -> None:
     assert demo.returncode == 130, output
     assert "interrupted" in output
     assert all(wait_gone(pid, timeout_s=10) for pid in tree), [p for p in tree if pid_alive(p)]
+
+
+def test_a_model_refusing_the_structured_output_is_named_in_the_summary(tmp_path: Path) -> None:
+    """Coaching the scripted agent with a model whose server refuses json_schema (set
+    explicitly): the demo still ends with its summary, naming the cause and the fix."""
+    refusal = "('body', 'response_format', 'type'): Input should be 'text' or 'json_object'"
+    with scripted_llm_servers() as start:
+        server = start(error(500, refusal))
+        demo = _demo(
+            tmp_path,
+            *("--scenario", "buttons", "--envs", "1", "--max-wall-s", "20"),
+            *("--llm-endpoint", server.endpoint, "--model", "m", "--coach-with-llm"),
+            *("--structured-output", "json_schema", "--job-timeout", "30"),
+        )
+        output, _ = demo.communicate(timeout=200)
+    assert demo.returncode == 0, output
+    assert "no proven correction this time for:" in output
+    assert "cause: backend llm refused json_schema; set structured_output: json_object" in output
+    coached = [r for r in server.requests if r.body and "response_format" in r.body]
+    assert coached, "the model was asked to coach"
+    assert all(r.body["response_format"]["type"] == "json_schema" for r in coached)

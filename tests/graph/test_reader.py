@@ -128,3 +128,17 @@ def test_other_format_major_is_refused(saved: Path) -> None:
     """A save written by MAGMA-GEN 3.x is refused with the version it has."""
     _edit(saved / "config.json", lambda data: data.update(generator_version="3.0"))
     assert "has major 3; only MAGMA-GEN 2.x saves can be read" in _refused(saved)
+
+
+def test_a_save_written_before_magma_task_descriptions_still_loads(saved: Path) -> None:
+    """A save of an earlier gencoach (task description as text, executed candidates whose
+    stage went on saved `ongoing`) loads as written."""
+
+    def old(data: Any) -> None:
+        data["task_description"] = "press sw0, then sw4"
+
+    _edit(saved / "config.json", old)
+    _edit(saved / "0.json", lambda data: data["candidates"][0].update(status="ongoing"))
+    graph = read_save(saved)
+    assert graph.config.task_description == "press sw0, then sw4"
+    assert graph.candidates[0].status == "ongoing"

@@ -32,3 +32,18 @@ def test_an_ongoing_leaf_counts_in_the_total_only() -> None:
         "unassessed": 0,
         "total_child": 1,
     }
+
+
+def test_a_simulation_resume_has_no_score_of_its_own() -> None:
+    """A `simulation_resume` leaf counts no trajectory; one with a next situation carries
+    only what follows it, as MAGMA-GEN's `compute_node_result` does."""
+    members = {0: [0], 1: [1], 2: [2]}
+    candidates = {
+        0: ScoredCandidate(stage_id=0, outcome=Outcome.ONGOING, next_situations=[1], resume=True),
+        1: ScoredCandidate(stage_id=0, outcome=Outcome.OPTIMAL),
+        2: ScoredCandidate(stage_id=0, outcome=Outcome.FAILED, resume=True),
+    }
+    scores = descendant_scores(members, candidates)
+    assert scores[0] == scores[1]
+    assert scores[0]["stage_0"].optimal == 1
+    assert scores[2] == {}

@@ -21,26 +21,31 @@ def magma_config(run_id: str, target: str) -> RunConfig:
     data.pop("producer")
     data["task_description"] = {
         "task_description": "press the one button",
-        "stages_description": ["press it"],
+        "stages_description": [{"goal_description": "press it", "stage_name": "press"}],
         "coaching_hint": "look at the labels",
     }
     return RunConfig.parse(data)
 
 
 def magma_save(folder: Path, run_id: str = "magma-1", target: str = "sw7") -> Path:
-    """A MAGMA-GEN style save: a `finished` candidate with a step-summary execution."""
+    """A MAGMA-GEN style save: `finished` candidates with step-summary executions, one as
+    MAGMA-GEN writes them (a list of robot statuses, enum values), one with names."""
     summary = {
-        "per_robot_status": {"panda": {"error_flag": "none", "failure_reason": None}},
-        "stage_success": True,
-        "stage_state": "optimal",
-        "tool_calls": [{"name": "press_button", "arguments": {"id": target}}],
+        "per_robot_status": [
+            {"robot_name": "panda", "mess": "pressed", "result": True, "error_flag": "none"}
+        ],
+        "stage_success": 1,
+        "stage_state": 1,
+        "tool_calls": 1,
+        "forgiven_tool_calls": 0,
         "failure_reason": None,
+        "reward": 1.0,
     }
     failed = {
         "per_robot_status": {"panda": {"error_flag": "bad_call", "failure_reason": "no such"}},
-        "stage_success": False,
-        "stage_state": None,
-        "tool_calls": [],
+        "stage_success": "FAILED",
+        "stage_state": "EXCEEDED",
+        "tool_calls": 1,
         "failure_reason": "no such button",
     }
     records = [
@@ -49,7 +54,7 @@ def magma_save(folder: Path, run_id: str = "magma-1", target: str = "sw7") -> Pa
             None,
             [
                 candidate(0, press(target), "finished", execution=summary),
-                candidate(1, press("sw99"), "error", execution=failed),
+                candidate(1, press("sw99"), "finished", execution=failed),
             ],
             content="press the one button",
         )

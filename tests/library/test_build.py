@@ -150,3 +150,18 @@ def test_a_killed_build_leaves_nothing_that_looks_like_a_library(
     with pytest.raises(LibraryError, match="is not a complete library"):
         CanonicalDatasetAdapter(partial[0])
     shutil.rmtree(partial[0])
+
+
+def test_the_same_sources_build_the_same_library(saves: Path, tmp_path: Path) -> None:
+    """Two builds of the same sources write byte-identical shards and the same index rows."""
+    build_library([saves], tmp_path / "one", "r1")
+    build_library([saves], tmp_path / "two", "r1")
+    one = json.loads((tmp_path / "one" / "manifest.json").read_text())
+    two = json.loads((tmp_path / "two" / "manifest.json").read_text())
+    assert one["shards"] == two["shards"]
+    assert one["counts"] == two["counts"]
+    with (
+        CanonicalDatasetAdapter(tmp_path / "one") as first,
+        CanonicalDatasetAdapter(tmp_path / "two") as second,
+    ):
+        assert first.metadata() == second.metadata()

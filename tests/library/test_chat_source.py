@@ -13,7 +13,7 @@ from tests.library.sources import chat_row, coached_save, write_chat
 
 def test_the_chat_exporters_file_is_read(tmp_path: Path) -> None:
     """Every row `gencoach export --format chat` writes becomes a trajectory with its
-    assistant weights as trainable flags and its metadata as task and lineage."""
+    assistant `trainable` flags and its top-level metadata as task and lineage."""
     coached_save(tmp_path / "saves" / "run-1")
     outcome = run_export(
         ExportSettings(source=tmp_path / "saves", format="chat", out=tmp_path / "out")
@@ -25,12 +25,12 @@ def test_the_chat_exporters_file_is_read(tmp_path: Path) -> None:
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
         records = list(lib.iter_records())
         for record, row in zip(sorted(records, key=lambda r: r.locator["line"]), rows, strict=True):
-            weights = [m["weight"] for m in row["messages"] if m["role"] == "assistant"]
-            assert [int(event["trainable"]) for event in record.decisions] == weights
-            assert record.task["scenario"] == row["metadata"]["scenario"]
-            assert record.locator["candidate_id"] == row["metadata"]["candidate_id"]
+            flags = [m["trainable"] for m in row["messages"] if m["role"] == "assistant"]
+            assert [event["trainable"] for event in record.decisions] == flags
+            assert record.task["scenario"] == row["scenario"]
+            assert record.locator["candidate_id"] == row["candidate_id"]
             assert record.outcome is Outcome.UNKNOWN  # a chat row does not say: unknown
-            assert record.reward == row["metadata"]["score"]
+            assert record.reward == row["score"]
             assert len(record.events) == len(row["messages"]) - 1  # the system message
         coached = [r for r in records if r.provenance is Provenance.COACHED_CORRECTION]
         assert [r.coaching["attempt_ids"] for r in coached] == [[1]]

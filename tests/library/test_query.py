@@ -101,3 +101,30 @@ def test_agents_match_by_id_or_id_and_version(library: CanonicalDatasetAdapter) 
     assert len(library.metadata(DatasetQuery(agents="reference-agent"))) == everything
     assert len(library.metadata(DatasetQuery(agents="reference-agent@1.0.0"))) == everything
     assert library.metadata(DatasetQuery(agents="reference-agent@9")) == []
+
+
+def test_alternatives_come_in_quality_order(library: CanonicalDatasetAdapter) -> None:
+    """A task's alternatives run from its best trajectory down, failures last."""
+    task = library.metadata(DatasetQuery(targets="sw0-sw4"))[0].task_key
+    alternatives = library.alternatives(task)
+    assert [record.task_rank for record in alternatives] == [1, 2, 3, 4, 5]
+    assert [record.quality_tier.value for record in alternatives] == [
+        "optimal", "optimal", "acceptable", "failed", "failed"
+    ]  # fmt: skip
+    environment = alternatives[0].environment_key
+    assert library.alternatives(task, environment) == alternatives
+    assert library.alternatives(task, "elsewhere@1/buttons@unversioned") == []
+
+
+def test_evaluation_bundle_holds_the_reference_and_every_attempt(
+    library: CanonicalDatasetAdapter,
+) -> None:
+    """The bundle names the task and its split, the best success as reference, all attempts."""
+    row = library.metadata(DatasetQuery(targets="sw0-human"))[0]
+    bundle = library.evaluation_bundle(row.task_key)
+    assert bundle.task["target"] == "sw0-human"
+    assert bundle.split == row.split
+    assert bundle.reference is not None
+    assert bundle.reference.provenance.value == "human_correction"
+    assert bundle.outcomes == {"failure": 1, "success": 1}
+    assert [attempt.task_rank for attempt in bundle.attempts] == [1, 2]

@@ -12,6 +12,7 @@ from gencoach.library import (
     QualityTier,
 )
 from gencoach.library.build import build_library
+from gencoach.library.sources.canonical import description_text
 from tests.library.sources import coached_save, human_save, magma_save
 
 
@@ -103,6 +104,9 @@ def test_magma_gen_shapes_are_read(tmp_path: Path) -> None:
         assert records[0].environment["generator"] == "magma-gen"
         assert records[1].decisions[0]["trainable"] is False  # per_robot_status: bad_call
         assert records[1].outcome is Outcome.FAILURE
+        assert records[1].events[-1] == {
+            "id": "e2", "kind": "stage_end", "stage_id": 0, "result": "failure", "state": "exceeded"
+        }  # fmt: skip
 
 
 def test_same_task_text_in_either_shape_is_one_task(tmp_path: Path) -> None:
@@ -110,3 +114,15 @@ def test_same_task_text_in_either_shape_is_one_task(tmp_path: Path) -> None:
     with _open(tmp_path, magma_save(tmp_path / "magma-1")) as lib:
         key = lib.metadata()[0].task_key
     assert key.startswith("buttons/sw7/")
+
+
+def test_a_task_without_text_is_named_by_its_stage_goals() -> None:
+    """MAGMA-GEN's object with no task text gives its stage goals, in order, as the text."""
+    described = {
+        "task_description": None,
+        "stages_description": [{"goal_description": "press sw0"}, {"goal_description": "say"}],
+        "coaching_hint": None,
+    }
+    assert description_text(described) == "press sw0 / say"
+    assert description_text({"task_description": "press", "stages_description": []}) == "press"
+    assert description_text("press sw0") == "press sw0"

@@ -170,7 +170,7 @@ def coaching_request() -> Json:
 
 
 def coaching_proposal(point: str = "replacement") -> Json:
-    return {"reinjection_point_id": point, "extra_keys": {"coaching": replace_say()}}
+    return {"reinjection_point_id": point, "extra_keys": replace_say()}
 
 
 def coaching_response() -> Json:
@@ -195,7 +195,7 @@ def replace_decision() -> Json:
 
 
 def failure_diagnosis() -> Json:
-    return {"decision_index": 2, "reason": "moved too early", "expected_decision": "grasp"}
+    return {"decision_index": 2, "reason": "moved too early", "expected_decision": {"say": "grasp"}}
 
 
 def suboptimal_diagnosis() -> Json:

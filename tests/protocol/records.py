@@ -22,6 +22,16 @@ def producer() -> Json:
     return {"package": "gencoach", "version": "0.1.0"}
 
 
+def stage_description() -> Json:
+    return {"goal_description": "the cup is on the table", "instruction": "Serve.",
+            "stage_name": "ServeStage", "target_tool_calls": 2}  # fmt: skip
+
+
+def task_description() -> Json:
+    return {"task_description": "Serve the table.", "stages_description": [stage_description()],
+            "coaching_hint": None}  # fmt: skip
+
+
 def run_config() -> Json:
     return {
         "run_id": "run-1",
@@ -34,7 +44,7 @@ def run_config() -> Json:
         "agent_version": "1.0.0",
         "roots": [0],
         "env_options": {"seed": 7},
-        "task_description": "Serve the table.",
+        "task_description": task_description(),
         "error_statistics": {"bad_call": 2},
         "producer": producer(),
     }

@@ -135,15 +135,24 @@ def test_health_is_ready_only() -> None:
 @pytest.mark.parametrize(
     ("change", "field"),
     [
-        ({"specialized_coaching": ["style"]}, "specialized_coaching.0"),
-        ({"specialized_coaching": ["failure", "format", "failure"]}, "specialized_coaching.2"),
+        ({"specialized_coaching": [3]}, "specialized_coaching.0"),
         ({"capabilities": {"tools": "yes"}}, "capabilities.tools"),
         ({"coaching_resume": 1}, "coaching_resume"),
     ],
 )
 def test_info_refusals(change: dict[str, Any], field: str) -> None:
-    """Unknown or repeated coaching kinds and non-boolean capabilities are refused."""
+    """Coaching kinds that are not strings and non-boolean capabilities are refused."""
     expect_refusal(lambda: p.AgentInfo.parse({**ex.agent_info(), **change}), field)
+
+
+def test_info_accepts_any_coaching_kind_and_routes_the_known_ones() -> None:
+    """As magma-core, any list of strings is accepted; gencoach routes the kinds it knows
+    (once each) and names the others as ignored."""
+    kinds = ["text_only", "failure", "format", "failure", "style"]
+    info = p.AgentInfo.parse({**ex.agent_info(), "specialized_coaching": kinds})
+    assert info.specialized_coaching == kinds
+    assert info.routed_kinds == ["failure", "format"]
+    assert info.ignored_kinds == ["text_only", "style"]
 
 
 def test_info_capabilities_are_required() -> None:

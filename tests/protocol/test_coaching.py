@@ -169,3 +169,26 @@ def test_payload_is_chosen_by_kind(data: dict[str, Any], model: type[p.ContractM
 def test_payload_refusals(data: object, field: str) -> None:
     """A payload without a known kind, or with bad content, is refused."""
     expect_refusal(lambda: p.parse_coaching_payload(data), field)
+
+
+def test_a_reinjected_input_carries_the_proposal_verbatim_under_coaching() -> None:
+    """The payload becomes `extra_keys["coaching"]` as is, replacing any earlier one, on a
+    copy asking for one answer; other keys and the anchor itself are untouched."""
+    anchor = p.AgentInput.parse(
+        {"id": 3, "instruction": {"type": "user", "content": "go"}, "num_outputs": 2,
+         "extra_keys": {"episode": 7, "coaching": {"kind": "replace_say", "text": "old"}}}
+    )  # fmt: skip
+    payload = {"kind": "replace_decision", "decision": {"say": "new", "tool_calls": []}}
+    coached = p.coached_input(anchor, payload)
+    assert coached.extra_keys == {"episode": 7, "coaching": payload}
+    assert coached.num_outputs == 1
+    assert anchor.extra_keys["coaching"] == {"kind": "replace_say", "text": "old"}
+
+
+def test_an_input_after_a_coached_decision_drops_the_inherited_correction() -> None:
+    """`without_coaching` removes only `extra_keys["coaching"]`, as MAGMA-GEN strips it."""
+    item = p.AgentInput.parse(
+        {"id": 1, "instruction": {"type": "env", "content": "ok"},
+         "extra_keys": {"episode": 7, "coaching": {"kind": "replace_say", "text": "x"}}}
+    )  # fmt: skip
+    assert p.without_coaching(item).extra_keys == {"episode": 7}

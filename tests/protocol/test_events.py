@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from gencoach import protocol as p
+from gencoach.errors import ContractError
 from tests.protocol import examples as ex
 from tests.protocol import records as rx
 from tests.protocol.examples import expect_refusal
@@ -202,7 +203,21 @@ def test_run_task_description_may_be_magma_object() -> None:
     description = {"task_description": "Serve.", "stages_description": [], "coaching_hint": None}
     event = p.parse_event({**rx.run_started(), "task_description": description})
     assert isinstance(event, p.RunStarted)
-    assert event.task_description == description
+    assert isinstance(event.task_description, p.TaskDescription)
+    assert event.task_description.model_dump() == description
+
+
+def test_a_magma_stage_description_keeps_magma_keys_and_needs_a_goal() -> None:
+    """A stage description keeps MAGMA Core's further keys; one without a goal is refused."""
+    stage = {"goal_description": "g", "instruction": "i", "stage_name": "S", "text_only": False}
+    description = {"task_description": None, "stages_description": [stage], "coaching_hint": "h"}
+    event = p.parse_event({**rx.run_started(), "task_description": description})
+    assert isinstance(event, p.RunStarted)
+    assert isinstance(event.task_description, p.TaskDescription)
+    assert event.task_description.model_dump(mode="json") == description
+    bad = {**description, "stages_description": [{"instruction": "i"}]}
+    with pytest.raises(ContractError, match="goal_description"):
+        p.parse_event({**rx.run_started(), "task_description": bad})
     expect_refusal(
         lambda: p.parse_event({**rx.run_started(), "task_description": 3}), "task_description"
     )

@@ -44,6 +44,8 @@ EXAMPLES: list[tuple[Model, Callable[[], Any]]] = [
     (p.ReplaceDecision, ex.replace_decision),
     (p.Producer, rx.producer),
     (p.RunConfig, rx.run_config),
+    (p.TaskDescription, rx.task_description),
+    (p.StageDescription, rx.stage_description),
     (p.SituationLink, rx.situation_link),
     (p.StageScore, rx.stage_score),
     (p.CoachingMarker, rx.coaching_marker),
@@ -64,7 +66,13 @@ EXAMPLES: list[tuple[Model, Callable[[], Any]]] = [
     (p.CaseSelectionAnswer, ex.case_selection),
 ]
 IDS = [f"{model.__name__}-{index}" for index, (model, _) in enumerate(EXAMPLES)]
-OBJECTS = [(model, make) for model, make in EXAMPLES if isinstance(make(), dict)]
+# MAGMA Core's stage descriptions carry keys of their own, which are kept, not refused.
+OPEN_MODELS = (p.StageDescription,)
+OBJECTS = [
+    (model, make)
+    for model, make in EXAMPLES
+    if isinstance(make(), dict) and model not in OPEN_MODELS
+]
 OBJECT_IDS = [model.__name__ for model, _ in OBJECTS]
 
 

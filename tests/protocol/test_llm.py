@@ -11,7 +11,7 @@ from gencoach import protocol as p
 from tests.protocol import examples as ex
 from tests.protocol.examples import expect_refusal
 
-DIAGNOSIS = '{"decision_index": 2, "reason": "moved too early", "expected_decision": "grasp"}'
+DIAGNOSIS = json.dumps(ex.failure_diagnosis())
 
 
 @pytest.mark.parametrize(
@@ -52,11 +52,17 @@ def test_answer_that_is_not_json_is_refused(text: str) -> None:
         ({"decision_index": 2.0}, "decision_index"),
         ({"reason": "  "}, "reason"),
         ({"expected_decision": ""}, "expected_decision"),
+        ({"expected_decision": "grasp the cup"}, "expected_decision"),
+        (
+            {"expected_decision": {"tool_calls": [{"name": "grasp"}]}},
+            "expected_decision.tool_calls.0.target_robot_name",
+        ),
         ({"confidence": 0.9}, "confidence"),
     ],
 )
 def test_failure_diagnosis_refusals(change: dict[str, Any], field: str) -> None:
-    """Indexes are integers from 1; reason and expected decision are not blank."""
+    """Indexes are integers from 1; the reason is not blank; the expected decision is a
+    decision object (free text is refused), or null."""
     text = json.dumps({**ex.failure_diagnosis(), **change})
     expect_refusal(lambda: p.parse_llm_answer(p.FailureDiagnosisAnswer, text), field)
 

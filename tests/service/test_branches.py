@@ -13,7 +13,7 @@ import pytest
 from gencoach.client import Reporter
 from gencoach.graph import read_save
 from gencoach.protocol import BranchOrder
-from tests.support.agent_server import ScriptedAgent
+from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import coaching_settings, report_known, requests_of
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
@@ -49,9 +49,7 @@ def test_failure_is_coached_executed_proven_and_saved(
     generator with the attempt id on every node, proven by stage success, and saved with
     its markers and coaching logs."""
     llm.script(
-        json_reply(
-            {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
-        )
+        json_reply({"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None})
     )
     controller = controller_factory(settings=coaching_settings(llm, format=False, suboptimal=False))
     controller.start()
@@ -65,7 +63,11 @@ def test_failure_is_coached_executed_proven_and_saved(
         assert order.candidate.output is not None
         assert order.candidate.output.say == "corrected: press sw4"
         assert order.coaching.type_coaching == "failure:diagnosis"
-        assert order.input.extra_keys["coaching"]["kind"] == "replace_decision"
+        (proposal,) = correction(scripted_agent.coaching_requests[-1])["proposals"]
+        reinjected = scripted_agent.response_requests[-1]["inputs"][0]
+        assert reinjected["extra_keys"]["coaching"] == proposal["extra_keys"]
+        assert order.input.extra_keys["coaching"] == proposal["extra_keys"]
+        assert proposal["extra_keys"]["kind"] == "replace_decision"
         attempt = order.attempt_id
         generator.emit("candidate.executed", candidate_id=order.candidate_id, status="ongoing")
         generator.emit(

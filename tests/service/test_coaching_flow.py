@@ -15,6 +15,14 @@ from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 pytestmark = pytest.mark.slow
 
+SW4 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    ],
+}
+SW4_TEXT = 'panda.press_button(id="sw4")'
+
 
 def test_each_route_reaches_the_agent_with_the_right_request(
     controller_factory: Callable[..., ControllerProcess],
@@ -29,7 +37,7 @@ def test_each_route_reaches_the_agent_with_the_right_request(
             {
                 "decision_index": 2,
                 "reason": "sw9 is not in the task",
-                "expected_decision": "press sw4",
+                "expected_decision": SW4,
             }
         )
     )
@@ -63,7 +71,7 @@ def test_each_route_reaches_the_agent_with_the_right_request(
     assert failure["target_step_id"] == 3
     assert failure["diagnosis"] == {
         "explanation": "sw9 is not in the task",
-        "expected_decision": "press sw4",
+        "expected_decision": SW4_TEXT,
     }
     assert failure["reinjection_points"] == [
         {"id": "replacement", "input_step_id": 3, "input": None}
@@ -82,8 +90,9 @@ def test_skip_rules_are_recorded_with_their_reasons(
     llm: ScriptedLLMServer,
     redis_url: str,
 ) -> None:
-    """A route switched off and a kind the agent does not offer end as skipped, with why."""
-    scripted_agent.info = default_info(specialized_coaching=["format", "failure"])
+    """A route switched off and a kind the agent does not offer end as skipped, with why;
+    a kind gencoach does not route (MAGMA's `text_only`) is accepted and logged as ignored."""
+    scripted_agent.info = default_info(specialized_coaching=["format", "text_only", "failure"])
     controller = controller_factory(settings=coaching_settings(llm, failure=False))
     controller.start()
     controller.start_workers()
@@ -97,3 +106,9 @@ def test_skip_rules_are_recorded_with_their_reasons(
     assert found["suboptimal"]["reason"] == "the agent does not offer suboptimal coaching"
     assert found["format"]["state"] == "reinjected"
     assert llm.requests == []
+    ignored = [
+        json.loads(line)
+        for line in controller.log_text().splitlines()
+        if "agent.coaching_kinds_ignored" in line
+    ]
+    assert [entry["kinds"] for entry in ignored] == [["text_only"]]

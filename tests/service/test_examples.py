@@ -70,7 +70,12 @@ def test_registered_on_proof_and_offered_to_the_next_diagnosis(
     answer = {
         "decision_index": 2,
         "reason": "sw9 is not part of the task",
-        "expected_decision": "press sw4",
+        "expected_decision": {
+            "say": "",
+            "tool_calls": [
+                {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+            ],
+        },
     }
     llm.script(json_reply(answer), json_reply(answer))
     controller = controller_factory(settings=settings)

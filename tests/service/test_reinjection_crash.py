@@ -19,7 +19,7 @@ from tests.support.llm_server import ScriptedLLMServer, json_reply
 pytestmark = pytest.mark.slow
 
 KEYS = Keys()
-DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": "press sw4"}
+DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None}
 
 
 def _alternatives(client: redis.Redis, run_id: str) -> int:

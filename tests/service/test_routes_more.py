@@ -51,6 +51,7 @@ def _two_step_run(
     emit("candidate.executed", candidate_id=f"{prefix}-c1", status="error", stage_end=end)
 
 
+@pytest.mark.timeout(150)
 def test_no_action_exceeded_and_text_rewrite_routes(
     controller_factory: Callable[..., ControllerProcess],
     scripted_agent: ScriptedAgent,
@@ -60,7 +61,7 @@ def test_no_action_exceeded_and_text_rewrite_routes(
     """no_action and exceeded ends are diagnosed and repaired as failure coaching with
     their own types; a failed text-only stage is rewritten by the LLM and reinjected as
     replace_say."""
-    diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
     llm.script(diagnosis, diagnosis)
     controller = controller_factory(settings=coaching_settings(llm))
     controller.start()
@@ -98,6 +99,7 @@ def test_no_action_exceeded_and_text_rewrite_routes(
     assert reinjected == {"kind": "replace_say", "text": "the answer is 42"}
 
 
+@pytest.mark.timeout(150)
 def test_worker_killed_mid_job_is_retried(
     controller_factory: Callable[..., ControllerProcess],
     scripted_agent: ScriptedAgent,
@@ -106,7 +108,7 @@ def test_worker_killed_mid_job_is_retried(
 ) -> None:
     """Every worker process killed with SIGKILL during a slow diagnosis: the slot comes
     back when its lease lapses, and the request is retried on new workers and reinjected."""
-    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": "x"})
+    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
     llm.script(delayed(30.0, answer), answer)
     settings = coaching_settings(llm, format=False, suboptimal=False)
     settings["coaching"]["lease_s"] = 2
@@ -114,7 +116,7 @@ def test_worker_killed_mid_job_is_retried(
     controller.start()
     workers = controller.start_workers()
     report_known(redis_url, "killed", scripted_agent.url)
-    wait_for(lambda: llm.requests, timeout_s=60, what="the slow diagnosis to start")
+    wait_for(lambda: llm.requests, timeout_s=40, what="the slow diagnosis to reach the LLM")
     kill_tree(workers.pid)
     workers.wait(10)
     controller.start_workers()
@@ -125,7 +127,7 @@ def test_worker_killed_mid_job_is_retried(
             and r
         ),
         timeout_s=60,
-        what="the retried request",
+        what="the request retried on new workers and reinjected",
     )
     assert request["attempt"] == 2
     retries = [step for step in request["history"] if (step["reason"] or "").startswith("retry:")]

@@ -52,6 +52,19 @@ def _assert_known_save(folder: Path, run_id: str) -> None:
     assert config["export_complete"] is True
     assert config["roots"] == [0]
     assert config["env_options"] == {"seed": 7}
+    # The generator reported the text alone: each stage is described from its situations.
+    assert config["task_description"] == {
+        "task_description": "press sw0, then sw4; then say done",
+        "stages_description": [
+            {"goal_description": "press sw0 then sw4", "instruction": "press sw0, then sw4",
+             "stage_name": "stage_0", "target_tool_calls": 2, "max_tool_calls": 4,
+             "linked_to_prev": False, "text_only": False, "request_type": "unknown"},
+            {"goal_description": "say done", "instruction": "now say done",
+             "stage_name": "stage_1", "target_tool_calls": None, "max_tool_calls": None,
+             "linked_to_prev": True, "text_only": False, "request_type": "unknown"},
+        ],
+        "coaching_hint": None,
+    }  # fmt: skip
     assert config["producer"]["package"] == "gencoach"
     assert config["error_statistics"] == {
         "active_errors": {"injection_error": 1},
@@ -79,6 +92,8 @@ def _assert_known_save(folder: Path, run_id: str) -> None:
     assert c1["parent_id"] is None
     assert c1["execution"]["panda"]["error_flag"] == "none"
     assert c1["execution_finished"] is True
+    invalid = candidates[1]
+    assert (invalid["status"], invalid["execution_finished"]) == ("invalid", False)
     assert (c1["origin"], c1["kind"], c1["response_status"]) == ("model", "agent", "completed")
     invalid = candidates[1]
     assert invalid["response_status"] == "error"

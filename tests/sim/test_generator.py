@@ -112,8 +112,9 @@ async def test_a_call_the_world_refuses_is_executed_as_a_bad_call(
     _, tree = await generate(scripted_agent.url, tmp_path, branches=1, max_decisions=2)
     executed = tree.executed["e0-c0"]
     assert executed["status"] == "ongoing"
-    assert executed["execution"]["r2d2"]["error_flag"] == "bad_call"
-    assert "unknown robot 'r2d2'" in executed["execution"]["r2d2"]["failure_reason"]
+    (status,) = executed["execution"]["per_robot_status"]
+    assert (status["robot_name"], status["error_flag"]) == ("r2d2", "bad_call")
+    assert "unknown robot 'r2d2'" in status["mess"]
     feedback = json.loads(tree.situations["e0-s1"]["input"]["instruction"]["content"])
     assert feedback["failure_reason"].startswith("r2d2: unknown robot 'r2d2'")
 

@@ -124,7 +124,8 @@ async def test_a_branch_order_restores_its_anchor_and_continues(
     assert "coached:c" not in tree.candidates
     executed = tree.executed["coached:c"]
     assert executed["status"] == "ongoing"
-    assert executed["execution"]["panda"]["error_flag"] == "none"
+    (status,) = executed["execution"]["per_robot_status"]
+    assert (status["robot_name"], status["error_flag"]) == ("panda", "none")
     (following,) = tree.children("coached:c")
     situation = tree.situations[following]
     assert situation["coaching_attempt_ids"] == [7]

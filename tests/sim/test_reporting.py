@@ -25,8 +25,9 @@ STARTED = {
 }
 
 
-def test_execution_groups_calls_by_robot_and_adds_the_stage_end() -> None:
-    """Each robot lists its calls and results, flag and failures; a stage end adds `stage`."""
+def test_execution_is_magma_gen_step_summary_with_the_stage_end() -> None:
+    """One status per executed call, then the stage as MAGMA Core's enums: a failure has
+    its reason and says how it ended and how many calls were left unexecuted."""
     episode = Episode.start("sorting", 0)
     bins = {o.id: f"{o.colour}_bin" for o in episode.world.objects.values()}
     wrong = next(b for b in ("red_bin", "blue_bin") if b != bins["cube"])
@@ -39,26 +40,33 @@ def test_execution_groups_calls_by_robot_and_adds_the_stage_end() -> None:
         )
     )
     record = execution_record(step)
-    assert list(record) == ["ur5", "panda", "stage"]
-    assert record["ur5"]["error_flag"] == "bad_call"
-    assert record["ur5"]["failure_reason"] == "nothing is held"
-    assert record["panda"]["error_flag"] == "none"
-    assert [r["result"] for r in record["panda"]["results"]] == [True, True]
-    assert [c["name"] for c in record["panda"]["tool_calls"]] == ["take_obj", "depose"]
-    assert record["stage"] == {
-        "event": "failure",
-        "state": "optimal",
-        "failure_reason": f"cube was put in {wrong} instead of {bins['cube']}",
-        "skipped_calls": 1,
-    }
+    assert list(record) == [
+        "per_robot_status", "stage_success", "stage_state", "tool_calls",
+        "forgiven_tool_calls", "failure_reason", "failure_diagnostics", "reward",
+    ]  # fmt: skip
+    assert record["per_robot_status"] == [
+        {"robot_name": "ur5", "mess": "nothing is held", "result": False,
+         "error_flag": "bad_call", "mess_is_public": False},
+        {"robot_name": "panda", "mess": "", "result": True, "error_flag": "none",
+         "mess_is_public": False},
+        {"robot_name": "panda", "mess": "", "result": True, "error_flag": "none",
+         "mess_is_public": False},
+    ]  # fmt: skip
+    assert (record["stage_success"], record["stage_state"]) == (-1, 1)
+    assert (record["tool_calls"], record["forgiven_tool_calls"]) == (3, 0)
+    assert record["failure_reason"] == f"cube was put in {wrong} instead of {bins['cube']}"
+    assert record["failure_diagnostics"] == {"event": "failure", "skipped_calls": 1}
+    assert record["reward"] is None
 
 
-def test_an_ongoing_decision_has_no_stage_entry() -> None:
-    """A decision that leaves the stage going reports robots only."""
+def test_an_ongoing_decision_has_no_failure() -> None:
+    """A decision that leaves the stage going is `stage_success` 0, with no failure reason;
+    its bad call's message is in its robot's status."""
     step = Episode.start("buttons", 0).step(act(call("press_button", id="sw9")))
     record = execution_record(step)
-    assert list(record) == ["panda"]
-    assert record["panda"]["failure_reason"] == "unknown button 'sw9'"
+    assert (record["stage_success"], record["failure_reason"]) == (0, None)
+    (status,) = record["per_robot_status"]
+    assert (status["error_flag"], status["mess"]) == ("bad_call", "unknown button 'sw9'")
 
 
 def test_a_text_stage_reports_no_tool_budget() -> None:

@@ -10,6 +10,8 @@ import pytest
 import redis
 
 from gencoach.config.settings import BackendSettings, Settings
+from gencoach.protocol.agent import AgentDecision
+from gencoach.protocol.decision_text import format_decision
 from gencoach.protocol.jobs import DiagnosisJob
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
@@ -39,6 +41,11 @@ BINS = bins()
 WRONG_BIN = {
     obj: next(b for b in ("red_bin", "blue_bin") if b != right) for obj, right in BINS.items()
 }
+
+
+def _text(decision: AgentDecision | None) -> str | None:
+    """The expected decision in the one-line convention, for short assertions."""
+    return format_decision(decision) if decision is not None else None
 
 
 def press(button: str, robot: str = "panda") -> dict[str, Any]:
@@ -78,7 +85,7 @@ def test_buttons_wrong_argument(states: redis.Redis) -> None:
     assert played.last_event == "failure"
     answer = failure("failure", played)
     assert answer.decision_index == 2
-    assert answer.expected_decision == f'panda.press_button(id="{A}")'
+    assert _text(answer.expected_decision) == f'panda.press_button(id="{A}")'
     assert f"press 2 was {other_button(A)}, expected {A}" in answer.reason
 
 
@@ -112,7 +119,7 @@ def test_sorting_missing_prerequisite(states: redis.Redis) -> None:
     assert played.last_event == "failure"
     answer = failure("failure", played)
     assert answer.decision_index == 1
-    assert answer.expected_decision == 'panda.take_obj(obj="cube")'
+    assert _text(answer.expected_decision) == 'panda.take_obj(obj="cube")'
     assert "nothing is held" in answer.reason
 
 
@@ -121,7 +128,7 @@ def test_sorting_wrong_argument(states: redis.Redis) -> None:
     decisions = [act(call("take_obj", obj="cube")), act(call("depose", target=WRONG_BIN["cube"]))]
     answer = failure("failure", play(states, RUN, "sorting", decisions))
     assert answer.decision_index == 2
-    assert answer.expected_decision == f'panda.depose(target="{BINS["cube"]}")'
+    assert _text(answer.expected_decision) == f'panda.depose(target="{BINS["cube"]}")'
 
 
 def test_sorting_detour(states: redis.Redis) -> None:
@@ -147,7 +154,7 @@ def test_linked_stage_missing_prerequisite(states: redis.Redis) -> None:
     assert played.last_event == "exceeded"
     answer = failure("exceeded", played)
     assert answer.decision_index == 1
-    assert answer.expected_decision == f'panda.depose(target="{bin_id}")'
+    assert _text(answer.expected_decision) == f'panda.depose(target="{bin_id}")'
 
 
 def test_text_question_wrong_answer_and_rewrite(states: redis.Redis) -> None:
@@ -157,7 +164,7 @@ def test_text_question_wrong_answer_and_rewrite(states: redis.Redis) -> None:
     assert isinstance(goal, Answer)
     colour = goal.text
     answer = failure("failure", played)
-    assert answer.expected_decision == f'say("{colour}")'
+    assert _text(answer.expected_decision) == f'say("{colour}")'
     schema = RewriteAnswer.model_json_schema()
     text = diagnose([], schema=schema, context=rewrite_context(RUN, played, "green"))
     assert RewriteAnswer.parse_json(text).say == colour

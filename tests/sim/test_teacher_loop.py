@@ -44,7 +44,7 @@ def follow_the_diagnosis(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     if decision is None:
         return 200, {**answer, "status": "abandoned", "reason": "no decision to follow"}
     payload = {"kind": "replace_decision", "decision": decision.model_dump(mode="json")}
-    proposal = {"reinjection_point_id": REPLACEMENT_POINT, "extra_keys": {"coaching": payload}}
+    proposal = {"reinjection_point_id": REPLACEMENT_POINT, "extra_keys": payload}
     return 200, {**answer, "status": "corrected", "proposals": [proposal], "reason": None}
 
 

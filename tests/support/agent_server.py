@@ -60,7 +60,7 @@ def correction(request: Json) -> Json:
         "proposals": [
             {
                 "reinjection_point_id": point,
-                "extra_keys": {"coaching": {"kind": "replace_decision", "decision": decision}},
+                "extra_keys": {"kind": "replace_decision", "decision": decision},
             }
         ],
         "logs": [{"coaching_type": "repair", "content": f"repaired {request['kind']}"}],

@@ -152,12 +152,12 @@ EXPECTED_SCORES: dict[int, dict[str, dict[str, int]]] = {
 
 # Candidate storage id -> saved status.
 EXPECTED_STATUSES = {
-    0: "ongoing",
+    0: "finished",
     1: "invalid",
     2: "optimal",
     3: "error",
     4: "suboptimal",
-    5: "ongoing",
+    5: "finished",
     6: "optimal",
     7: "optimal",
 }

@@ -9,7 +9,7 @@ exact prompt, headers and `response_format`::
         server = start()
         server.script(
             error(429, headers={"Retry-After": "1"}),
-            reply('{"decision_index": 1, "reason": "r", "expected_decision": "d"}'),
+            reply('{"decision_index": 1, "reason": "r", "expected_decision": null}'),
         )
         ...  # a backend with endpoint=server.endpoint
         assert server.requests[1].body["messages"][0]["content"] == "..."

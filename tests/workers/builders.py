@@ -22,7 +22,11 @@ from gencoach.protocol.jobs import (
 
 RUN = "run-7"
 STAGE = {"id": 2, "goal": "press sw4", "hint": "sw4 is on the left wall"}
-FAILURE_ANSWER = {"decision_index": 2, "reason": "pressed sw0 first", "expected_decision": "sw4"}
+FAILURE_ANSWER = {
+    "decision_index": 2,
+    "reason": "pressed sw0 first",
+    "expected_decision": {"say": "sw4", "tool_calls": []},
+}
 
 
 def press(button: str, robot: str = "panda") -> dict[str, Any]:

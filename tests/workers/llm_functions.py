@@ -15,7 +15,7 @@ def diagnose(messages: list[dict[str, str]], *, schema: Any, model: str | None) 
     """Answer a valid failure diagnosis naming the last message, remembering the call."""
     CALLS.append({"messages": messages, "schema": schema, "model": model})
     return json.dumps(
-        {"decision_index": 1, "reason": messages[-1]["content"], "expected_decision": "look"}
+        {"decision_index": 1, "reason": messages[-1]["content"], "expected_decision": None}
     )
 
 

@@ -1,6 +1,7 @@
 """Run `run_workers` from a JSON settings file, as `gencoach worker` does (for the pool tests).
 
-python -m tests.workers.pool_main SETTINGS REDIS_URL --processes N [--burst] QUEUE...
+python -m tests.workers.pool_main SETTINGS REDIS_URL --processes N [--burst]
+    [--mode async|fork] [--concurrency C] QUEUE...
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("queues", nargs="+")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--mode", choices=["async", "fork"], default=None)
+    parser.add_argument("--concurrency", type=int, default=None)
     options = parser.parse_args(argv)
     settings = Settings.model_validate(json.loads(options.settings.read_text()))
     configure_logging(settings.log.level, settings.log.format)
@@ -32,6 +35,8 @@ def main(argv: list[str]) -> int:
         processes=options.processes,
         queues=options.queues,
         burst=options.burst,
+        mode=options.mode,
+        concurrency=options.concurrency,
     )
 
 

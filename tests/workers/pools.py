@@ -45,10 +45,21 @@ class PoolProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.seen: set[int] = set()
 
-    def start(self, *queues: str, processes: int = 2, burst: bool = False) -> None:
-        """Start the pool on `queues`."""
+    def start(
+        self,
+        *queues: str,
+        processes: int = 2,
+        burst: bool = False,
+        mode: str | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        """Start the pool on `queues` (mode and concurrency: the settings' unless given)."""
         command = [sys.executable, "-m", "tests.workers.pool_main", str(self.config)]
         command += [self.redis_url, *queues, "--processes", str(processes)]
+        if mode is not None:
+            command += ["--mode", mode]
+        if concurrency is not None:
+            command += ["--concurrency", str(concurrency)]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 [*command, *(["--burst"] if burst else [])],

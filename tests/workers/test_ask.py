@@ -12,7 +12,7 @@ from tests.support.llm_server import ScriptedLLMServer, json_reply, reply
 from tests.workers.conftest import events, openai_settings
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("Which decision failed?")]
-DIAGNOSIS = {"decision_index": 3, "reason": "grasped too early", "expected_decision": "move"}
+DIAGNOSIS = {"decision_index": 3, "reason": "grasped too early", "expected_decision": None}
 
 
 @pytest.mark.asyncio

@@ -85,7 +85,7 @@ async def test_a_multi_step_failure_maps_the_llm_decision_to_its_step(
             step_id=13,
             decision_index=2,
             explanation="pressed sw0 first",
-            expected_decision="sw4",
+            expected_decision='say("sw4")',
             rule="llm",
         ),
     )

@@ -41,7 +41,7 @@ def test_a_diagnosis_job_publishes_its_diagnosis_once(
         "run-7",
     )
     assert result.diagnosis is not None
-    assert (result.diagnosis.step_id, result.diagnosis.expected_decision) == (13, "sw4")
+    assert (result.diagnosis.step_id, result.diagnosis.expected_decision) == (13, 'say("sw4")')
     assert [log.coaching_type for log in result.logs] == ["diagnosis"]
     assert (result.usage.prompt_tokens, result.usage.total_tokens) == (120, 150)
     (started,) = events(logs, "job.started")
@@ -154,7 +154,7 @@ def test_a_repair_job_posts_the_coaching_request_and_publishes_the_answer(
     assert result.coaching.status == "corrected"
     (proposal,) = result.coaching.proposals
     assert proposal.reinjection_point_id == "replacement"
-    assert proposal.extra_keys["coaching"] == {
+    assert proposal.extra_keys == {
         "kind": "replace_decision",
         "decision": {
             "say": "corrected: press sw4",

@@ -17,12 +17,13 @@ from tests.support.processes import free_port
 from tests.workers.conftest import events, fast_retry, openai_settings
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("Which decision failed?")]
-DIAGNOSIS = {"decision_index": 2, "reason": "wrong tool", "expected_decision": "pick(cup)"}
+DIAGNOSIS = {"decision_index": 2, "reason": "wrong tool", "expected_decision": None}
 
 
 @pytest.mark.asyncio
 async def test_json_schema_mode_sends_the_contract_schema(llm_server: ScriptedLLMServer) -> None:
-    """json_schema mode sends a strict response_format OpenAI accepts, the prompt; returns usage."""
+    """json_schema mode sends the contract's schema (strict false: the public contract's
+    decision has optional fields; narrowed contracts go strict), the prompt; returns usage."""
     llm_server.script(json_reply(DIAGNOSIS, usage=(120, 30)))
     settings = openai_settings(llm_server.endpoint, structured_output="json_schema")
     async with make_backend("coach", settings) as backend:
@@ -37,11 +38,9 @@ async def test_json_schema_mode_sends_the_contract_schema(llm_server: ScriptedLL
         {"role": "user", "content": "Which decision failed?"},
     ]
     schema = FailureDiagnosisAnswer.model_json_schema()
-    for name in ("reason", "expected_decision"):  # strict mode refuses minLength
-        del schema["properties"][name]["minLength"]
     assert body["response_format"] == {
         "type": "json_schema",
-        "json_schema": {"name": "FailureDiagnosisAnswer", "schema": schema, "strict": True},
+        "json_schema": {"name": "FailureDiagnosisAnswer", "schema": schema, "strict": False},
     }
     assert schema["additionalProperties"] is False
     assert schema["properties"]["decision_index"]["minimum"] == 1
@@ -118,9 +117,10 @@ async def test_headers_carry_config_and_api_key(
 async def test_a_400_fails_at_once_with_the_server_message(
     llm_server: ScriptedLLMServer,
 ) -> None:
-    """A 400 is not retried: BackendRequestError names the server's message after one try."""
+    """With an explicit mode, a 400 is not retried: BackendRequestError names the server's
+    message and the setting to change after one try."""
     llm_server.script(error(400, "response_format json_schema is not supported"))
-    settings = openai_settings(llm_server.endpoint, max_retries=3)
+    settings = openai_settings(llm_server.endpoint, max_retries=3, structured_output="json_schema")
     with capture_logs() as logs:
         async with make_backend("coach", settings, retry=fast_retry()) as backend:
             with pytest.raises(BackendRequestError) as caught:
@@ -129,6 +129,7 @@ async def test_a_400_fails_at_once_with_the_server_message(
     assert caught.value.status == 400
     assert caught.value.attempts == 1
     assert "json_schema is not supported" in str(caught.value)
+    assert "set structured_output: json_object (or auto)" in str(caught.value)
     assert events(logs, "backend.retry") == []
     assert events(logs, "backend.refused")[0]["attempt"] == 1
 

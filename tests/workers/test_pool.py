@@ -86,7 +86,7 @@ def test_a_burst_pool_serves_both_queues_and_exits_zero(
     redis_client: redis.Redis,
     redis_url: str,
 ) -> None:
-    """Two processes, one per queue, run a diagnosis and a repair job, then exit 0."""
+    """One process serves both queues, repair first, runs a diagnosis and a repair job, exits 0."""
     diagnosis = diagnosis_job(request_id="req-d")
     repair = repair_job(scripted_agent.url, request_id="req-r")
     for job in (diagnosis, repair):
@@ -94,12 +94,12 @@ def test_a_burst_pool_serves_both_queues_and_exits_zero(
         enqueue(redis_client, job, job_timeout_s=60)
     llm_server.script(json_reply(FAILURE_ANSWER))
     pool = pool_factory()
-    pool.start(QUEUE_DIAGNOSIS, QUEUE_REPAIR, processes=2, burst=True)
+    pool.start(QUEUE_REPAIR, QUEUE_DIAGNOSIS, processes=1, burst=True)
     assert pool.wait(60) == 0, pool.log()
     done = {result.request_id: (result.job, result.status) for result in results(redis_client)}
     assert done == {"req-d": ("diagnosis", "done"), "req-r": ("repair", "done")}
-    queues = sorted(str(event["queue"]) for event in pool.events("worker.started"))
-    assert queues == sorted([QUEUE_DIAGNOSIS, QUEUE_REPAIR])
+    (started,) = pool.events("worker.started")
+    assert started["queues"] == [QUEUE_REPAIR, QUEUE_DIAGNOSIS]
 
 
 @pytest.mark.timeout(90)
@@ -152,16 +152,17 @@ def test_a_second_signal_stops_at_once(
 
 
 @pytest.mark.timeout(90)
-def test_a_killed_worker_frees_the_pending_slot_within_the_lease(
+def test_a_killed_forking_worker_frees_the_pending_slot_within_the_lease(
     pool_factory: Callable[[], PoolProcess],
     llm_server: ScriptedLLMServer,
     redis_client: redis.Redis,
     redis_url: str,
 ) -> None:
-    """SIGKILL on a busy worker: the slot comes back within lease_s, and the worker is replaced."""
+    """SIGKILL on a busy forking worker: the slot comes back within lease_s, the work-horse
+    reports its job abandoned, and the worker is replaced."""
     lease_s = 2.0
     pool = pool_factory()
-    pool.start(QUEUE_DIAGNOSIS, processes=1)
+    pool.start(QUEUE_DIAGNOSIS, processes=1, mode="fork")
     wait_workers(redis_client, QUEUE_DIAGNOSIS)
     job = diagnosis_job(lease_s=lease_s)
     admit(redis_url, job.lease)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+from gencoach.protocol import AgentDecision
 from gencoach.protocol.jobs import JobStep
 from gencoach.workers.prompts import (
     MAX_EXAMPLES,
     RewriteAnswer,
     decision_numbers,
     failure_messages,
+    format_cases,
+    format_execution,
     format_trajectory,
     rewrite_messages,
     selection_messages,
@@ -131,3 +136,41 @@ def test_a_trajectory_shows_words_errors_and_unknown_execution_shapes() -> None:
         'EXECUTION RESULT [speech]: "heard"\n'
         "DECISION 2: no decision, error timeout: no answer"
     )
+
+
+def test_example_cases_show_a_parsable_expected_decision_as_a_decision_object() -> None:
+    """A stored case whose expected decision is a one-line decision is shown as the object
+    the answer must give; other text stays as it was written."""
+    case = example(1).model_copy(update={"expected_decision": 'panda.press_button(id="sw4")'})
+    shown = format_cases([case, example(2)])
+    call = {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    expected = json.dumps({"say": "", "tool_calls": [call]})
+    assert f'"expected_decision": {expected}' in shown
+    assert '"expected_decision": "fix 2"' in shown
+
+
+def test_a_magma_step_summary_reads_as_one_line_per_robot_status() -> None:
+    """MAGMA-GEN's `per_robot_status` pairs with the decision's calls by robot; a failed
+    status shows its flag and message, and a stage failure its reason."""
+    decision = AgentDecision.parse(
+        {"tool_calls": [
+            {"name": "take_obj", "arguments": {"obj": "cube"}, "target_robot_name": "panda"},
+            {"name": "depose", "arguments": {"target": "shelf"}, "target_robot_name": "ur5"},
+        ]}
+    )  # fmt: skip
+    execution = {
+        "per_robot_status": [
+            {"robot_name": "panda", "mess": "", "result": True, "error_flag": "none",
+             "mess_is_public": False},
+            {"robot_name": "ur5", "mess": "nothing is held", "result": False,
+             "error_flag": "bad_call", "mess_is_public": False},
+        ],
+        "stage_success": -1, "stage_state": 1, "tool_calls": 2, "forgiven_tool_calls": 0,
+        "failure_reason": "the cube is not on the shelf", "failure_diagnostics": None,
+        "reward": None,
+    }  # fmt: skip
+    assert format_execution(execution, decision) == [
+        "EXECUTION RESULT [panda.take_obj]",
+        "EXECUTION RESULT [ur5.depose] ERROR_FLAG=bad_call; message=nothing is held",
+        "STAGE FAILED: the cube is not on the shelf",
+    ]

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
         replace_say,
     )
     from gencoach.agents.memory import (
-        COACHING_KEY,
         Author,
         HistoryEntry,
         Memory,
@@ -44,12 +43,13 @@ if TYPE_CHECKING:
         SessionRefusedError,
         SessionStore,
     )
+    from gencoach.protocol import COACHING_KEY
 
 # Each name's module, imported on first use: the command line imports this package's
 # `cli` module without paying for the web framework the agent app needs.
 _MODULES = {
     "Author": "gencoach.agents.memory",
-    "COACHING_KEY": "gencoach.agents.memory",
+    "COACHING_KEY": "gencoach.protocol",
     "CheckResult": "gencoach.agents.checks",
     "Coach": "gencoach.agents.coach",
     "CoachingOutcome": "gencoach.agents.coach",

@@ -18,12 +18,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from gencoach.agents.coach import Coach, CoachingOutcome
-from gencoach.agents.memory import COACHING_KEY, Memory, coached_decision
+from gencoach.agents.memory import Memory, coached_decision
 from gencoach.agents.policy import Decided, Policy, PolicyError
 from gencoach.agents.sessions import SessionRefusedError, SessionStore
 from gencoach.errors import ContractError, ContractViolation
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
+    COACHING_KEY,
     AgentDecision,
     AgentHealth,
     AgentInfo,

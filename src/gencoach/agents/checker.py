@@ -4,8 +4,10 @@ The checks send real requests: health, info (strict, protocol 2.0), answers to o
 several inputs with 2 and 3 candidates (count, order, ids), invalid requests (422),
 memory as a full replacement, error candidates' shape, and, when the agent announces
 coaching, a session on a stub backend the checker serves on loopback (or on
-`backend_endpoint`, for an agent elsewhere), repairs of each announced kind at offered
-points only, their reinjection, and closing the session.
+`backend_endpoint`, for an agent elsewhere), repairs of each announced kind gencoach
+routes at offered points only (each proposal's `extra_keys` the payload itself), their
+reinjection as MAGMA-GEN makes it (the payload as `extra_keys.coaching`) answered with the
+correction, and closing the session.
 """
 
 from __future__ import annotations
@@ -67,8 +69,10 @@ async def check_agent(
             results.append(
                 skipped("coaching", "/v1/info did not validate, so what it announces is unknown")
             )
-        elif not info.specialized_coaching:
-            results.append(skipped("coaching", "the agent announces no specialized coaching"))
+        elif not info.routed_kinds:
+            ignored = f" (ignored: {', '.join(info.ignored_kinds)})" if info.ignored_kinds else ""
+            reason = f"the agent announces no specialized coaching gencoach routes{ignored}"
+            results.append(skipped("coaching", reason))
         else:
             with ExitStack() as stack:
                 endpoint = backend_endpoint or stack.enter_context(StubBackend()).endpoint

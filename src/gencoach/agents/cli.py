@@ -18,6 +18,15 @@ import typer
 from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
 
 
+class StructuredOutputChoice(StrEnum):
+    """How a backend is asked for JSON (a backend's `structured_output`)."""
+
+    auto = "auto"
+    json_schema = "json_schema"
+    json_object = "json_object"
+    none = "none"
+
+
 class PolicyChoice(StrEnum):
     """Who decides in the reference agent."""
 
@@ -63,6 +72,10 @@ def serve(
     agent_id: Annotated[str, typer.Option(help="The agent_id /v1/info announces.")] = (
         DEFAULT_AGENT_ID
     ),
+    structured_output: Annotated[
+        StructuredOutputChoice,
+        typer.Option(help="How the coach asks its session's backends for JSON."),
+    ] = StructuredOutputChoice.auto,
 ) -> None:
     """Serve the reference agent (protocol 2.0, every coaching kind) until Ctrl-C or SIGTERM."""
     from gencoach.agents.reference import MistakeRates, ReferenceOptions, serve_agent
@@ -85,6 +98,7 @@ def serve(
         llm_endpoint=llm_endpoint,
         model=model,
         agent_id=agent_id,
+        structured_output=structured_output.value,
     )
     configure_logging("info")
     serve_agent(host, port, options)

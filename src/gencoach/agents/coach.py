@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from gencoach.agents.memory import COACHING_KEY
 from gencoach.agents.sessions import CoachingSession
 from gencoach.protocol import (
     AgentDecision,
@@ -64,15 +63,19 @@ class Coach(Protocol):
 
 
 def replace_decision(point_id: str, decision: AgentDecision) -> CoachingProposal:
-    """A proposal that resumes at `point_id` with this whole decision."""
+    """A proposal that resumes at `point_id` with this whole decision.
+
+    Its `extra_keys` is the payload itself: the coach (gencoach or MAGMA-GEN) sets the
+    reinjected input's `extra_keys["coaching"]` to it, verbatim.
+    """
     payload = ReplaceDecision(decision=decision).model_dump(mode="json")
-    return CoachingProposal(reinjection_point_id=point_id, extra_keys={COACHING_KEY: payload})
+    return CoachingProposal(reinjection_point_id=point_id, extra_keys=payload)
 
 
 def replace_say(point_id: str, text: str) -> CoachingProposal:
-    """A proposal that resumes at `point_id` with these words."""
+    """A proposal that resumes at `point_id` with these words (the payload, unwrapped)."""
     payload = ReplaceSay(text=text).model_dump(mode="json")
-    return CoachingProposal(reinjection_point_id=point_id, extra_keys={COACHING_KEY: payload})
+    return CoachingProposal(reinjection_point_id=point_id, extra_keys=payload)
 
 
 def point_input(request: SpecializedCoachingRequest, point: ReinjectionPoint) -> AgentInput:

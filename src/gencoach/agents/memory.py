@@ -21,6 +21,7 @@ from pydantic import ConfigDict, Field
 
 from gencoach.errors import ContractError
 from gencoach.protocol import (
+    COACHING_KEY,
     AgentDecision,
     AgentInput,
     AgentInstruction,
@@ -31,8 +32,6 @@ from gencoach.protocol import (
 )
 
 Author = Literal["USER", "SYSTEM", "MODEL"]
-COACHING_KEY = "coaching"
-"""The `extra_keys` entry a reinjection carries its correction payload under."""
 
 
 class HistoryEntry(ContractModel):

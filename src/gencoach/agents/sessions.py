@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import anyio
 import httpx
@@ -25,9 +26,7 @@ from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.openai import public_url
 
 SUPPORTED_BACKEND_TYPE = "ollama"
-# Responses on a session's backends are asked as JSON objects: the form every
-# OpenAI-compatible server takes (llama.cpp refuses `json_schema`).
-_STRUCTURED_OUTPUT = "json_object"
+StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
 
 
 class SessionRefusedError(Exception):
@@ -62,8 +61,15 @@ class CoachingSession:
         return make_backend(name, self.settings[name])
 
 
-def backend_settings(name: str, backend: CoachingBackendConfig) -> BackendSettings:
-    """gencoach's settings for a session backend; a refused one raises ContractError."""
+def backend_settings(
+    name: str, backend: CoachingBackendConfig, structured_output: StructuredOutput = "auto"
+) -> BackendSettings:
+    """gencoach's settings for a session backend; a refused one raises ContractError.
+
+    The session config (MAGMA's shape) says nothing of structured output: the agent's own
+    setting applies, `auto` by default (json_schema, else json_object, else the schema in
+    the prompt), as gencoach's backends do.
+    """
     field_prefix = f"backends.{name}"
     if backend.type != SUPPORTED_BACKEND_TYPE:
         reason = (
@@ -82,7 +88,7 @@ def backend_settings(name: str, backend: CoachingBackendConfig) -> BackendSettin
                 "headers": backend.headers,
                 "timeout_s": backend.timeout,
                 "max_retries": backend.max_retry,
-                "structured_output": _STRUCTURED_OUTPUT,
+                "structured_output": structured_output,
             }
         )
     except ValidationError as error:
@@ -110,12 +116,18 @@ async def probe(
 
 
 class SessionStore:
-    """The open sessions of one agent process, by run id."""
+    """The open sessions of one agent process, by run id; their backends ask for structured
+    output as `structured_output` says."""
 
     def __init__(
-        self, *, probe_timeout_s: float = 5.0, transport: httpx.AsyncBaseTransport | None = None
+        self,
+        *,
+        probe_timeout_s: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        structured_output: StructuredOutput = "auto",
     ) -> None:
         self.probe_timeout_s = probe_timeout_s
+        self.structured_output = structured_output
         self._transport = transport
         self._sessions: dict[str, CoachingSession] = {}
         self._opening: dict[str, anyio.Lock] = {}
@@ -126,7 +138,10 @@ class SessionStore:
 
     async def open(self, run_id: str, config: CoachingSessionConfig) -> None:
         """Open the run's session, or raise SessionRefusedError (409, 503) or ContractError."""
-        settings = {name: backend_settings(name, b) for name, b in config.backends.items()}
+        settings = {
+            name: backend_settings(name, b, self.structured_output)
+            for name, b in config.backends.items()
+        }
         lock = self._opening.setdefault(run_id, anyio.Lock())
         async with lock:
             current = self._sessions.get(run_id)

@@ -17,6 +17,20 @@ from gencoach.errors import ConfigError, ConfigProblem
 
 _MESSAGES = {"extra_forbidden": "unknown key", "missing": "is required"}
 
+# Top-level sections of a MAGMA config file (`magma_core/configs/default_config.yaml`,
+# `MAGMAConfig`) that only MAGMA's own pipelines read: a MAGMA file loads whole, these
+# ignored with one notice. Its `backends` and `coaching` sections are gencoach's too.
+MAGMA_ONLY_SECTIONS = frozenset(
+    {
+        "magma_agent_address",
+        "magma_agent_timeout",
+        "magma_planner_address",
+        "generate",
+        "benchmark",
+        "active_backends",
+    }
+)
+
 
 def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
     """Read the settings from `path` (None: ./gencoach.yaml if present) and `environ`.
@@ -28,6 +42,8 @@ def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
     """
     file = find_config_file(path)
     data = read_config_file(file) if file else {}
+    ignored = sorted(key for key in data if key in MAGMA_ONLY_SECTIONS)
+    data = {key: value for key, value in data.items() if key not in MAGMA_ONLY_SECTIONS}
     # Variables that `*_env` keys name hold secrets, not settings, even when they
     # share our prefix (GENCOACH_API_TOKEN): find them, then overlay without them.
     named = _named_variables(overlay_environment(data, environ).data)
@@ -45,6 +61,7 @@ def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
         raise ConfigError(list(unique.values()), str(file) if file else None)
     _attach_secrets(settings, environ)
     settings._source = file
+    settings._ignored_sections = ignored
     return settings
 
 

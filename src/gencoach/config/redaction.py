@@ -18,9 +18,11 @@ MASK = "**********"
 # declared (an unknown `api_key:` is echoed in its error otherwise). `*_env` keys only
 # name a variable, and are not secret themselves.
 _SECRET_KEY = re.compile(
-    r"authorization|api[_-]?key|token|secret|passw(or)?d|credential|cookie", re.IGNORECASE
+    r"auth(?!ors?\b)|api[_-]?key|token|secret|passw(or)?d|credential|cookie",
+    re.IGNORECASE,
 )
-# Mappings whose names are harmless but whose every value is a secret.
+# Mappings an error message never echoes (a broken one may hold a secret anywhere); once
+# valid, only their secret-like entries are masked (`Authorization`, not `Content-type`).
 _SECRET_CONTAINERS = frozenset({"headers"})
 
 
@@ -54,13 +56,16 @@ def scrub(value: Any) -> Any:
     if isinstance(value, str):
         return mask_password(value)
     if isinstance(value, Mapping):
-        return {
-            key: _mask_all(item) if is_secret_key(key) else scrub(item)
-            for key, item in value.items()
-        }
+        return {key: _scrub_entry(key, item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [scrub(item) for item in value]
     return value
+
+
+def _scrub_entry(key: object, item: Any) -> Any:
+    if isinstance(key, str) and key.lower() in _SECRET_CONTAINERS and isinstance(item, Mapping):
+        return scrub(item)  # each entry masked by its own name
+    return _mask_all(item) if is_secret_key(key) else scrub(item)
 
 
 def _mask_all(value: Any) -> Any:

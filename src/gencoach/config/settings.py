@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal, get_origin
+from typing import Annotated, Any, Literal, get_origin
 
 from pydantic import (
     AliasChoices,
@@ -143,14 +143,20 @@ class BackendSettings(Section):
     type: Literal["openai", "python"]
     endpoint: Text
     default_model: str | None = Field(default=None, validate_default=True)
-    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # Never in repr; the redacted dump masks the secret-like ones (Authorization, API
+    # keys, tokens, cookies) and shows the others (Content-type) as they are.
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
     api_key_env: EnvName | None = None
     timeout_s: Seconds = Field(default=30.0, validation_alias=AliasChoices("timeout_s", "timeout"))
     max_retries: Retries = Field(
         default=3, validation_alias=AliasChoices("max_retries", "max_retry")
     )
-    max_concurrency: Count = 4
-    structured_output: Literal["json_schema", "json_object", "none"] = "json_schema"
+    # Requests in flight at once across every worker process; None: `workers.concurrency`.
+    max_concurrency: Count | None = None
+    # auto: json_schema, else json_object with the schema, else the schema in the prompt.
+    structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
+    max_tokens: Count = 1024  # sent on every call; an answer cut there is an error
+    temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] = 0.0
 
     _declared_type: str = PrivateAttr(default="openai")
     _api_key: SecretStr | None = PrivateAttr(default=None)
@@ -211,6 +217,10 @@ class BackendSettings(Section):
             return {name: item for name, item in value.items() if item is not None}
         return value
 
+    def header_values(self) -> dict[str, str]:
+        """The headers to send, secrets in clear."""
+        return dict(self.headers)
+
     @property
     def declared_type(self) -> str:
         """The type as the config spelled it: 'ollama' stays 'ollama' here."""
@@ -223,13 +233,22 @@ class BackendSettings(Section):
 
 
 class WorkerSettings(Section):
-    """The RQ workers: which queues they serve, how many processes, how long a job may run."""
+    """The RQ workers: queues in priority order, processes, jobs in flight each, time limits.
+
+    `mode: async` runs up to `concurrency` jobs at once as tasks on one event loop per
+    process; `mode: fork` runs one job at a time, each in a forked work-horse (isolation
+    for backends that run untrusted code). Every process serves every queue, first to last.
+    """
 
     queues: list[Text] = Field(
-        default_factory=lambda: ["gencoach-diagnosis", "gencoach-repair"], min_length=1
+        default_factory=lambda: ["gencoach-repair", "gencoach-diagnosis"], min_length=1
     )
-    processes: Count = 2
+    processes: Count = 1
+    concurrency: Count = 32
+    mode: Literal["async", "fork"] = "async"
     job_timeout_s: Seconds = 300.0
+    # A warm stop waits this long for jobs in flight, then cancels them.
+    shutdown_grace_s: Seconds = 30.0
 
     @field_validator("queues")
     @classmethod
@@ -247,6 +266,14 @@ class ControllerSettings(Section):
     claim_idle_s: Seconds = 60.0
     grace_s: Seconds = 10.0
     saved_ttl_s: Count = 86_400
+    # An active run with no event for this long is finished as abandoned and saved.
+    abandon_idle_s: Seconds = 3_600.0
+    # An event larger than this (its JSON, in bytes) goes to the dead letters.
+    max_event_bytes: Count = 1_048_576
+    # Entries the dead-letter stream keeps (approximately: trimmed with MAXLEN ~).
+    dead_letters_kept: Count = 10_000
+    # How often acknowledged stream entries are trimmed and leftover run keys expired.
+    housekeeping_s: Seconds = 30.0
 
 
 class ApiSettings(Section):
@@ -255,6 +282,8 @@ class ApiSettings(Section):
     host: Text = "127.0.0.1"
     port: Port = 8750
     token_env: EnvName | None = None
+    # A request body larger than this is answered 413 before it is read.
+    max_body_bytes: Count = 8_388_608
 
     _token: SecretStr | None = PrivateAttr(default=None)
 
@@ -297,6 +326,7 @@ class Settings(Section):
     log: LogSettings = Field(default_factory=LogSettings)
 
     _source: Path | None = PrivateAttr(default=None)
+    _ignored_sections: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _coaching_needs_backend(self) -> Settings:
@@ -310,6 +340,16 @@ class Settings(Section):
     def source(self) -> Path | None:
         """The file these settings were read from (None: defaults and environment only)."""
         return self._source
+
+    @property
+    def ignored_sections(self) -> list[str]:
+        """The file's MAGMA-only top-level sections, which gencoach does not read."""
+        return list(self._ignored_sections)
+
+    def backend_concurrency(self, name: str) -> int:
+        """How many requests backend `name` may have in flight: its `max_concurrency`, else
+        `workers.concurrency` (so that, by default, the cap never throttles the workers)."""
+        return self.backends[name].max_concurrency or self.workers.concurrency
 
     def agent_allowed(self, url: str) -> bool:
         """Whether a run may name the agent at `url`: it lies under one of `agents`."""

@@ -11,6 +11,7 @@ from rich.table import Table
 ROUTES = ("format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite")
 REACHED = {
     "admitted": {
+        "queued",
         "diagnosing",
         "repairing",
         "rewriting",

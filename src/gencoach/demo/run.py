@@ -22,7 +22,9 @@ import yaml
 from rich.console import Console
 from rich.live import Live
 
+from gencoach.demo.causes import causes
 from gencoach.demo.invocation import own_command
+from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
 from gencoach.demo.progress import Snapshot, render, snapshot
 from gencoach.embedded_redis import EmbeddedRedis
@@ -44,7 +46,6 @@ class DemoOptions:
     envs: int = 2
     branches: int = 2
     seed: int = 7
-    max_wall_s: float = 75.0
     injection_probability: float = 0.1
     mistakes: dict[str, float] = field(
         default_factory=lambda: {
@@ -57,6 +58,15 @@ class DemoOptions:
     )
     llm_endpoint: str | None = None
     model: str | None = None
+    structured_output: str = "auto"
+    coach_with_llm: bool = False
+    """Keep the scripted agent; coach with the model instead of the teacher."""
+    pacing: Pacing = field(default_factory=Pacing)
+
+    @property
+    def llm_decides(self) -> bool:
+        """Whether the model, not the scripted policy, makes the agent's decisions."""
+        return self.llm_endpoint is not None and not self.coach_with_llm
 
 
 def _free_port() -> int:
@@ -67,12 +77,14 @@ def _free_port() -> int:
 
 
 def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -> Path:
+    pacing = options.pacing
     if options.llm_endpoint:
         backend = {
             "type": "openai",
             "endpoint": options.llm_endpoint,
             "default_model": options.model,
-            "timeout_s": 120,
+            "timeout_s": pacing.llm_timeout_s,
+            "structured_output": options.structured_output,
         }
     else:
         backend = {"type": "python", "endpoint": TEACHER, "timeout_s": 30}
@@ -89,7 +101,7 @@ def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -
             "examples": {"register_successful": True, "cache_dir": str(folder / "cases")},
         },
         "backends": {"teacher" if not options.llm_endpoint else "llm": backend},
-        "workers": {"processes": 2, "job_timeout_s": 120},
+        "workers": {"processes": 2, "job_timeout_s": pacing.job_timeout_s},
         "controller": {"consumer": "demo", "grace_s": 5},
         "log": {"level": "info", "format": "json"},
     }
@@ -110,16 +122,10 @@ def _redis(options: DemoOptions, folder: Path) -> Iterator[str]:
 
 def _agent_args(options: DemoOptions, port: int) -> list[str]:
     args = ["agent", "serve", "--port", str(port), "--seed", str(options.seed)]
-    if options.llm_endpoint:
-        return [
-            *args,
-            "--policy",
-            "llm",
-            "--llm-endpoint",
-            options.llm_endpoint,
-            "--model",
-            str(options.model),
-        ]
+    args += ["--structured-output", options.structured_output]
+    if options.llm_decides:
+        endpoint, model = str(options.llm_endpoint), str(options.model)
+        return [*args, "--policy", "llm", "--llm-endpoint", endpoint, "--model", model]
     for name, rate in options.mistakes.items():
         args += [f"--{name}", str(rate)]
     return args
@@ -136,9 +142,10 @@ async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> lis
             seed=options.seed + index,
             envs=options.envs,
             branches=options.branches,
-            max_wall_s=options.max_wall_s,
+            max_wall_s=options.pacing.max_wall_s,
             injection_probability=options.injection_probability,
-            branch_grace_s=8.0,
+            timeout_s=options.pacing.agent_timeout_s,
+            branch_grace_s=options.pacing.branch_grace_s,
         )
         reports.append(await run_generation(generation))
 
@@ -219,6 +226,15 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     missing = [route for route in MUST_PROVE if seen.proven(route) == 0]
     if missing:
         console.print(f"[yellow]no proven correction this time for: {', '.join(missing)}[/]")
+        logs = [folder / "controller.log", folder / "workers.log"]
+        found = causes(logs)
+        for cause in found:
+            console.print(f"[yellow]  cause: {cause}[/]")
+        if not found:
+            console.print(
+                "[yellow]  the logs show no error: the runs may have been too short "
+                "(raise --max-wall-s)[/]"
+            )
     return 0
 
 

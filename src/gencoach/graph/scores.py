@@ -5,6 +5,8 @@ it ends the stage or ends its branch, classed optimal, non-optimal (suboptimal) 
 unassessed, and otherwise only in the total (failed, exceeded, or stopped while still
 ongoing). Its score adds the scores of the situations that follow it (`next` links);
 alternatives are scored on their own and never counted in the candidate they replace.
+A `simulation_resume` candidate (the simulator continuing on its own) counts no
+trajectory of its own: its score is only what follows it.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ScoredCandidate:
     stage_id: int
     outcome: Outcome
     next_situations: Sequence[int] = ()
+    resume: bool = False  # a simulation_resume: no terminal trajectory of its own
 
 
 @dataclass
@@ -120,7 +123,8 @@ def descendant_scores(
             for candidate_id in members.get(situation, ()):
                 candidate = candidates[candidate_id]
                 result = _Result()
-                if not candidate.next_situations or candidate.outcome is not Outcome.ONGOING:
+                ends = not candidate.next_situations or candidate.outcome is not Outcome.ONGOING
+                if ends and not candidate.resume:
                     result.stages[candidate.stage_id] = _terminal(candidate)
                 for child in candidate.next_situations:
                     result.add(situation_results.get(child, _Result()))

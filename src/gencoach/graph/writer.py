@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -15,10 +16,24 @@ LOGS_DIR = "_coaching_logs"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,119}")
+# Joins a slug to the hash of the exact id; never found in a name kept as it is.
+_HASH_MARK = "~"
+
+
 def run_folder_name(run_id: str) -> str:
-    """A folder name for a run id: its safe characters, never empty, never hidden."""
-    name = _UNSAFE.sub("_", run_id).strip("._") or "run"
-    return name[:120]
+    """A folder name for a run id, different for different ids.
+
+    An id that is already a safe name (letters, digits, `.`, `_`, `-`, at most 120, not
+    hidden) is kept as it is; any other gets a readable slug, `~`, and 12 hex digits of
+    the SHA-256 of the exact id (`coll:T` -> `coll_T~3d1f...`), so `coll:T` and `coll/T`
+    never share a folder.
+    """
+    if _SAFE_NAME.fullmatch(run_id):
+        return run_id
+    slug = _UNSAFE.sub("_", run_id).strip("._")[:100] or "run"
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
+    return f"{slug}{_HASH_MARK}{digest}"
 
 
 def write_save(

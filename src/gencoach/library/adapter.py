@@ -131,13 +131,13 @@ class CanonicalDatasetAdapter:
     def examples_of(
         self, rows: list[IndexRow], view: TrainingView | str = TrainingView.FULL_TRAJECTORY
     ) -> Iterator[Example]:
-        """Given index rows as examples of `view`."""
+        """Given index rows as examples of `view`; rows without a trainable decision are skipped."""
         chosen = coerce(TrainingView, view, "view")
-        for record in self.records_of(rows):
-            if chosen is TrainingView.FULL_TRAJECTORY:
-                if any(event["trainable"] for event in record.decisions):
-                    yield full_trajectory(record)
-            else:
+        records = self.records_of([row for row in rows if row.targets])
+        if chosen is TrainingView.FULL_TRAJECTORY:
+            yield from map(full_trajectory, records)
+        else:
+            for record in records:
                 yield from assistant_turns(record)
 
     def iter_batches(

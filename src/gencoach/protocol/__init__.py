@@ -32,6 +32,7 @@ from gencoach.protocol.branches import (
     parse_branch_order_json,
 )
 from gencoach.protocol.coaching import (
+    COACHING_KEY,
     RECOVERY_POINT,
     REPLACE_DECISION,
     REPLACE_SAY,
@@ -51,7 +52,9 @@ from gencoach.protocol.coaching import (
     ReplaceSay,
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
+    coached_input,
     parse_coaching_payload,
+    without_coaching,
 )
 from gencoach.protocol.events import (
     EVENT_TYPES,
@@ -81,8 +84,11 @@ from gencoach.protocol.graph import (
     RunConfig,
     SituationLink,
     SituationRecord,
+    StageDescription,
     StageScore,
+    TaskDescription,
 )
+from gencoach.protocol.ids import ID_RULE, MAX_ID_LENGTH, Identifier, id_problem
 from gencoach.protocol.llm import (
     CaseSelectionAnswer,
     FailureDiagnosisAnswer,
@@ -92,11 +98,14 @@ from gencoach.protocol.llm import (
 )
 
 __all__ = [
+    "COACHING_KEY",
     "COACHING_KINDS",
     "EVENTS_VERSION",
     "EVENT_TYPES",
     "GRAPH_FORMAT_MAJOR",
     "GRAPH_FORMAT_VERSION",
+    "ID_RULE",
+    "MAX_ID_LENGTH",
     "PROTOCOL_VERSION",
     "RECOVERY_POINT",
     "REPLACEMENT_POINT",
@@ -138,6 +147,7 @@ __all__ = [
     "FieldError",
     "GenerationEvent",
     "GeneratorInfo",
+    "Identifier",
     "InternalStep",
     "JsonObject",
     "NonEmptyStr",
@@ -153,13 +163,17 @@ __all__ = [
     "SituationRecord",
     "SpecializedCoachingRequest",
     "SpecializedCoachingResponse",
+    "StageDescription",
     "StageEnd",
     "StageInfo",
     "StageScore",
     "SuboptimalDiagnosisAnswer",
+    "TaskDescription",
     "ToolCall",
     "answer_schema",
+    "coached_input",
     "decode_json",
+    "id_problem",
     "parse_as",
     "parse_branch_order",
     "parse_branch_order_json",
@@ -168,4 +182,5 @@ __all__ = [
     "parse_event_json",
     "parse_llm_answer",
     "parse_tagged",
+    "without_coaching",
 ]

@@ -142,19 +142,31 @@ class AgentHealth(ContractModel):
 
 
 class AgentInfo(ContractModel):
-    """The body of `GET /v1/info`: who the agent is and which coaching it supports."""
+    """The body of `GET /v1/info`: who the agent is and which coaching it supports.
+
+    `specialized_coaching` is any list of strings, as magma-core accepts it; gencoach
+    routes the kinds it knows (`routed_kinds`) and ignores the others (`ignored_kinds`,
+    e.g. MAGMA's `text_only`).
+    """
 
     protocol_version: str = PROTOCOL_VERSION
     agent_id: str
     agent_version: str
-    specialized_coaching: list[CoachingKind] = Field(default_factory=list)
+    specialized_coaching: list[str] = Field(default_factory=list)
     coaching_resume: bool = False
     coaching_unavailable_reason: str | None = None
     capabilities: dict[str, bool]
 
-    @model_validator(mode="after")
-    def _unique_coaching(self) -> AgentInfo:
-        for index, kind in enumerate(self.specialized_coaching):
-            if kind in self.specialized_coaching[:index]:
-                raise FieldError(f"specialized_coaching.{index}", f"duplicate kind {kind!r}")
-        return self
+    @property
+    def routed_kinds(self) -> list[CoachingKind]:
+        """The announced kinds gencoach can ask for, in announcement order, once each."""
+        kinds: list[CoachingKind] = []
+        for kind in self.specialized_coaching:
+            if kind in COACHING_KINDS and kind not in kinds:
+                kinds.append(kind)
+        return kinds
+
+    @property
+    def ignored_kinds(self) -> list[str]:
+        """The announced kinds gencoach never routes a request to."""
+        return [kind for kind in self.specialized_coaching if kind not in COACHING_KINDS]

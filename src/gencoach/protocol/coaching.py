@@ -30,6 +30,8 @@ REPLACE_SAY: Final = "replace_say"
 """Correction payload kind: resume with new words (agents announcing `coaching_resume`)."""
 REPLACE_DECISION: Final = "replace_decision"
 """Correction payload kind: resume with a whole new decision (a convention, not MAGMA's)."""
+COACHING_KEY: Final = "coaching"
+"""The `extra_keys` entry of a reinjected input that holds the proposal's payload."""
 
 
 class InternalStep(ContractModel):
@@ -151,7 +153,11 @@ class SpecializedCoachingRequest(ContractModel):
 
 
 class CoachingProposal(ContractModel):
-    """A correction to reinject at a named point, carried to the agent as `extra_keys`."""
+    """A correction to reinject at a named point.
+
+    `extra_keys` IS the payload (`{"kind": "replace_decision", "decision": ...}`): the
+    reinjected input carries it, verbatim, as `extra_keys["coaching"]`.
+    """
 
     reinjection_point_id: str
     extra_keys: JsonObject
@@ -218,6 +224,22 @@ def parse_coaching_payload(value: object) -> ReplaceSay | ReplaceDecision:
         REPLACE_DECISION: ReplaceDecision,
     }
     return parse_tagged(value, "kind", choices, "CoachingPayload")
+
+
+def coached_input(anchor: AgentInput, payload: JsonObject) -> AgentInput:
+    """A copy of `anchor` whose `extra_keys["coaching"]` is `payload`, verbatim (any earlier
+    correction replaced), asking for one answer: the input a reinjection sends."""
+    extra_keys = {**anchor.extra_keys, COACHING_KEY: payload}
+    return anchor.model_copy(update={"extra_keys": extra_keys, "num_outputs": 1}, deep=True)
+
+
+def without_coaching(agent_input: AgentInput) -> AgentInput:
+    """A copy of `agent_input` without an inherited `extra_keys["coaching"]`, as MAGMA-GEN
+    builds the input that follows a coached decision."""
+    if COACHING_KEY not in agent_input.extra_keys:
+        return agent_input
+    extra_keys = {k: v for k, v in agent_input.extra_keys.items() if k != COACHING_KEY}
+    return agent_input.model_copy(update={"extra_keys": extra_keys})
 
 
 def _unique(field: str, ids: Sequence[int | str], what: str) -> set[int | str]:

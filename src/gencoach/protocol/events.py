@@ -14,12 +14,12 @@ from gencoach.protocol.base import (
     ContractModel,
     FieldError,
     JsonObject,
-    NonEmptyStr,
     decode_json,
     parse_tagged,
 )
 from gencoach.protocol.coaching import CoachingError
-from gencoach.protocol.graph import CandidateStatus
+from gencoach.protocol.graph import CandidateStatus, TaskDescription
+from gencoach.protocol.ids import Identifier, url_problem
 
 EVENTS_VERSION: Final = "1"
 
@@ -27,7 +27,7 @@ EVENTS_VERSION: Final = "1"
 class EventBase(ContractModel):
     """Fields every generation event carries: its run, its order in the run, the format."""
 
-    run_id: NonEmptyStr
+    run_id: Identifier
     seq: Annotated[int, Field(ge=0)]
     events: Literal["1"] = EVENTS_VERSION
 
@@ -47,14 +47,18 @@ class RunStarted(EventBase):
     scenario: str
     target: str
     target_kind: str
-    # Text, or MAGMA-GEN's object (task text, stage descriptions, coaching hint).
-    task_description: str | JsonObject
+    # MAGMA Core's object (text, one description per stage, coaching hint), or the text
+    # alone: saves then describe each stage from what its situations reported.
+    task_description: TaskDescription | str
     env_options: JsonObject = Field(default_factory=dict)
     generator: GeneratorInfo
 
     @field_validator("agent_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
+        problem = url_problem(value)
+        if problem is not None:
+            raise ValueError(f"{value!r} is not a URL an HTTP client can send: {problem}")
         try:
             parts = urlsplit(value)
             _ = parts.port  # reading the port is what checks it
@@ -81,8 +85,8 @@ class SituationCreated(EventBase):
     """The generator is about to ask the agent about a new situation."""
 
     type: Literal["situation.created"] = "situation.created"
-    situation_id: NonEmptyStr
-    parent_candidate_id: NonEmptyStr | None
+    situation_id: Identifier
+    parent_candidate_id: Identifier | None
     link: Literal["next", "alternative"] = "next"
     stage: StageInfo
     input: AgentInput
@@ -94,8 +98,8 @@ class CandidateCreated(EventBase):
     """The agent answered a situation (or the simulator resumed in its place)."""
 
     type: Literal["candidate.created"] = "candidate.created"
-    candidate_id: NonEmptyStr
-    situation_id: NonEmptyStr
+    candidate_id: Identifier
+    situation_id: Identifier
     kind: Literal["agent", "simulation_resume"] = "agent"
     response_status: Literal["completed", "error"]
     output: AgentDecision | None = None
@@ -126,7 +130,7 @@ class CandidateExecuted(EventBase):
     """The simulator executed a candidate; `stage_end` is set when that closed the stage."""
 
     type: Literal["candidate.executed"] = "candidate.executed"
-    candidate_id: NonEmptyStr
+    candidate_id: Identifier
     execution: JsonObject = Field(default_factory=dict)
     status: CandidateStatus
     stage_end: StageEnd | None = None

@@ -40,6 +40,26 @@ class Producer(ContractModel):
     version: str
 
 
+class StageDescription(ContractModel):
+    """One stage of a task, as MAGMA Core describes it (`BaseStage.get_description()` plus
+    `stage_name`); MAGMA's further keys (`target_tool_calls`, `text_only`, ...) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    goal_description: str
+    instruction: str = ""
+    stage_name: str = ""
+
+
+class TaskDescription(ContractModel):
+    """A run's task as MAGMA Core describes it (`get_loaded_task_descriptions()`): the text,
+    one description per stage id (in order), and the hint coaches may read."""
+
+    task_description: str | None
+    stages_description: list[StageDescription]
+    coaching_hint: str | None = None
+
+
 class RunConfig(ContractModel):
     """A run's `config.json`; `export_complete` turns true only once every file is written."""
 
@@ -53,8 +73,8 @@ class RunConfig(ContractModel):
     agent_version: str
     roots: list[NonNegativeInt]
     env_options: JsonObject
-    # MAGMA-GEN writes an object (task text, stage descriptions, coaching hint).
-    task_description: str | JsonObject
+    # An object as MAGMA-GEN writes it; saves of gencoach before 0.2 hold the text alone.
+    task_description: TaskDescription | str
     error_statistics: JsonObject
     # Written by MAGMA-GEN (the folder it exported to); optional so our saves may omit it.
     data_folder: str | None = None

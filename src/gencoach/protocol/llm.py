@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Protocol, Self, TypeVar
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Field, model_validator
 
+from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import ContractModel, ContractRootModel, FieldError
 
 
@@ -32,11 +33,15 @@ _FENCE = re.compile(r"```(?:json)?[ \t]*\n?(?P<body>.*?)\s*```", re.DOTALL | re.
 
 
 class FailureDiagnosisAnswer(ContractModel):
-    """Diagnosis of a failed, idle or exhausted stage: which decision caused it, and the fix."""
+    """Diagnosis of a failed, idle or exhausted stage: which decision caused it, and the fix.
+
+    `expected_decision` is the decision the agent should have made there (words or tool
+    calls, as an agent answers), or null when the model cannot name one.
+    """
 
     decision_index: PositiveInt
     reason: Text
-    expected_decision: Text
+    expected_decision: AgentDecision | None
 
 
 class SuboptimalDiagnosisAnswer(ContractModel):
@@ -64,8 +69,16 @@ class CaseSelectionAnswer(ContractRootModel[list[PositiveInt]]):
         return self
 
 
-def answer_schema(model: type[ContractModel] | type[ContractRootModel[Any]]) -> dict[str, Any]:
-    """The JSON schema of an answer, for a backend's structured-output setting."""
+def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an answer, for a backend's structured-output setting.
+
+    A contract made for one job (see `gencoach.workers.contracts`) gives its own, tighter
+    schema through a classmethod `answer_json_schema`; others give pydantic's.
+    """
+    tight = getattr(model, "answer_json_schema", None)
+    if callable(tight):
+        schema: dict[str, Any] = tight()
+        return schema
     return model.model_json_schema()
 
 

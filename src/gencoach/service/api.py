@@ -49,12 +49,20 @@ def create_app(ctx: ApiContext) -> FastAPI:
     """The FastAPI application of one controller."""
     app = FastAPI(title="gencoach", version=__version__, docs_url=None, redoc_url=None)
 
+    @app.exception_handler(redis.exceptions.ConnectionError)
+    @app.exception_handler(redis.exceptions.TimeoutError)
+    async def redis_unavailable(_: Request, error: Exception) -> JSONResponse:
+        """Redis away (restarting, unreachable): 503, and the client may try again."""
+        return _problem(503, f"Redis unreachable: {error}", status="unavailable")
+
     def authorized(authorization: Annotated[str | None, Header()] = None) -> None:
         if ctx.token is None:
             return
         if authorization is None or not authorization.startswith("Bearer "):
             raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(authorization.removeprefix("Bearer "), ctx.token):
+        # Bytes, not str: compare_digest refuses non-ASCII text with a TypeError.
+        given = authorization.removeprefix("Bearer ").encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, ctx.token.encode()):
             raise HTTPException(403, "invalid bearer token")
 
     @app.get("/health")
@@ -80,25 +88,26 @@ def create_app(ctx: ApiContext) -> FastAPI:
         if len(batch) > MAX_BATCH:
             return _problem(413, f"at most {MAX_BATCH} events per request, got {len(batch)}")
         errors = []
+        payloads = []
         for index, item in enumerate(batch):
+            payload = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+            payloads.append(payload)
             try:
-                parse_event(item)
+                event = parse_event(item)
             except ContractError as error:
-                errors.append(
-                    {
-                        "index": index,
-                        "message": str(error),
-                        "fields": [
-                            {"field": v.field, "reason": v.reason} for v in error.violations
-                        ],
-                    }
-                )
+                fields = [{"field": v.field, "reason": v.reason} for v in error.violations]
+                errors.append({"index": index, "message": str(error), "fields": fields})
+                continue
+            refusal = ctx.intake.refusal(event, len(payload.encode()))
+            if refusal is not None:
+                field, reason = refusal
+                fields = [{"field": field, "reason": reason}]
+                errors.append({"index": index, "message": reason, "fields": fields})
         if errors:
             detail = f"{len(errors)} of {len(batch)} events are invalid; none were accepted"
             return _problem(422, detail, errors=errors)
         pipe = ctx.client.pipeline(transaction=False)
-        for item in batch:
-            payload = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+        for payload in payloads:
             pipe.xadd(ctx.keys.events, {EVENT_FIELD: payload})
         await pipe.execute()
         return JSONResponse({"accepted": len(batch)}, status_code=202)
@@ -113,15 +122,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
                 listed.append({"run_id": run_id, "state": state})
         return JSONResponse({"runs": listed})
 
-    @app.get("/v1/runs/{run_id}")
-    async def run(run_id: str) -> JSONResponse:
-        """A run's state and the size of its graph."""
-        summary = await ctx.store.summary(run_id)
-        if summary is None:
-            return _problem(404, f"unknown run {run_id!r}")
-        return JSONResponse(summary)
-
-    @app.get("/v1/runs/{run_id}/stages")
+    @app.get("/v1/runs/{run_id:path}/stages")
     async def stages(run_id: str) -> JSONResponse:
         """Per stage: pending, completed, proven, unproven, and the limits in force."""
         if await ctx.store.state(run_id) is None:
@@ -129,7 +130,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
         budgets = await ctx.limits.stage_budgets(run_id, await ctx.budgets.current())
         return JSONResponse({"run_id": run_id, "stages": [b.model_dump() for b in budgets]})
 
-    @app.get("/v1/runs/{run_id}/requests")
+    @app.get("/v1/runs/{run_id:path}/requests")
     async def requests(run_id: str) -> JSONResponse:
         """Every coaching request of the run, with its state, reason and timings."""
         if await ctx.store.state(run_id) is None:
@@ -137,7 +138,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
         listed = [describe(request) for request in await ctx.requests.all(run_id)]
         return JSONResponse({"run_id": run_id, "requests": listed})
 
-    @app.post("/v1/runs/{run_id}/interventions", dependencies=[Depends(authorized)])
+    @app.post("/v1/runs/{run_id:path}/interventions", dependencies=[Depends(authorized)])
     async def intervene(run_id: str, request: Request) -> JSONResponse:
         """A person's diagnosis and decision, reinjected at the candidate's input."""
         try:
@@ -150,6 +151,14 @@ def create_app(ctx: ApiContext) -> FastAPI:
         except InterventionRefused as refused:
             return _problem(refused.status, refused.reason)
         return JSONResponse(describe(accepted), status_code=202)
+
+    @app.get("/v1/runs/{run_id:path}")
+    async def run(run_id: str) -> JSONResponse:
+        """A run's state and the size of its graph."""
+        summary = await ctx.store.summary(run_id)
+        if summary is None:
+            return _problem(404, f"unknown run {run_id!r}")
+        return JSONResponse(summary)
 
     @app.get("/v1/budgets")
     async def budgets() -> JSONResponse:
@@ -170,6 +179,13 @@ def create_app(ctx: ApiContext) -> FastAPI:
             return _problem(400, f"the body is not valid JSON: {error.violations[0].reason}")
         if not isinstance(changes, dict):
             return _problem(400, "the body must be a JSON object of budgets")
+        not_integers = {
+            key: f"must be a JSON integer, got {type(value).__name__} {value!r}"
+            for key, value in changes.items()
+            if isinstance(value, bool) or not isinstance(value, int)
+        }
+        if not_integers:
+            return _problem(422, "invalid budgets; nothing was changed", errors=not_integers)
         try:
             limits = await ctx.budgets.change(changes)
         except BudgetError as error:

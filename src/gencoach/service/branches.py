@@ -1,7 +1,8 @@
 """Coached branches: a corrected request becomes a recorded alternative and a branch order.
 
 For each proposal the controller asks the agent again at the anchor (`POST
-/v1/responses`, the proposal under `extra_keys.coaching`), records the answer as a new
+/v1/responses` on a copy of the anchor's input whose `extra_keys.coaching` is the
+proposal's `extra_keys`, verbatim, as MAGMA-GEN reinjects), records the answer as a new
 situation linked `alternative` to the anchor's parent (the original branch is kept)
 with one candidate of origin `coaching`, marks the nodes, and publishes a branch order.
 
@@ -30,6 +31,7 @@ from gencoach.protocol import (
     CoachingProposal,
     JsonObject,
     SituationCreated,
+    coached_input,
 )
 from gencoach.service.graphstore import ATTEMPTS, LINKS, MARKERS, ORDERS, SOURCES, GraphStore
 from gencoach.service.nodes import RunGraph, StoredSituation, as_text
@@ -145,9 +147,7 @@ class BranchRecorder:
         situation_id, candidate_id = node_ids(request, proposal.reinjection_point_id)
         parent = anchor.situation.parent_id
         parent_gen = graph.candidates[parent].candidate_id if parent is not None else None
-        coached_input = anchor.situation.input.model_copy(
-            update={"extra_keys": {**anchor.situation.input.extra_keys, **proposal.extra_keys}}
-        )
+        coached = coached_input(anchor.situation.input, proposal.extra_keys)
         seq = OWN_SEQ_BASE + 2 * attempt
         situation = SituationCreated(
             run_id=run_id,
@@ -156,7 +156,7 @@ class BranchRecorder:
             parent_candidate_id=parent_gen,
             link="alternative",
             stage=anchor.situation.stage,
-            input=coached_input,
+            input=coached,
             active_errors=anchor.situation.active_errors,
             coaching_attempt_ids=[attempt],
         )
@@ -189,7 +189,7 @@ class BranchRecorder:
             anchor=BranchAnchor(kind=anchor.kind, situation_id=anchor.situation.situation_id),  # type: ignore[arg-type]
             situation_id=situation_id,
             candidate_id=candidate_id,
-            input=coached_input,
+            input=coached,
             candidate=answer,
             coaching=await self._marker(run_id, candidate_id),
             attempt_id=attempt,

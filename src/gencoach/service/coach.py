@@ -31,12 +31,19 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.isolation import isolated
+from gencoach.service.isolation import guarded, isolated
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.nodes import RunGraph, as_text
+from gencoach.service.queues import Backlog, JobState
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
-from gencoach.service.requests import CoachingRequest, RequestStore, request_id_for
+from gencoach.service.requests import (
+    RUNNING,
+    CoachingRequest,
+    RequestStore,
+    job_of,
+    request_id_for,
+)
 from gencoach.service.router import Routed, Skip, route
 from gencoach.service.trajectory import Step, trajectory
 
@@ -52,8 +59,11 @@ class Dispatcher(Protocol):
     async def dispatch(self, job: AnyJob) -> None:
         """Enqueue the job."""
 
-    async def waiting(self, request_id: str, job: JobName, attempt: int) -> bool:
-        """Whether the job still waits on its queue for a worker."""
+    async def job_state(self, request_id: str, job: JobName, attempt: int) -> JobState:
+        """Where the job is: waiting on its queue, started by a worker, or ended (or unknown)."""
+
+    async def backlogs(self) -> list[Backlog]:
+        """Each queue's waiting jobs: how many, the oldest one's wait, the workers on it."""
 
 
 @dataclass
@@ -167,7 +177,7 @@ class Coach:
     async def _admit(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
     ) -> None:
-        admission = await self._admit_lease(request, settings)
+        admission = await self.admit_lease(request)
         if not admission.admitted:
             self.counters.refused_by_limits += 1
             await self._end(request, "skipped", f"refused by the stage limits: {admission.reason}")
@@ -176,41 +186,40 @@ class Coach:
         log.info("coaching.admitted", route=request.route, stage=request.stage_id)
         await self._first_job(request.moved("admitted"), steps, graph, settings)
 
-    async def _admit_lease(self, request: CoachingRequest, settings: Settings) -> Admission:
+    async def admit_lease(self, request: CoachingRequest) -> Admission:
         """Take (or renew) the request's pending slot under the budgets in force."""
         return await self.limits.admit(
             request.run_id,
             request.stage_id,
             request.request_id,
             await self.budgets.current(),
-            settings.coaching.lease_s,
+            self.settings().coaching.lease_s,
             human=request.human,
         )
 
     async def _first_job(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
     ) -> None:
+        job: JobName = "diagnosis"
         if request.route == "format":
-            request = request.moved("repairing")
+            job = "repair"
         elif request.route == "text_rewrite":
-            request = request.moved("rewriting")
-        else:
-            request = request.moved("diagnosing")
-        await self._dispatch(request, steps, graph, settings)
+            job = "rewrite"
+        await self._dispatch(_queued(request, job), steps, graph, settings)
 
     async def _dispatch(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
     ) -> None:
-        """Save the request, then enqueue the job its state calls for."""
+        """Save the queued request, then enqueue the job it waits for."""
         lease_s = settings.coaching.lease_s
         backend = next(iter(settings.backends))
         job: AnyJob
-        if request.state == "diagnosing":
+        if request.job == "diagnosis":
             cases, optimal = await self.examples.for_diagnosis(
                 graph, request.route, request.stage_id
             )
             job = diagnosis_job(request, graph, steps, backend, lease_s, cases, optimal)
-        elif request.state == "rewriting":
+        elif request.job == "rewrite":
             job = rewrite_job(request, steps, backend, lease_s)
         else:
             selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
@@ -218,6 +227,14 @@ class Coach:
             job = repair_job(request, graph, steps, selected, timeout_s, lease_s)
         await self.requests.save(request)
         await self.dispatcher.dispatch(job)
+
+    async def started(self, request: CoachingRequest) -> None:
+        """Show a queued request as running once a worker has taken its job."""
+        if request.state != "queued" or request.job is None:
+            return
+        running = request.moved(RUNNING[request.job], "a worker took the job")
+        if await self.requests.move_if(request, running):
+            log.info("coaching.started", job=request.job, attempt=request.attempt)
 
     async def retry(self, request: CoachingRequest, reason: str, max_attempts: int) -> None:
         """Dispatch an in-flight request's job again after its worker was lost, or give up."""
@@ -227,7 +244,7 @@ class Coach:
             )
             return
         settings = self.settings()
-        admission = await self._admit_lease(request, settings)
+        admission = await self.admit_lease(request)
         if not admission.admitted:  # the stage is full now: a later pass tries again
             log.info("coaching.retry_waiting", reason=admission.reason)
             return
@@ -236,7 +253,8 @@ class Coach:
             await self._end(request, "abandoned", f"{reason}; the run's graph is gone")
             return
         steps, graph = found
-        retried = request.moved(request.state, f"retry: {reason}", attempt=request.attempt + 1)
+        job = job_of(request) or "diagnosis"
+        retried = _queued(request, job, f"retry: {reason}", attempt=request.attempt + 1)
         log.warning("coaching.retry", attempt=retried.attempt, reason=reason)
         await self._dispatch(retried, steps, graph, settings)
 
@@ -270,10 +288,11 @@ class Coach:
     async def on_result(self, result: JobResult) -> None:
         """Move a request on with its job's result; stale or repeated results are ignored."""
         request = await self.requests.get(result.run_id, result.request_id)
-        expected = {"diagnosis": "diagnosing", "repair": "repairing", "rewrite": "rewriting"}
         if request is None or request.attempt != result.attempt:
             return
-        if request.state != expected[result.job]:
+        # A fast job may end before the controller saw it start: its request is still queued.
+        waiting = request.state == "queued" and request.job == result.job
+        if not waiting and request.state != RUNNING[result.job]:
             return
         await self.store.add_logs(result.run_id, result.logs, result.request_id)
         if result.status in ("abandoned", "error"):
@@ -284,9 +303,7 @@ class Coach:
             await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
         elif result.job == "rewrite" and result.rewrite is not None:
             payload = ReplaceSay(text=result.rewrite).model_dump(mode="json")
-            proposal = CoachingProposal(
-                reinjection_point_id=REPLACEMENT_POINT, extra_keys={"coaching": payload}
-            )
+            proposal = CoachingProposal(reinjection_point_id=REPLACEMENT_POINT, extra_keys=payload)
             await self._corrected(request, [proposal], rewrite=result.rewrite)
         elif result.job == "repair" and result.coaching is not None:
             answer = result.coaching
@@ -303,8 +320,8 @@ class Coach:
             await self._end(request, "error", "the run's graph is gone")
             return
         steps, graph = found
-        repairing = request.moved("repairing", f"diagnosed step {diagnosis.step_id}")
-        await self._dispatch(repairing, steps, graph, self.settings())
+        queued = _queued(request, "repair", f"diagnosed step {diagnosis.step_id}")
+        await self._dispatch(queued, steps, graph, self.settings())
 
     async def _corrected(
         self,
@@ -321,4 +338,13 @@ class Coach:
     def reinject_soon(self, request: CoachingRequest) -> None:
         """Start reinjecting a corrected request in the background (the reconciler retries)."""
         if self.tasks is not None:
-            self.tasks.start_soon(self.reinjector.reinject, request.run_id, request.request_id)
+            reinject = guarded("reinjection.failed", self.reinjector.reinject)
+            self.tasks.start_soon(reinject, request.run_id, request.request_id)
+
+
+def _queued(
+    request: CoachingRequest, job: JobName, reason: str | None = None, **changes: object
+) -> CoachingRequest:
+    """The request waiting for a worker to take its `job`."""
+    reason = reason or f"the {job} job waits for a worker"
+    return request.moved("queued", reason, job=job, **changes)

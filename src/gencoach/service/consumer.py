@@ -3,7 +3,9 @@
 The loop first re-reads the entries this consumer was given but never acknowledged
 (it crashed), then claims those another consumer has held for `claim_idle_s` (it
 never came back), then reads new entries in batches. The handler acknowledges what
-it handled; an entry it did not acknowledge is read again after a restart.
+it handled; an entry it did not acknowledge is read again after a restart. When Redis
+is unreachable the loop waits with backoff; when Redis comes back without the group
+(a restart without persistence), the group is created again.
 """
 
 from __future__ import annotations
@@ -86,6 +88,16 @@ class StreamConsumer:
                     elif entries:
                         await self.handler(entries)
                     backoff_s = 0.1
+                except redis.exceptions.ResponseError as error:
+                    if not str(error).startswith("NOGROUP"):
+                        raise
+                    # Redis lost the stream and its group (restarted empty, or flushed):
+                    # create them again and go on reading what arrives from now on.
+                    log.warning(
+                        "stream.group_recreated", stream=options.stream, group=options.group
+                    )
+                    await ensure_group(self.client, options.stream, options.group)
+                    own_pending = True
                 except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                     log.warning(
                         "stream.redis_unavailable",

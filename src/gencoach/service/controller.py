@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from fastapi import FastAPI
 from redis.asyncio import Redis
 
-from gencoach.config import Settings
+from gencoach.config import Settings, scrubbing
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
@@ -35,14 +35,17 @@ from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import Applied, GraphStore
-from gencoach.service.httpserver import HttpServer
+from gencoach.service.housekeeping import Housekeeper
+from gencoach.service.httpserver import BodyLimit, HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
+from gencoach.service.isolation import guarded
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import RequestStore
+from gencoach.service.saves import SaveLoop
 
 log = get_logger("controller")
 
@@ -79,6 +82,7 @@ class Controller:
     def __init__(self, options: ControllerOptions) -> None:
         self.options = options
         self._settings = options.settings
+        scrubbing.install(scrubbing.secret_values(options.settings))
         section = options.settings.controller
         self.keys = Keys(options.settings.redis.key_prefix)
         self.client = Redis.from_url(options.redis_url)
@@ -123,14 +127,28 @@ class Controller:
                 consumer=options.consumer,
                 batch_size=section.batch_size,
                 claim_idle_s=section.claim_idle_s,
+                max_event_bytes=section.max_event_bytes,
+                dead_letters_kept=section.dead_letters_kept,
             ),
             on_applied=self._after_apply,
             agent_allowed=options.settings.agent_allowed,
         )
+        self.saves = SaveLoop(self.store, self.persister)
         self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
         self.results = self._consumer(self.keys.results, self.coach.on_results)
         self.reconciler = Reconciler(
-            self.store, self.requests, self.limits, self.coach, self.settings
+            self.store,
+            self.requests,
+            self.limits,
+            self.coach,
+            self.settings,
+            on_abandoned=self._finish,
+            on_unregistered=self._register_soon,
+            on_unsaved=self.saves.queue,
+        )
+        self._registering: set[str] = set()
+        self.housekeeper = Housekeeper(
+            self.client, self.keys, section.saved_ttl_s, section.housekeeping_s
         )
         interventions = Interventions(
             self.store,
@@ -156,10 +174,8 @@ class Controller:
         if options.extend_api is not None:
             options.extend_api(app, context)
         api = options.settings.api
-        self.http = HttpServer(app, api.host, api.port)
-        self._saves, self._saves_out = anyio.create_memory_object_stream[str](1000)
+        self.http = HttpServer(BodyLimit(app, api.max_body_bytes), api.host, api.port)
         self._stop_requested = anyio.Event()
-        self._saves_done = anyio.Event()
         self._stopping = False
 
     def settings(self) -> Settings:
@@ -180,38 +196,36 @@ class Controller:
     async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
         for event, _ in done:
             if isinstance(event, RunStarted):
-                self._tasks.start_soon(self._register, event.run_id, event.agent_url)
+                self.reconciler.note_started(event.run_id)
+                self._tasks.start_soon(self._register_guarded, event.run_id, event.agent_url)
             elif isinstance(event, RunFinished):
-                self._tasks.start_soon(self._finish, event.run_id)
+                self._tasks.start_soon(self._finish_guarded, event.run_id)
+
+    def _register_soon(self, run_id: str, agent_url: str) -> None:
+        # Also for runs whose agent was never asked (a crash, Redis away): the reconciler
+        # finds them at its passes.
+        self._tasks.start_soon(self._register_guarded, run_id, agent_url)
+
+    async def _register_guarded(self, run_id: str, agent_url: str) -> None:
+        if run_id in self._registering:
+            return
+        self._registering.add(run_id)
+        try:
+            await guarded("run.register_failed", self._register, run_id=run_id)(run_id, agent_url)
+        finally:
+            self._registering.discard(run_id)
+
+    async def _finish_guarded(self, run_id: str) -> None:
+        await guarded("run.finish_failed", self._finish, run_id=run_id)(run_id)
 
     async def _register(self, run_id: str, agent_url: str) -> None:
         await self.registry.register(run_id, agent_url, self._settings)
 
     async def _finish(self, run_id: str) -> None:
+        await self.saves.queue(run_id)
         started = await self.store.started(run_id)
         if started is not None:
             await self.registry.unregister(run_id, started.agent_url)
-        await self._saves.send(run_id)
-
-    async def _save_loop(self, *, task_status: TaskStatus[None]) -> None:
-        # Finished runs a previous controller acknowledged but never saved come first.
-        for run_id in await self.store.runs_in_state("finished"):
-            await self._saves.send(run_id)
-        task_status.started()
-        async with self._saves_out:
-            async for run_id in self._saves_out:
-                try:
-                    await self.persister.save(run_id)
-                except Exception:  # one bad save must not stop the others
-                    log.exception("run.save_failed", run_id=run_id)
-        self._saves_done.set()
-
-    async def _catch_up(self) -> None:
-        # Runs whose run.started was applied but whose agent was never asked (a crash).
-        for run_id in await self.store.runs_in_state("active"):
-            started = await self.store.unregistered(run_id)
-            if started is not None:
-                self._tasks.start_soon(self._register, run_id, started.agent_url)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""
@@ -220,9 +234,9 @@ class Controller:
                 self._tasks = tg
                 self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
-                await tg.start(self._save_loop)
-                await self._catch_up()
-                for loop in (self.intake, self.terminals, self.results, self.reconciler):
+                await tg.start(self.saves.run, tg)
+                loops = (self.intake, self.terminals, self.results, self.reconciler)
+                for loop in (*loops, self.housekeeper):
                     await tg.start(loop.run)
                 await tg.start(self.http.run)
                 log.info(
@@ -246,8 +260,7 @@ class Controller:
         loops: tuple[_Loop, ...] = (self.intake, self.terminals, self.results, self.http)
         while any(loop.running for loop in loops):  # noqa: ASYNC110 - they are flags
             await anyio.sleep(0.05)
-        await self._saves.aclose()  # the save loop writes what is queued, then ends
-        await self._saves_done.wait()
+        await self.saves.close()  # the save loop writes what is queued, then ends
 
     def stop(self) -> None:
         """Begin the graceful shutdown: stop taking work, let work in hand finish."""
@@ -255,7 +268,8 @@ class Controller:
             return
         self._stopping = True
         self._stop_requested.set()
-        for loop in (self.intake, self.terminals, self.results, self.reconciler, self.http):
+        stopping = (self.intake, self.terminals, self.results, self.reconciler, self.http)
+        for loop in (*stopping, self.housekeeper):
             loop.stop()
 
     def reload(self) -> None:

@@ -7,11 +7,15 @@ from functools import partial
 import anyio
 import redis
 
+from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import AnyJob, JobName
-from gencoach.workers.pool import enqueue, rq_job_id, waiting
+from gencoach.service.queues import Backlog, JobState, rq_backlog, rq_job_state
+from gencoach.workers.pool import enqueue, rq_job_id
 
 log = get_logger("dispatch")
+
+QUEUES = (QUEUE_DIAGNOSIS, QUEUE_REPAIR)
 
 
 class RQDispatcher:
@@ -27,7 +31,15 @@ class RQDispatcher:
         job_id = await anyio.to_thread.run_sync(call)
         log.info("job.enqueued", job=job.job, job_id=job_id, attempt=job.attempt)
 
-    async def waiting(self, request_id: str, job: JobName, attempt: int) -> bool:
-        """Whether that job still waits on its queue for a worker."""
-        call = partial(waiting, self.connection, rq_job_id(request_id, job, attempt))
+    async def job_state(self, request_id: str, job: JobName, attempt: int) -> JobState:
+        """Where that job is: waiting on its queue, started by a worker, or ended."""
+        call = partial(rq_job_state, self.connection, rq_job_id(request_id, job, attempt))
         return await anyio.to_thread.run_sync(call)
+
+    async def backlogs(self) -> list[Backlog]:
+        """The backlog of every queue jobs are put on."""
+
+        def read() -> list[Backlog]:
+            return [rq_backlog(self.connection, queue) for queue in QUEUES]
+
+        return await anyio.to_thread.run_sync(read)

@@ -16,6 +16,7 @@ from typing import Final, Literal
 
 from redis.asyncio import Redis
 
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
 from gencoach.protocol import (
     AnyEvent,
@@ -209,7 +210,7 @@ class GraphStore:
         if not logs:
             return
         key = self.keys.run(run_id, LOGS)
-        length = await self.client.rpush(key, *(entry.model_dump_json() for entry in logs))
+        length = await self.client.rpush(key, *(scrub(entry.model_dump_json()) for entry in logs))
         if request_id is not None:
             first = length - len(logs)
             owners = [item for index in range(first, length) for item in (index, request_id)]
@@ -257,6 +258,12 @@ class GraphStore:
         }
         if b"folder" in meta:
             summary["folder"] = meta[b"folder"].decode()
+        summary["save"] = _save_state(meta)
+        if b"save_error" in meta:
+            summary["save_error"] = meta[b"save_error"].decode()
+            summary["save_attempts"] = int(meta.get(b"save_attempts", b"0"))
+        if b"finish_reason" in meta:
+            summary["finish_reason"] = meta[b"finish_reason"].decode()
         return summary
 
     async def lineage(self, run_id: str, candidate_id: int) -> RunGraph | None:
@@ -367,20 +374,47 @@ class GraphStore:
         """Record that a finished run was saved; its keys (and `also`) expire in `ttl_s` s."""
         pipe = self.client.pipeline(transaction=False)
         pipe.hset(self.keys.run(run_id, META), mapping={"state": "saved", "folder": folder})
+        pipe.hdel(self.keys.run(run_id, META), "save_error")
         for key in [*self.run_keys(run_id), *also]:
             pipe.expire(key, ttl_s)
         await pipe.execute()
 
+    async def record_save_failure(self, run_id: str, reason: str, attempts: int) -> None:
+        """Note why the run's last save failed (shown by the API until a save succeeds)."""
+        key = self.keys.run(run_id, META)
+        if await self.client.exists(key):
+            await self.client.hset(key, mapping={"save_error": reason, "save_attempts": attempts})
+
     async def runs_in_state(self, state: str) -> list[str]:
         """The known runs whose state is `state` (e.g. finished runs not yet saved)."""
+        return [run_id for run_id, found in (await self.states()).items() if found == state]
+
+    async def states(self) -> dict[str, str | None]:
+        """Every indexed run's state; None for a run whose keys expired (or were lost)."""
         run_ids = await self.run_ids()
         pipe = self.client.pipeline(transaction=False)
         for run_id in run_ids:
             pipe.hget(self.keys.run(run_id, META), "state")
         states = await pipe.execute()
-        return [
-            run_id for run_id, value in zip(run_ids, states, strict=True) if value == state.encode()
-        ]
+        return {
+            run_id: as_text(value) if value is not None else None
+            for run_id, value in zip(run_ids, states, strict=True)
+        }
+
+    async def forget(self, run_ids: Sequence[str]) -> None:
+        """Drop runs whose keys are gone from the runs index."""
+        if run_ids:
+            await self.client.zrem(self.keys.runs, *run_ids)
+
+
+def _save_state(meta: dict[bytes, bytes]) -> str:
+    """`saved`; `retrying` after a failed save; `pending` once finished; `not_finished`."""
+    state = meta[b"state"]
+    if state == b"saved":
+        return "saved"
+    if b"save_error" in meta:
+        return "retrying"
+    return "pending" if state == b"finished" else "not_finished"
 
 
 def _parse_links(value: str) -> list[tuple[int, Literal["next", "alternative"]]]:

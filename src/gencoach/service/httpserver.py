@@ -7,13 +7,14 @@ server is told to leave them alone and is stopped through `stop()`.
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 from collections.abc import Iterator
 
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class _Server(uvicorn.Server):
@@ -67,3 +68,66 @@ class HttpServer:
         finally:
             self._running = False
             sock.close()
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over `max_bytes` is answered 413 and never kept.
+
+    A declared `Content-Length` over the limit is refused before anything is read; a
+    chunked body is read up to the limit and refused as soon as it passes it. A body
+    within the limit is handed to the app as it was received.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the body's size, then pass the request on."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        received = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        detail = f"the request body is larger than {self.max_bytes} bytes (api.max_body_bytes)"
+        body = json.dumps({"detail": detail}).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})

@@ -32,6 +32,8 @@ from gencoach.service.consumer import ConsumerOptions, Entry, StreamConsumer
 from gencoach.service.graphstore import Applied, GraphStore
 
 _EVENT_KEY = EVENT_FIELD.encode()
+# How much of an oversized event its dead letter keeps.
+_DEAD_EXCERPT = 4096
 
 log = get_logger("intake")
 
@@ -59,6 +61,8 @@ class IntakeOptions:
     block_ms: int = 500
     claim_idle_s: float = 60.0
     claim_every_s: float = 5.0
+    max_event_bytes: int = 1_048_576
+    dead_letters_kept: int = 10_000
 
 
 def terminal_fields(event: AnyEvent) -> dict[str, str] | None:
@@ -120,13 +124,23 @@ class Intake:
         finally:
             log.info("intake.stopped", **vars(self.counters))
 
-    def _refusal(self, event: AnyEvent) -> str | None:
+    def refusal(self, event: AnyEvent, size_bytes: int) -> tuple[str, str] | None:
+        """The field at fault and why, for a valid event intake still refuses; else None."""
+        limit = self.options.max_event_bytes
+        if size_bytes > limit:
+            reason = (
+                f"{event.type} seq {event.seq} of run {event.run_id} is {size_bytes} bytes; "
+                f"events are at most {limit} bytes (controller.max_event_bytes)"
+            )
+            return event.type, reason
         allowed = self.agent_allowed
         if isinstance(event, RunStarted) and allowed and not allowed(event.agent_url):
-            return (
-                f"agent_url {event.agent_url} is not allowed: add it (or a prefix of it) "
-                "to the `agents` list of the controller's config"
+            reason = (
+                f"run.started of run {event.run_id}: agent_url {event.agent_url} is not "
+                "allowed: add it (or a prefix of it) to the `agents` list of the "
+                "controller's config"
             )
+            return "agent_url", reason
         return None
 
     async def process(self, entries: Sequence[Entry]) -> None:
@@ -140,14 +154,21 @@ class Intake:
             if raw is None:
                 dead.append((entry_id, fields, "the stream entry has no 'event' field"))
                 continue
+            if len(raw) > self.options.max_event_bytes:
+                reason = (
+                    f"the event is {len(raw)} bytes; events are at most "
+                    f"{self.options.max_event_bytes} bytes (controller.max_event_bytes)"
+                )
+                dead.append((entry_id, {_EVENT_KEY: raw[:_DEAD_EXCERPT]}, reason))
+                continue
             try:
                 event = parse_event_json(raw)
             except ContractError as error:
                 dead.append((entry_id, fields, str(error)))
                 continue
-            refusal = self._refusal(event)
+            refusal = self.refusal(event, len(raw))
             if refusal is not None:
-                dead.append((entry_id, fields, f"run.started of run {event.run_id}: {refusal}"))
+                dead.append((entry_id, fields, refusal[1]))
                 continue
             parsed.append((entry_id, raw, event))
         results = await self.store.apply([event for _, _, event in parsed]) if parsed else []
@@ -173,6 +194,8 @@ class Intake:
             pipe.xadd(
                 self.keys.dead_events,
                 {"event": payload, "reason": reason, "entry_id": entry_id},
+                maxlen=self.options.dead_letters_kept,
+                approximate=True,
             )
             log.warning("intake.dead_letter", entry_id=entry_id.decode(), reason=reason)
         pipe.xack(self.keys.events, CONTROLLER_GROUP, *(entry_id for entry_id, _ in entries))

@@ -124,11 +124,9 @@ class Interventions:
             proposals=[
                 CoachingProposal(
                     reinjection_point_id=REPLACEMENT_POINT,
-                    extra_keys={
-                        "coaching": ReplaceDecision(decision=intervention.decision).model_dump(
-                            mode="json"
-                        )
-                    },
+                    extra_keys=ReplaceDecision(decision=intervention.decision).model_dump(
+                        mode="json"
+                    ),
                 )
             ],
         ).moved("opportunity", "human intervention")

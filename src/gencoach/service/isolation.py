@@ -1,15 +1,18 @@
-"""Keeping one bad item from stopping a loop that serves every run."""
+"""Keeping one bad item from stopping a loop, or a task group, that serves every run."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 import redis.exceptions
 
 from gencoach.logs import get_logger
 
 log = get_logger("isolation")
+
+REDIS_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 @asynccontextmanager
@@ -21,7 +24,28 @@ async def isolated(event: str, **fields: object) -> AsyncIterator[None]:
     """
     try:
         yield
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+    except REDIS_UNAVAILABLE:
         raise
     except Exception:
         log.exception(event, **fields)
+
+
+def guarded(
+    event: str, work: Callable[..., Awaitable[object]], **fields: object
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """`work` as a fire-and-forget task that logs any failure instead of ending its group.
+
+    Nothing retries such a task from the outside, so Redis being unreachable is logged
+    like any other failure; the periodic passes (catch-up, reconciliation, saves) pick
+    the work up again once Redis is back.
+    """
+
+    async def run(*args: object) -> None:
+        try:
+            await work(*args)
+        except REDIS_UNAVAILABLE as error:
+            log.warning(event, error=str(error), redis_unavailable=True, **fields)
+        except Exception:
+            log.exception(event, **fields)
+
+    return run

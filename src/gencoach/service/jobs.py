@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 
 from gencoach.protocol import (
@@ -14,6 +13,7 @@ from gencoach.protocol import (
     JsonObject,
     ReinjectionPoint,
     SpecializedCoachingRequest,
+    without_coaching,
 )
 from gencoach.protocol.jobs import (
     DiagnosisJob,
@@ -80,7 +80,7 @@ def _lease(request: CoachingRequest, lease_s: float) -> LeaseRef:
 
 def _task_text(graph: RunGraph) -> str:
     description = graph.started.task_description
-    return description if isinstance(description, str) else json.dumps(description)
+    return description if isinstance(description, str) else description.task_description or ""
 
 
 def diagnosis_job(
@@ -151,7 +151,9 @@ def reinjection_points(
         ]
         if following and following[0] in graph.situations:
             points.append(
-                ReinjectionPoint(id=RECOVERY_POINT, input=graph.situations[following[0]].input)
+                ReinjectionPoint(
+                    id=RECOVERY_POINT, input=without_coaching(graph.situations[following[0]].input)
+                )
             )
     return points
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import anyio
 
 from gencoach.__about__ import __version__
+from gencoach.errors import SaveError
 from gencoach.graph import (
+    CONFIG_FILE,
     ScoredCandidate,
     descendant_scores,
     outcome_of,
@@ -27,6 +30,7 @@ from gencoach.protocol import (
     SituationRecord,
     StageEnd,
 )
+from gencoach.service.describe import describe_task
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.nodes import RunGraph, StoredCandidate, StoredExecution
 
@@ -34,12 +38,14 @@ log = get_logger("persist")
 
 
 def saved_status(execution: StoredExecution | None, candidate: StoredCandidate) -> str:
-    """The candidate status a save records; a stage end decides it when there is one."""
+    """The candidate status a save records, as MAGMA-GEN's: a stage end decides it when
+    there is one; an executed decision whose stage goes on is `finished`."""
     if candidate.response_status == "error" or candidate.invalid_reason is not None:
         return "invalid"
     if execution is None:
         return "ongoing"
-    return status_for_stage_end(execution.stage_end) or execution.status
+    status = status_for_stage_end(execution.stage_end) or execution.status
+    return "finished" if status == "ongoing" else status
 
 
 def status_for_stage_end(stage_end: StageEnd | None) -> str | None:
@@ -62,6 +68,7 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
             stage_id=graph.situations[candidate.situation_id].stage.id,
             outcome=outcome_of(statuses[cid]),
             next_situations=[sid for sid, kind in graph.links.get(cid, []) if kind == "next"],
+            resume=candidate.kind == "simulation_resume",
         )
         for cid, candidate in graph.candidates.items()
     }
@@ -86,7 +93,8 @@ def build_records(graph: RunGraph) -> list[SituationRecord]:
                     internal_steps=candidate.internal_steps,
                     execution=execution.execution if execution is not None else {},
                     status=statuses[cid],  # type: ignore[arg-type]
-                    execution_finished=execution is not None,
+                    # An invalid answer is never executed (MAGMA-GEN: no step summary).
+                    execution_finished=execution is not None and statuses[cid] != "invalid",
                     score=scores.get(cid, {}),
                     coaching=graph.markers.get(cid, CoachingMarker()),
                     coaching_source=graph.sources.get(cid, {}),
@@ -128,7 +136,7 @@ def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfi
         agent_version=agent_version,
         roots=graph.roots,
         env_options=started.env_options,
-        task_description=started.task_description,
+        task_description=describe_task(graph),
         error_statistics={
             "active_errors": dict(sorted(errors.items())),
             "invalid_answers": invalid,
@@ -162,7 +170,9 @@ class Persister:
         config = build_config(graph, agent_id, agent_version)
         folder = self.folder_for(run_id)
         logs = await self.store.coaching_logs(run_id)
+        await anyio.to_thread.run_sync(_check_owner, folder, run_id)
         await anyio.to_thread.run_sync(write_save, folder, config, records, logs)
+        await anyio.to_thread.run_sync(_check_complete, folder, run_id)
         if graph.state in ("finished", "saved"):
             also = await self.limits.run_keys(run_id)
             await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s, also)
@@ -174,3 +184,23 @@ class Persister:
             candidates=len(graph.candidates),
         )
         return folder
+
+
+def _check_owner(folder: Path, run_id: str) -> None:
+    """Refuse to write into a folder that holds another run's save."""
+    try:
+        found = json.loads((folder / CONFIG_FILE).read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        return  # no save there yet (or not one gencoach can read): nothing to protect
+    if found is not None and found != run_id:
+        raise SaveError(folder, f"the folder holds the save of run {found!r}, not {run_id!r}")
+
+
+def _check_complete(folder: Path, run_id: str) -> None:
+    """A run is marked saved only once its folder is on disk, complete."""
+    try:
+        config = json.loads((folder / CONFIG_FILE).read_text())
+    except (OSError, ValueError) as error:
+        raise SaveError(folder, f"run {run_id!r}: the save is not readable: {error}") from None
+    if config.get("run_id") != run_id or config.get("export_complete") is not True:
+        raise SaveError(folder, f"run {run_id!r}: the save on disk is not complete")

@@ -1,17 +1,23 @@
 """Reconciliation: requests whose worker died are retried or abandoned, never lost.
 
-Workers renew their request's lease while they work. Every `every_s` the controller
-looks at its runs' requests: one in flight whose lease lapsed lost its worker and is
-dispatched again (up to `max_attempts`); one answered and awaiting reinjection keeps
-its pending slot, so the controller renews its lease; one left as a bare
-opportunity by a crash is routed again. RQ's own recovery of a killed job is far
-slower (DESIGN.md, "Known pitfalls") and is not waited for.
+Workers renew their request's lease while they work. Every `every_s` (at most a third
+of a lease) the controller looks at its runs' requests: one in flight keeps its slot
+while its holder lives and is dispatched again when it does not (see
+`gencoach.service.holding`); one answered and awaiting reinjection keeps its pending
+slot, so the controller renews its lease; one left as a bare opportunity by a crash is
+routed again. Queues whose jobs wait unclaimed too long are reported once each. RQ's
+own recovery of a killed job is far slower and is not waited for.
+
+Finished runs are visited until every request they have is terminal (`RunEnds`);
+active runs that fell silent are finished as abandoned; runs whose keys expired leave
+the runs index; and runs whose state vanished while still active or unsaved (Redis
+restarted without persistence) are named in the log.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import redis.exceptions
@@ -20,22 +26,22 @@ from anyio.abc import TaskStatus
 from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
-from gencoach.protocol.jobs import JobName
 from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
+from gencoach.service.queues import BacklogWatch
 from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
+from gencoach.service.runends import RunEnds
 
 log = get_logger("reconcile")
 
-MAX_ATTEMPTS = 3
 # A corrected request still not reinjected after this long lost its reinjection (a crash).
 STALE_S = 5.0
-JOB_OF_STATE: dict[str, JobName] = {
-    "diagnosing": "diagnosis",
-    "repairing": "repair",
-    "rewriting": "rewrite",
-}
+# Jobs waiting unclaimed longer than a lease (and at least BACKLOG_MIN_S) are reported.
+BACKLOG_MIN_S = 5.0
+# How long a finished run whose requests all ended is still looked at.
+RECHECK_FOR_S = 300.0
 
 
 class Reconciler:
@@ -49,6 +55,9 @@ class Reconciler:
         coach: Coach,
         settings: Callable[[], Settings],
         every_s: float = 2.0,
+        on_abandoned: Callable[[str], Awaitable[None]] | None = None,
+        on_unregistered: Callable[[str, str], None] | None = None,
+        on_unsaved: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.requests = requests
@@ -56,7 +65,17 @@ class Reconciler:
         self.coach = coach
         self.settings = settings
         self.every_s = every_s
+        self.holder = SlotHolder(limits, coach)
+        self.backlog = BacklogWatch(BACKLOG_MIN_S)
+        self.on_abandoned = on_abandoned
+        self.on_unregistered = on_unregistered
+        self.on_unsaved = on_unsaved
+        self.ends = RunEnds(store.client, store.keys, requests, limits)
         self._stopping = anyio.Event()
+        # Runs seen active or finished-but-unsaved at the last pass, and when each
+        # finished run was first found with every request terminal.
+        self._open: set[str] = set()
+        self._settled: dict[str, float] = {}
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -66,40 +85,88 @@ class Reconciler:
         """Reconcile every `every_s` until stopped."""
         task_status.started()
         while not self._stopping.is_set():
+            started = anyio.current_time()
             try:
                 await self.pass_once()
+                log.debug("reconcile.pass", took_s=round(anyio.current_time() - started, 3))
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 log.warning("reconcile.redis_unavailable", error=str(error))
-            with anyio.move_on_after(self.every_s):
+            except Exception:  # the next pass tries again; the controller stays up
+                log.exception("reconcile.pass_failed")
+            with anyio.move_on_after(min(self.every_s, self.settings().coaching.lease_s / 3)):
                 await self._stopping.wait()
 
-    async def _check_in_flight(self, request: CoachingRequest, lease_s: float) -> None:
-        run_id, stage_id, request_id = request.run_id, request.stage_id, request.request_id
-        job = JOB_OF_STATE.get(request.state)
-        if job is not None and await self.coach.dispatcher.waiting(
-            request_id, job, request.attempt
-        ):
-            # No worker has taken the job yet: until one does, its lease is ours to keep.
-            await self.limits.renew(run_id, stage_id, request_id, lease_s)
-            return
-        if not await self.limits.lease_alive(run_id, stage_id, request_id):
-            await self.coach.retry(
-                request, f"the {request.state} worker's lease lapsed", MAX_ATTEMPTS
-            )
-
     async def pass_once(self) -> None:
-        """One look at every active run's requests."""
-        lease_s = self.settings().coaching.lease_s
-        for run_id in await self.store.runs_in_state("active"):
-            for request in await self.requests.all(run_id):
-                with bound(run_id=run_id, request_id=request.request_id):
-                    async with isolated("reconcile.request_failed", state=request.state):
-                        await self._reconcile(request, lease_s)
+        """One look at every run: active runs' requests, finished runs' open requests."""
+        settings = self.settings()
+        lease_s = settings.coaching.lease_s
+        self.holder.forget_old()
+        async with isolated("reconcile.backlog_failed"):
+            self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
+            self.backlog.observe(await self.coach.dispatcher.backlogs())
+        states = await self.store.states()
+        await self._note_lost(states)
+        await self.store.forget([run_id for run_id, state in states.items() if state is None])
+        for run_id, state in states.items():
+            with bound(run_id=run_id):
+                async with isolated("reconcile.run_failed", state=state):
+                    if state == "active":
+                        await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
+                    elif state in ("finished", "saved") and self._unsettled(run_id):
+                        await self._settle(run_id)
+                    if state == "finished" and self.on_unsaved is not None:
+                        await self.on_unsaved(run_id)  # its save may have been lost in a crash
+        self._settled = {r: at for r, at in self._settled.items() if r in states}
+
+    def _unsettled(self, run_id: str) -> bool:
+        # A request can still appear, or be moved on, just after its run was settled (a
+        # terminal claimed from a dead controller, a reinjection in flight): a settled
+        # run is looked at again for `RECHECK_FOR_S`, then no more.
+        settled_at = self._settled.get(run_id)
+        return settled_at is None or time.monotonic() - settled_at < RECHECK_FOR_S
+
+    async def _settle(self, run_id: str) -> None:
+        if await self.ends.settle(run_id):
+            self._settled.setdefault(run_id, time.monotonic())
+
+    async def _active(self, run_id: str, lease_s: float, idle_s: float) -> None:
+        if await self.ends.abandon_if_idle(run_id, idle_s):
+            if self.on_abandoned is not None:
+                await self.on_abandoned(run_id)
+            return
+        if self.on_unregistered is not None:
+            # Its agent was never asked (the registration failed with Redis away): ask again.
+            started = await self.store.unregistered(run_id)
+            if started is not None:
+                self.on_unregistered(run_id, started.agent_url)
+        for request in await self.requests.all(run_id):
+            with bound(request_id=request.request_id):
+                async with isolated("reconcile.request_failed", state=request.state):
+                    await self._reconcile(request, lease_s)
+
+    def note_started(self, run_id: str) -> None:
+        """Count a run just applied as open, so its loss is noticed even before a pass."""
+        self._open.add(run_id)
+
+    async def _note_lost(self, states: dict[str, str | None]) -> None:
+        missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
+        # A run applied after `states` was read is not lost: its state is there now.
+        lost = [run_id for run_id in missing if await self.store.state(run_id) is None]
+        if lost:
+            log.error(
+                "runs.state_lost",
+                run_ids=lost,
+                count=len(lost),
+                reason="Redis no longer holds these active or unsaved runs (restarted "
+                "without persistence?); their events from now on are dead-lettered",
+            )
+        open_now = {run_id for run_id, state in states.items() if state in ("active", "finished")}
+        self._open = open_now | (set(missing) - set(lost))
 
     async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
         run_id = request.run_id
         if request.state in IN_FLIGHT:
-            await self._check_in_flight(request, lease_s)
+            await self.holder.check(request, lease_s)
         elif request.state == "corrected":
             await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
             if _older_than(request, STALE_S):

@@ -33,7 +33,7 @@ REGISTERED = "registered"
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
     """A backend as a MAGMA agent's coaching session takes it (headers in clear)."""
-    headers = {name: value.get_secret_value() for name, value in backend.headers.items()}
+    headers = backend.header_values()
     if not any(name.lower() == "content-type" for name in headers):
         headers["Content-type"] = "application/json"  # MAGMA agents send only these headers
     if backend.api_key is not None and not any(n.lower() == "authorization" for n in headers):
@@ -101,7 +101,14 @@ class AgentRegistry:
             specialized_coaching=info.specialized_coaching,
             coaching_resume=info.coaching_resume,
         )
-        if settings.coaching.enabled and info.specialized_coaching:
+        if info.ignored_kinds:
+            log.info(
+                "agent.coaching_kinds_ignored",
+                run_id=run_id,
+                kinds=info.ignored_kinds,
+                reason="gencoach routes failure, suboptimal and format only",
+            )
+        if settings.coaching.enabled and info.routed_kinds:
             await self._open_session(run_id, agent, settings)
         return info
 
@@ -159,5 +166,5 @@ class AgentRegistry:
         info = AgentInfo.model_validate_json(raw)
         session = await self.client.hget(self.keys.run(run_id, META), "session")
         refused = session is not None and as_text(session) in ("conflict", "unavailable", "failed")
-        specialized = frozenset() if refused else frozenset(info.specialized_coaching)
+        specialized = frozenset() if refused else frozenset(info.routed_kinds)
         return AgentCoaching(specialized=specialized, resume=info.coaching_resume)

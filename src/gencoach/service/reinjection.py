@@ -1,10 +1,12 @@
 """Reinjection and outcomes: corrected requests become branches; branches prove attempts.
 
-A corrected request's proposals are reinjected through the agent's own endpoint
-(bounded per agent, retried with backoff, then abandoned with the reason); each becomes
-a recorded branch and an order for the generator, and the request's pending slot turns
-into a completed attempt. When a trajectory holding an attempt id reaches stage
-success the attempt is proven, once; when it fails again it stays unproven.
+A corrected request's proposals are reinjected through the agent's own endpoint, each
+on a copy of its anchor's input whose `extra_keys["coaching"]` is the proposal's
+`extra_keys` verbatim, exactly as MAGMA-GEN does (bounded per agent, retried with
+backoff, then abandoned with the reason); each becomes a recorded branch and an order
+for the generator, and the request's pending slot turns into a completed attempt. When
+a trajectory holding an attempt id reaches stage success the attempt is proven, once;
+when it fails again it stays unproven.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from gencoach.config import Settings
 from gencoach.errors import AgentCallError
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
-from gencoach.protocol import AgentOutput, AgentRequest, CoachingProposal, StageEnd
+from gencoach.protocol import (
+    AgentOutput,
+    AgentRequest,
+    CoachingProposal,
+    StageEnd,
+    coached_input,
+)
 from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
@@ -130,15 +138,9 @@ class Reinjector:
     async def _ask(
         self, agent_url: str, request: CoachingRequest, anchor: Anchor, proposal: CoachingProposal
     ) -> AgentOutput:
-        coached_input = anchor.situation.input.model_copy(
-            update={
-                "extra_keys": {**anchor.situation.input.extra_keys, **proposal.extra_keys},
-                "num_outputs": 1,
-            }
-        )
         call = AgentRequest(
             request_id=f"{request.request_id}|{proposal.reinjection_point_id}",
-            inputs=[coached_input],
+            inputs=[coached_input(anchor.situation.input, proposal.extra_keys)],
         )
         limiter = self._per_agent.setdefault(
             agent_url, anyio.CapacityLimiter(AGENT_CALLS_PER_AGENT)

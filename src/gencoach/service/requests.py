@@ -1,7 +1,11 @@
 """Coaching requests: each one's visible life, kept in Redis beside its run's graph.
 
-opportunity → skipped (why) | admitted → diagnosing → declined | repairing | rewriting
-→ corrected | abandoned | error (why) → reinjected → executed → proven | unproven
+opportunity → skipped (why) | admitted → queued → diagnosing → declined | queued →
+repairing | queued → rewriting → corrected | abandoned | error (why) → reinjected →
+executed → proven | unproven
+
+`queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
+controller moves it to the job's running state when a worker starts it.
 
 A request's id is derived from the terminal candidate and the route, so the same
 opportunity seen twice (a re-delivered event, a second controller) is one request.
@@ -15,15 +19,17 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
 from gencoach.protocol import CoachingProposal
-from gencoach.protocol.jobs import Diagnosis
+from gencoach.protocol.jobs import Diagnosis, JobName
 from gencoach.service.router import AgentKind, Route
 
 RequestState = Literal[
     "opportunity",
     "skipped",
     "admitted",
+    "queued",
     "diagnosing",
     "declined",
     "repairing",
@@ -36,10 +42,33 @@ RequestState = Literal[
     "proven",
     "unproven",
 ]
-IN_FLIGHT: frozenset[RequestState] = frozenset({"admitted", "diagnosing", "repairing", "rewriting"})
+IN_FLIGHT: frozenset[RequestState] = frozenset(
+    {"admitted", "queued", "diagnosing", "repairing", "rewriting"}
+)
+# The state of a request whose job of that kind a worker has started.
+RUNNING: dict[JobName, RequestState] = {
+    "diagnosis": "diagnosing",
+    "repair": "repairing",
+    "rewrite": "rewriting",
+}
 ENDED: frozenset[RequestState] = frozenset({"skipped", "declined", "abandoned", "error"})
 
 REQUESTS = "requests"
+
+# Compare-and-set of one request: KEYS[1] the run's requests; ARGV: id, expected state,
+# job ("" for none), attempt, the new JSON. Replies 1 when it replaced the request.
+_MOVE_IF = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local stored = cjson.decode(raw)
+local job = stored.job
+if type(job) ~= 'string' then job = '' end
+if stored.state ~= ARGV[2] or job ~= ARGV[3] or tostring(stored.attempt) ~= ARGV[4] then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
+return 1
+"""
 
 
 class Transition(BaseModel):
@@ -65,6 +94,8 @@ class CoachingRequest(BaseModel):
     state: RequestState
     reason: str | None = None
     attempt: int = 1
+    job: JobName | None = None
+    """The job the request waits for or runs (while queued or running)."""
     diagnosis: Diagnosis | None = None
     proposals: list[CoachingProposal] = Field(default_factory=list)
     rewrite: str | None = None
@@ -81,6 +112,13 @@ class CoachingRequest(BaseModel):
         )
 
 
+def job_of(request: CoachingRequest) -> JobName | None:
+    """The job a request waits for or runs, None when it has none in hand."""
+    if request.state == "queued":
+        return request.job
+    return next((job for job, state in RUNNING.items() if state == request.state), None)
+
+
 def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
     """The id of the request a route opens on a candidate."""
     return f"{run_id}:{candidate_id}:{route}"
@@ -92,6 +130,7 @@ class RequestStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
+        self._move_if = client.register_script(_MOVE_IF)
 
     def _key(self, run_id: str) -> str:
         return self.keys.run(run_id, REQUESTS)
@@ -99,15 +138,30 @@ class RequestStore:
     async def create(self, request: CoachingRequest) -> bool:
         """Store a new request; False (and nothing written) if its id already exists."""
         created = await self.client.hsetnx(
-            self._key(request.run_id), request.request_id, request.model_dump_json()
+            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
         return bool(created)
 
     async def save(self, request: CoachingRequest) -> None:
         """Store a request's new state."""
         await self.client.hset(
-            self._key(request.run_id), request.request_id, request.model_dump_json()
+            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
+
+    async def move_if(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
+        """Store `moved` only if the stored request is still in `current`'s state, job and
+        attempt (a result handled meanwhile wins); True if it was stored."""
+        stored = await self._move_if(
+            keys=[self._key(current.run_id)],
+            args=[
+                current.request_id,
+                current.state,
+                current.job or "",
+                current.attempt,
+                moved.model_dump_json(),
+            ],
+        )
+        return bool(stored)
 
     async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
         """One request, or None."""
@@ -141,6 +195,7 @@ def describe(request: CoachingRequest) -> dict[str, object]:
         "state": request.state,
         "reason": request.reason,
         "attempt": request.attempt,
+        "job": request.job,
         "diagnosis": request.diagnosis.model_dump() if request.diagnosis else None,
         "attempt_ids": request.attempt_ids,
         "history": [

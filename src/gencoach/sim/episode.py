@@ -49,6 +49,9 @@ class StepResult(StateModel):
     # The stage's active errors after the decision, for gencoach, never for the agent.
     active_errors: list[ActiveError] = Field(default_factory=list)
     next_stage_id: int | None = None
+    # The stage's tool calls so far, and how many of them failed by injection (forgiven).
+    tool_calls: int = 0
+    forgiven_tool_calls: int = 0
 
 
 class Episode:
@@ -130,6 +133,8 @@ class Episode:
                 if outcome.stage_end is not None:
                     break
         active = self.active_errors
+        counted = self.tracker.state.used_tool_calls
+        forgiven = sum(1 for error in active if error.code == "injection_error")
         next_stage = self.tracker.conclude(self.world, outcome)
         return StepResult(
             stage_id=stage.id,
@@ -139,6 +144,8 @@ class Episode:
             skipped_calls=len(parsed.tool_calls) - len(results),
             active_errors=active,
             next_stage_id=None if next_stage is None else next_stage.id,
+            tool_calls=counted + forgiven,
+            forgiven_tool_calls=forgiven,
         )
 
     def optimal_plan(self) -> Plan | None:

@@ -37,7 +37,7 @@ from gencoach.sim.branches import Activity, Budget, SavedSituation, SituationBoo
 from gencoach.sim.episode import Episode
 from gencoach.sim.explorer import Explorer, Node, message
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from gencoach.sim.reporting import Recorder
+from gencoach.sim.reporting import Recorder, task_description
 from gencoach.sim.scenarios import get_scenario
 
 GENERATOR_NAME = "gencoach-sim"
@@ -114,7 +114,7 @@ class Generator:
             "scenario": self.scenario.name,
             "target": self.scenario.description,
             "target_kind": "scenario",
-            "task_description": self.scenario.description,
+            "task_description": task_description(self.scenario, options.seed),
             "env_options": {
                 "scenario": self.scenario.name,
                 "seed": options.seed,

@@ -25,6 +25,7 @@ from gencoach.constants import DEFAULT_PREFIX, Keys
 from gencoach.protocol import BranchOrder, parse_event
 from gencoach.sim.episode import EpisodeState, StepResult
 from gencoach.sim.injection import ActiveError
+from gencoach.sim.scenarios import Scenario
 from gencoach.sim.stages import Stage
 
 # Events are sent when the recorder flushes, never by the reporter on its own, so
@@ -42,46 +43,77 @@ def stage_info(stage: Stage) -> dict[str, Any]:
     return info
 
 
+def task_description(scenario: Scenario, seed: int) -> dict[str, Any]:
+    """The `task_description` field: MAGMA Core's object for the seed's instance (text,
+    one description per stage, in the keys of `BaseStage.get_description()`, and a hint)."""
+    stages = scenario.build(seed).stages
+    return {
+        "task_description": scenario.description,
+        "stages_description": [
+            {
+                "goal_description": stage.goal,
+                "instruction": stage.instruction,
+                "stage_name": f"{scenario.name}.stage_{stage.id}",
+                "target_tool_calls": stage.target_tool_calls,
+                "max_tool_calls": stage.max_tool_calls,
+                "request_type": "unknown",
+                "empty_instruction": not stage.instruction,
+                "linked_to_prev": stage.linked_to_prev,
+                "text_only": stage.text_only,
+                "composite": [],
+            }
+            for stage in stages
+        ],
+        "coaching_hint": stages[0].hint if stages else None,
+    }
+
+
 def active_errors(errors: list[ActiveError]) -> list[dict[str, Any]]:
     """The `active_errors` field: the injected failures of the stage so far."""
     return [error.model_dump(mode="json") for error in errors]
 
 
 def execution_record(step: StepResult) -> dict[str, Any]:
-    """The `execution` field: per-robot calls and results, then how the stage ended.
+    """The `execution` field, in the shape of MAGMA-GEN's step summary.
 
-    Each robot's entry is `{tool_calls, results, error_flag, failure_reason}`: its first
-    error flag other than `none`, and its failed calls' messages. When the decision ended
-    the stage, a `stage` entry adds `{event, state, failure_reason, skipped_calls}`.
+    `{per_robot_status: [{robot_name, mess, result, error_flag, mess_is_public}],
+    stage_success, stage_state, tool_calls, forgiven_tool_calls, failure_reason,
+    failure_diagnostics, reward}`: one status per executed call; `stage_success` is 1
+    (finished), 0 (ongoing) or -1 (failed), `stage_state` 1 (optimal), 0 (acceptable) or
+    -1 (exceeded), as MAGMA Core's enums; the counts are the stage's so far, injected
+    failures counted and forgiven. A decision that ended its stage otherwise than by
+    success has the reason, and `failure_diagnostics` says how (`event`) and how many of
+    its calls were left unexecuted (`skipped_calls`).
     """
-    record: dict[str, Any] = {}
-    for result in step.results:
-        entry = record.setdefault(
-            result.robot,
-            {"tool_calls": [], "results": [], "error_flag": "none", "failure_reason": None},
-        )
-        entry["tool_calls"].append(
-            {"name": result.tool, "arguments": result.arguments, "target_robot_name": result.robot}
-        )
-        entry["results"].append(
-            {"result": result.result, "message": result.message, "error_flag": result.error_flag}
-        )
-        if result.error_flag != "none" and entry["error_flag"] == "none":
-            entry["error_flag"] = result.error_flag
-        if not result.result:
-            previous = entry["failure_reason"]
-            entry["failure_reason"] = (
-                f"{previous}; {result.message}" if previous else result.message
-            )
     end = step.outcome.stage_end
-    if end is not None:
-        record["stage"] = {
-            "event": end.event,
-            "state": end.state,
-            "failure_reason": step.outcome.reason or None,
-            "skipped_calls": step.skipped_calls,
-        }
-    return record
+    failed = end is not None and end.event != "success"
+    return {
+        "per_robot_status": [
+            {
+                "robot_name": result.robot,
+                "mess": result.message,
+                "result": result.result,
+                "error_flag": result.error_flag,
+                "mess_is_public": False,
+            }
+            for result in step.results
+        ],
+        "stage_success": 0 if end is None else 1 if end.event == "success" else -1,
+        "stage_state": _STAGE_STATES[end.state] if end is not None else 1,
+        "tool_calls": step.tool_calls,
+        "forgiven_tool_calls": step.forgiven_tool_calls,
+        "failure_reason": (step.outcome.reason or None) if failed else None,
+        "failure_diagnostics": (
+            {"event": end.event, "skipped_calls": step.skipped_calls}
+            if failed and end is not None
+            else None
+        ),
+        "reward": None,
+    }
+
+
+# MAGMA Core's StageState values.
+_STAGE_STATES = {"optimal": 1, "acceptable": 0, "exceeded": -1}
 
 
 class Recorder:

@@ -16,7 +16,8 @@ coach with meaningful corrections without any model::
 
 - failure, no_action, exceeded (`FailureDiagnosisAnswer`): the first diagnosable decision
   that departs from every optimal plan from its state (see `gencoach.sim.departures`),
-  why, and the optimal next decision from that state as one line (`format_decision`);
+  why, and the optimal next decision from that state as a decision object (null when
+  no plan names one);
 - suboptimal (`SuboptimalDiagnosisAnswer`): that first departure, or `false` when every
   decision stayed on an optimal plan (injected failures make no departure);
 - text rewrite (`RewriteAnswer`): the exact answer the text-only stage expects;
@@ -71,7 +72,8 @@ def diagnose(
 
 
 def failure_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
-    """`{"decision_index", "reason", "expected_decision"}` for a failed, idle or exhausted stage."""
+    """`{"decision_index", "reason", "expected_decision"}` for a failed, idle or exhausted stage
+    (the expected decision as an agent decision object, or null)."""
     steps = _diagnosable(job)
     states, missing = load_states(job.get("run_id"), steps)
     found = first_departure(steps, states)
@@ -81,18 +83,21 @@ def failure_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
         reason = f"Decision {index} departs from every optimal plan: {judgement.why}."
         if expected is not None:
             reason += f" From that state, the optimal next decision was {expected}."
+        else:
+            reason += f" {GENERIC_FIX}"
+        decision = judgement.expected
         return {
             "decision_index": index,
             "reason": reason,
-            "expected_decision": expected or GENERIC_FIX,
+            "expected_decision": decision.model_dump(mode="json") if decision else None,
         }
     last = max(len(steps), 1)
     why = missing or "no decision departs from an optimal plan from the saved states"
     return {
         "decision_index": last,
         "reason": f"The privileged teacher could not judge the trajectory ({why}); "
-        "it names the last decision.",
-        "expected_decision": GENERIC_FIX,
+        f"it names the last decision. {GENERIC_FIX}",
+        "expected_decision": None,
     }
 
 

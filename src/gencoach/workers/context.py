@@ -1,8 +1,8 @@
 """What a worker process knows: its settings, its Redis URL and key names, set once at start-up.
 
-RQ forks a work-horse per job from the worker process, so the context set before
-`Worker.work()` is inherited by every job without travelling in the payload. Tests set
-it with `worker_context`.
+The worker process sets it before it starts working: the async worker's jobs run in
+that process, and a forking worker's work-horses inherit it, so it never travels in the
+payload. Tests set it with `worker_context`.
 """
 
 from __future__ import annotations

@@ -2,30 +2,28 @@
 
 With one diagnosable step there is nothing to choose, so no LLM is called (as MAGMA-GEN
 does). Otherwise the backend answers with a 1-based decision number over the diagnosable
-steps, which is mapped back to the step's id. The number is checked by a contract made
-for the request: an answer naming a decision that does not exist is refused like any
-malformed answer, asked again once with the allowed range, and abandoned after a second
-refusal (with both raw answers in the logs).
+steps, which is mapped back to the step's id. The answer is checked by a contract made
+for the request (`gencoach.workers.contracts`): an answer naming a decision that does
+not exist, or a tool the agent was not offered, is refused like any malformed answer,
+asked again once, and abandoned after a second refusal (with both raw answers in the
+logs). The expected decision, a structured decision, is handed on as one line of text
+(`gencoach.protocol.decision_text`), which agents' coaches can parse back.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import ClassVar, Literal, TypeVar, cast
-
-from pydantic import model_validator
+from typing import Literal
 
 from gencoach.errors import BackendAnswerError
 from gencoach.logs import get_logger
-from gencoach.protocol.base import FieldError, JsonObject
+from gencoach.protocol.base import JsonObject
+from gencoach.protocol.decision_text import format_decision
 from gencoach.protocol.jobs import Diagnosis, DiagnosisJob, ExampleCase, JobStep
-from gencoach.protocol.llm import (
-    CaseSelectionAnswer,
-    FailureDiagnosisAnswer,
-    SuboptimalDiagnosisAnswer,
-)
+from gencoach.protocol.llm import CaseSelectionAnswer
 from gencoach.workers.backends import Backend
+from gencoach.workers.contracts import failure_contract, suboptimal_contract
 from gencoach.workers.prompts import (
     MAX_EXAMPLES,
     failure_messages,
@@ -67,43 +65,6 @@ class Verdict:
     reason: str | None = None
 
 
-def _out_of_range(number: int, count: int) -> FieldError:
-    reason = f"there is no decision {number}: choose a decision numbered 1 to {count}"
-    return FieldError("decision_index", reason)
-
-
-class _BoundedFailure(FailureDiagnosisAnswer):
-    decision_count: ClassVar[int] = 1
-
-    @model_validator(mode="after")
-    def _in_range(self) -> _BoundedFailure:
-        if self.decision_index > self.decision_count:
-            raise _out_of_range(self.decision_index, self.decision_count)
-        return self
-
-
-class _BoundedSuboptimal(SuboptimalDiagnosisAnswer):
-    decision_count: ClassVar[int] = 1
-
-    @model_validator(mode="after")
-    def _in_range(self) -> _BoundedSuboptimal:
-        index = self.decision_idx
-        if self.suboptimal and index is not None and index > self.decision_count:
-            error = _out_of_range(index, self.decision_count)
-            raise FieldError("decision_idx", error.reason)
-        return self
-
-
-BoundedT = TypeVar("BoundedT", _BoundedFailure, _BoundedSuboptimal)
-
-
-def bounded(contract: type[BoundedT], count: int) -> type[BoundedT]:
-    """The contract refusing decision numbers above `count`, under the base contract's name."""
-    name = contract.__mro__[1].__name__  # the schema and the re-ask name the public contract
-    namespace = {"decision_count": count, "__module__": __name__}
-    return cast(type[BoundedT], type(name, (contract,), namespace))
-
-
 def diagnosable_steps(job: DiagnosisJob) -> list[JobStep]:
     """The steps the diagnosis may select, in order: decision k is the k-th of them."""
     return [step for step in job.trajectory if step.diagnosable]
@@ -140,14 +101,16 @@ async def diagnose(job: DiagnosisJob, backend: Backend, transcript: Transcript) 
     examples = await choose_examples(job, backend, transcript)
     if job.route == "suboptimal":
         return await _suboptimal(job, steps, examples, backend, transcript)
-    contract = bounded(_BoundedFailure, len(steps))
+    contract = failure_contract(steps)
     messages = failure_messages(job, examples)
     answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
+    expected = answer.expected_decision
     diagnosis = Diagnosis(
         step_id=steps[answer.decision_index - 1].id,
         decision_index=answer.decision_index,
         explanation=answer.reason,
-        expected_decision=answer.expected_decision,
+        # The coaching protocol carries it as text, in the convention agents parse back.
+        expected_decision=format_decision(expected) if expected is not None else None,
     )
     return Verdict("done", diagnosis)
 
@@ -159,7 +122,7 @@ async def _suboptimal(
     backend: Backend,
     transcript: Transcript,
 ) -> Verdict:
-    contract = bounded(_BoundedSuboptimal, len(steps))
+    contract = suboptimal_contract(steps)
     messages = suboptimal_messages(job, examples)
     answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
     if not answer.suboptimal or answer.decision_idx is None:

@@ -1,11 +1,15 @@
 """The RQ job functions: one per job kind, each publishing exactly one JobResult.
 
-RQ imports them by path and calls them with the job's JSON payload in a work-horse.
-Each runs its work in a fresh event loop (`anyio.run`) with its own Redis and HTTP
-clients, renews the request's lease while it works, and publishes one `JobResult` on
-the results stream whatever happens: a payload that does not validate, a backend or
-agent that fails, a lease that is lost, a job that outlives `workers.job_timeout_s`.
-Only a failure to publish (Redis gone) raises, so RQ records the job as failed.
+RQ imports them by path and calls them with the job's JSON payload. The coroutine
+functions (`diagnosis_job`, ...) are what is enqueued: the async worker awaits them on
+its long-lived event loop with the clients it shares among jobs (`resources`); a forked
+work-horse runs each in a fresh loop with clients of its own. `run_diagnosis` and its
+siblings do the same synchronously, for jobs enqueued under those names.
+
+Each renews the request's lease while it works and publishes one `JobResult` on the
+results stream whatever happens: a payload that does not validate, a backend or agent
+that fails, a lease that is lost, a job that outlives `workers.job_timeout_s`. Only a
+failure to publish (Redis gone) raises, so RQ records the job as failed.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
-import httpx
 import redis.asyncio
 
 from gencoach.agent_client import AgentClient
+from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
 from gencoach.logs import bound, get_logger
@@ -33,13 +37,12 @@ from gencoach.protocol.jobs import (
     RepairJob,
     RewriteJob,
 )
-from gencoach.workers.backends import make_backend
 from gencoach.workers.backends.python import error_summary
 from gencoach.workers.context import WorkerContext, current_context
 from gencoach.workers.diagnosis import diagnose
 from gencoach.workers.lease import LeaseHold, hold_lease
 from gencoach.workers.prompts import RewriteAnswer, rewrite_messages
-from gencoach.workers.tls import shared_ssl_context
+from gencoach.workers.resources import JobResources, job_resources
 from gencoach.workers.transcripts import Transcript
 
 log = get_logger("jobs")
@@ -52,18 +55,33 @@ Status = Literal["done", "declined", "abandoned", "error"]
 _AGENT_STATUS: dict[str, Status] = {"corrected": "done", "abandoned": "abandoned", "error": "error"}
 
 
-def run_diagnosis(payload: str) -> None:
+async def diagnosis_job(payload: str) -> None:
     """Diagnose a trajectory (a `DiagnosisJob`, on the diagnosis queue)."""
+    await _main("diagnosis", DiagnosisJob, payload, current_context())
+
+
+async def repair_job(payload: str) -> None:
+    """Ask the agent for a correction (a `RepairJob`, on the repair queue)."""
+    await _main("repair", RepairJob, payload, current_context())
+
+
+async def rewrite_job(payload: str) -> None:
+    """Rewrite a rejected text-only answer (a `RewriteJob`, on the diagnosis queue)."""
+    await _main("rewrite", RewriteJob, payload, current_context())
+
+
+def run_diagnosis(payload: str) -> None:
+    """`diagnosis_job` in an event loop of its own."""
     _run("diagnosis", DiagnosisJob, payload)
 
 
 def run_repair(payload: str) -> None:
-    """Ask the agent for a correction (a `RepairJob`, on the repair queue)."""
+    """`repair_job` in an event loop of its own."""
     _run("repair", RepairJob, payload)
 
 
 def run_rewrite(payload: str) -> None:
-    """Rewrite a rejected text-only answer (a `RewriteJob`, on the diagnosis queue)."""
+    """`rewrite_job` in an event loop of its own."""
     _run("rewrite", RewriteJob, payload)
 
 
@@ -84,8 +102,7 @@ def _run(name: JobName, model: type[JobT], payload: str) -> None:
 
 
 async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerContext) -> None:
-    client = redis.asyncio.Redis.from_url(context.redis_url)
-    try:
+    async with job_resources(context) as resources:
         try:
             job = model.parse_json(payload)
         except ContractError as error:
@@ -93,11 +110,9 @@ async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerC
             result = refused_result(name, payload, error)
         else:
             with bound(run_id=job.run_id, request_id=job.request_id):
-                result = await perform(job, client, context)
+                result = await perform(job, resources)
         with bound(run_id=result.run_id, request_id=result.request_id):
-            await publish(client, context.keys, result)
-    finally:
-        await client.aclose()
+            await publish(resources.redis, context.keys, result)
 
 
 def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
@@ -129,24 +144,30 @@ async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) ->
     """Append the result to the results stream (shielded: a finished job is always reported)."""
     try:
         with anyio.CancelScope(shield=True):
-            entry = await client.xadd(keys.results, {RESULT_FIELD: result.model_dump_json()})
+            payload = scrub(result.model_dump_json())  # a backend may have echoed a secret
+            entry = await client.xadd(keys.results, {RESULT_FIELD: payload})
     except redis.RedisError as error:
         log.error("job.unpublished", job=result.job, status=result.status, error=str(error))
         raise
     log.info("job.published", job=result.job, status=result.status, entry=_text(entry))
 
 
-async def perform(job: AnyJob, client: redis.asyncio.Redis, context: WorkerContext) -> JobResult:
+async def perform(job: AnyJob, resources: JobResources) -> JobResult:
     """Do the job within its time limit while holding its lease, and say how it went."""
+    context = resources.context
     log.info("job.started", job=job.job, attempt=job.attempt, pid=os.getpid())
     started = anyio.current_time()
     transcript = Transcript()
     outcome: Outcome | None = None
     hold: LeaseHold | None = None
+    # A forked work-horse also stops when its worker process dies; an async worker's
+    # jobs die with it.
+    parent_pid = None if resources.shared else os.getppid()
     with anyio.move_on_after(context.job_timeout_s):
-        async with hold_lease(client, context.keys, job.lease, parent_pid=os.getppid()) as held:
+        lease = hold_lease(resources.redis, context.keys, job.lease, parent_pid=parent_pid)
+        async with lease as held:
             hold = held
-            outcome = await _guarded(job, client, context, transcript)
+            outcome = await _guarded(job, resources, transcript)
     if hold is not None and hold.lost_by is not None:
         outcome = Outcome("abandoned", reason=hold.reason)
     elif outcome is None:
@@ -178,13 +199,11 @@ async def perform(job: AnyJob, client: redis.asyncio.Redis, context: WorkerConte
     return result
 
 
-async def _guarded(
-    job: AnyJob, client: redis.asyncio.Redis, context: WorkerContext, transcript: Transcript
-) -> Outcome:
+async def _guarded(job: AnyJob, resources: JobResources, transcript: Transcript) -> Outcome:
     try:
         if isinstance(job, RepairJob):
-            return await _repair(job, context, transcript)
-        return await _ask_backend(job, client, context, transcript)
+            return await _repair(job, resources, transcript)
+        return await _ask_backend(job, resources, transcript)
     except BackendAnswerError as error:
         return Outcome("abandoned", reason=str(error))
     except (BackendError, AgentCallError) as error:
@@ -195,35 +214,30 @@ async def _guarded(
 
 
 async def _ask_backend(
-    job: DiagnosisJob | RewriteJob,
-    client: redis.asyncio.Redis,
-    context: WorkerContext,
-    transcript: Transcript,
+    job: DiagnosisJob | RewriteJob, resources: JobResources, transcript: Transcript
 ) -> Outcome:
-    settings = context.settings.backends.get(job.backend)
-    if settings is None:
-        configured = sorted(context.settings.backends)
+    backend = await resources.backend(job.backend)
+    if backend is None:
+        configured = sorted(resources.context.settings.backends)
         reason = f"backend {job.backend!r} is not configured on this worker (it has {configured})"
         return Outcome("error", reason=reason)
-    async with make_backend(job.backend, settings, client, keys=context.keys) as backend:
-        if isinstance(job, DiagnosisJob):
-            verdict = await diagnose(job, backend, transcript)
-            return Outcome(verdict.status, reason=verdict.reason, diagnosis=verdict.diagnosis)
-        messages = rewrite_messages(job)
-        answer = await transcript.ask(
-            backend, messages, RewriteAnswer, "text_rewrite", job.model_dump(mode="json")
-        )
-        return Outcome("done", rewrite=answer.say)
+    if isinstance(job, DiagnosisJob):
+        verdict = await diagnose(job, backend, transcript)
+        return Outcome(verdict.status, reason=verdict.reason, diagnosis=verdict.diagnosis)
+    messages = rewrite_messages(job)
+    answer = await transcript.ask(
+        backend, messages, RewriteAnswer, "text_rewrite", job.model_dump(mode="json")
+    )
+    return Outcome("done", rewrite=answer.say)
 
 
-async def _repair(job: RepairJob, context: WorkerContext, transcript: Transcript) -> Outcome:
-    if not context.settings.agent_allowed(job.agent_url):
+async def _repair(job: RepairJob, resources: JobResources, transcript: Transcript) -> Outcome:
+    if not resources.context.settings.agent_allowed(job.agent_url):
         reason = f"agent {job.agent_url} is not under the allowed prefixes (setting `agents`)"
         return Outcome("error", reason=reason)
     answer: SpecializedCoachingResponse | None = None
-    async with httpx.AsyncClient(timeout=job.timeout_s, verify=shared_ssl_context()) as http:
-        with anyio.move_on_after(job.timeout_s):
-            answer = await AgentClient(job.agent_url, http).coach(job.coaching)
+    with anyio.move_on_after(job.timeout_s):
+        answer = await AgentClient(job.agent_url, resources.http).coach(job.coaching)
     if answer is None:
         reason = f"agent {job.agent_url}: no coaching answer within {job.timeout_s} s"
         return Outcome("error", reason=reason)

@@ -31,7 +31,7 @@ MIN_INTERVAL_S = 0.05
 
 log = get_logger("lease")
 
-LostBy = Literal["lease", "worker"]
+LostBy = Literal["lease", "run", "worker"]
 
 
 async def renew_lease(client: redis.asyncio.Redis, keys: Keys, lease: LeaseRef) -> bool:
@@ -51,6 +51,10 @@ class LeaseHold:
     @property
     def reason(self) -> str | None:
         """Why the job was stopped, for its result; None while the lease held."""
+        if self.lost_by == "run":
+            if self.renewals == 0:
+                return "the job started after its run finished"
+            return "the run finished while the job was running"
         if self.lost_by == "lease":
             return (
                 f"lease of request {self.lease.request_id} is gone: "
@@ -130,7 +134,7 @@ async def _renew(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> bo
         log.warning("lease.renew_failed", request_id=lease.request_id, error=str(error))
         return True
     if not renewed:
-        hold.lost_by = "lease"
+        hold.lost_by = "run" if await _run_ended(client, keys, lease.run_id) else "lease"
         log.warning(
             "lease.lost",
             run_id=lease.run_id,
@@ -142,3 +146,12 @@ async def _renew(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> bo
     hold.renewals += 1
     log.debug("lease.renewed", request_id=lease.request_id, renewals=hold.renewals)
     return True
+
+
+async def _run_ended(client: redis.asyncio.Redis, keys: Keys, run_id: str) -> bool:
+    """Whether the run finished (or was saved): then that is why its lease is gone."""
+    try:
+        state = await client.hget(keys.run(run_id, "meta"), "state")
+    except (redis.RedisError, OSError):
+        return False
+    return state in (b"finished", b"saved")

@@ -1,26 +1,26 @@
-"""`gencoach worker`: RQ worker processes, one queue each, and how jobs are put on the queues.
+"""`gencoach worker`: worker processes that each serve every queue, and their supervision.
 
 Each child process is spawned (never forked from a threaded parent) and runs one RQ
-`Worker` on one queue, because single-queue workers dequeue atomically and multi-queue
-ones do not (RQ issue #1716). RQ is tuned per DESIGN.md's pitfalls: a 30 s worker TTL
-(so an idle worker wakes every 15 s), a 5 s job-monitoring interval, frequent
-maintenance, and no RQ retries (the controller decides what to retry, by attempt).
+worker over all the queues, in their priority order: an `AsyncWorker` running up to
+`workers.concurrency` jobs at once on one event loop (`workers.mode: async`, the
+default), or a `ForkWorker` running one job at a time in a forked work-horse
+(`mode: fork`, for isolation). Both take jobs atomically (`gencoach.workers.queues`).
+RQ is tuned per DESIGN's pitfalls: a 30 s worker TTL, a 5 s job-monitoring interval,
+frequent maintenance, and no RQ retries (the controller decides what to retry).
 
 The pool forwards SIGTERM and SIGINT to its children: the first signal asks for a
-warm shutdown (each finishes its current job), the second for a cold one (RQ kills the
-work-horse). A child that dies unexpectedly is restarted, at most `MAX_RESTARTS` times
-per `RESTART_WINDOW_S`; past that the pool stops and exits 1.
+warm shutdown (jobs in flight finish, within `workers.shutdown_grace_s` for the async
+worker), the second for a cold one (jobs are cancelled or their work-horse killed). A
+child that dies unexpectedly is restarted, at most `MAX_RESTARTS` times per
+`RESTART_WINDOW_S`; past that the pool stops and exits 1.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import logging
-import math
 import multiprocessing
 import os
-import re
 import signal
 import socket
 import threading
@@ -31,105 +31,74 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Any, Literal
 
 import redis
-from rq import Queue, Worker
-from rq.exceptions import DuplicateJobError, NoSuchJobError
-from rq.job import Job, JobStatus
+from rq.worker import BaseWorker
 
+from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
-from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.logs import configure_logging, get_logger
-from gencoach.protocol.jobs import AnyJob, JobName
+from gencoach.workers.async_worker import AsyncWorker
 from gencoach.workers.context import WorkerContext, set_context
+from gencoach.workers.fork_worker import ForkWorker
+from gencoach.workers.queues import (
+    JOB_FUNCTIONS,
+    JOB_QUEUES,
+    RESULT_TTL_S,
+    enqueue,
+    job_id,
+    rq_job_id,
+    safe_name,
+    waiting,
+)
 from gencoach.workers.tls import shared_ssl_context
+
+__all__ = [
+    "JOB_FUNCTIONS",
+    "JOB_QUEUES",
+    "MAX_RESTARTS",
+    "enqueue",
+    "job_id",
+    "rq_job_id",
+    "run_workers",
+    "waiting",
+]
 
 WORKER_TTL_S = 30
 JOB_MONITORING_INTERVAL_S = 5
 MAINTENANCE_INTERVAL_S = 15
-RESULT_TTL_S = 3_600  # a finished job id is kept this long: enqueuing it again is a no-op
-FAILURE_TTL_S = 86_400
-# RQ's own time limit comes this long after the job's, which reports an error first.
-TIMEOUT_MARGIN_S = 30
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
 COLD_RESEND_S = 1.1  # RQ ignores a second signal that comes within 1 s of the first
 COLD_DEADLINE_S = 10.0  # after a cold shutdown request, children still alive are killed
 POLL_S = 0.2
+PARENT_CHECK_S = 0.2  # how soon a worker whose pool died stops taking jobs
 
-JOB_FUNCTIONS: dict[JobName, str] = {
-    "diagnosis": "gencoach.workers.jobs.run_diagnosis",
-    "repair": "gencoach.workers.jobs.run_repair",
-    "rewrite": "gencoach.workers.jobs.run_rewrite",
-}
-JOB_QUEUES: dict[JobName, str] = {
-    "diagnosis": QUEUE_DIAGNOSIS,
-    "repair": QUEUE_REPAIR,
-    "rewrite": QUEUE_DIAGNOSIS,
-}
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+Mode = Literal["async", "fork"]
 
 # Modules the jobs need, imported once per worker process (see `_child_main`).
 PRELOADED = (
+    "gencoach.workers.jobs",
     "gencoach.workers.backends.openai",
     "gencoach.workers.backends.python",
     "gencoach.agent_client",
+    "anyio._backends._asyncio",
+    "httpcore",
 )
 
 log = get_logger("pool")
 
 
-def job_id(job: AnyJob) -> str:
-    """The RQ job id of a job (see `rq_job_id`)."""
-    return rq_job_id(job.request_id, job.job, job.attempt)
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What every worker process of a pool runs: queues in order, mode, jobs at once."""
 
-
-def rq_job_id(request_id: str, job: JobName, attempt: int) -> str:
-    """The RQ job id of a request's job: `{request_id}-{job}-{attempt}`, in RQ's characters.
-
-    RQ 3 takes only letters, digits, `_` and `-` (`:` separates its execution ids), so
-    other characters of the request id become `_`, with a digest of the original id
-    appended to keep distinct ids distinct.
-    """
-    safe = _UNSAFE.sub("_", request_id)
-    if safe != request_id:
-        safe += "_" + hashlib.sha256(request_id.encode()).hexdigest()[:10]
-    return f"{safe}-{job}-{attempt}"
-
-
-def waiting(connection: redis.Redis, rq_id: str) -> bool:
-    """Whether the job is still waiting on its queue (no worker has taken it yet)."""
-    try:
-        return Job.fetch(rq_id, connection=connection).get_status() in (
-            JobStatus.QUEUED,
-            JobStatus.DEFERRED,
-            JobStatus.SCHEDULED,
-        )
-    except NoSuchJobError:
-        return False
-
-
-def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> str:
-    """Put a job on its queue (idempotent per request, job and attempt); return its RQ id.
-
-    Synchronous, like RQ: call it from async code through `anyio.to_thread.run_sync`.
-    """
-    queue = Queue(JOB_QUEUES[job.job], connection=connection)
-    rq_id = job_id(job)
-    try:
-        queue.enqueue(
-            JOB_FUNCTIONS[job.job],
-            job.model_dump_json(),
-            job_id=rq_id,
-            job_timeout=math.ceil(job_timeout_s) + TIMEOUT_MARGIN_S,
-            result_ttl=RESULT_TTL_S,
-            failure_ttl=FAILURE_TTL_S,
-            description=f"{job.job} {job.request_id} attempt {job.attempt}",
-            unique=True,
-        )
-    except DuplicateJobError:
-        log.info("job.already_enqueued", job_id=rq_id, request_id=job.request_id)
-    return rq_id
+    queues: tuple[str, ...]
+    mode: Mode = "async"
+    concurrency: int = 32
+    shutdown_grace_s: float = 30.0
+    burst: bool = False
 
 
 class _RQLogHandler(logging.Handler):
@@ -144,7 +113,7 @@ def _watch_parent(parent_pid: int) -> None:
 
     def watch() -> None:
         while os.getppid() == parent_pid:
-            time.sleep(1.0)
+            time.sleep(PARENT_CHECK_S)
         os.kill(os.getpid(), signal.SIGTERM)
         # An orphan must not linger: if the warm stop has not ended in time, leave hard
         # (the job's lease lapses and the controller retries it).
@@ -154,38 +123,53 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="pool-watch", daemon=True).start()
 
 
-def _child_main(settings: Settings, redis_url: str, queue: str, burst: bool, name: str) -> None:
-    """Run one RQ worker on one queue until it is told to stop (or, in burst, runs dry)."""
+def _make_worker(options: WorkerOptions, name: str, connection: redis.Redis) -> BaseWorker:
+    common: dict[str, Any] = {
+        "name": name,
+        "connection": connection,
+        "worker_ttl": WORKER_TTL_S,
+        "job_monitoring_interval": JOB_MONITORING_INTERVAL_S,
+        "maintenance_interval": MAINTENANCE_INTERVAL_S,
+        "default_result_ttl": RESULT_TTL_S,
+    }
+    if options.mode == "fork":
+        return ForkWorker(list(options.queues), **common)
+    return AsyncWorker(
+        list(options.queues),
+        concurrency=options.concurrency,
+        shutdown_grace_s=options.shutdown_grace_s,
+        **common,
+    )
+
+
+def _child_main(
+    settings: Settings, redis_url: str, options: WorkerOptions, name: str, pool_pid: int
+) -> None:
+    """Run one RQ worker over the queues until it is told to stop (or, in burst, runs dry)."""
+    # A pool killed while it started this process must not leave it serving on its own
+    # (with the settings of a pool that is gone): watch the pool, not whoever adopted us.
+    if os.getppid() != pool_pid:
+        os._exit(1)
+    _watch_parent(pool_pid)
     # Signals reach this process from the pool only, once each (not a terminal's Ctrl-C too).
     os.setpgrp()
+    scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     rq_logger = logging.getLogger("rq")
     rq_logger.addHandler(_RQLogHandler())
     rq_logger.setLevel(settings.log.level.upper())
     set_context(WorkerContext(settings, redis_url))
-    # RQ forks a work-horse per job: what is imported here is inherited, not imported again
-    # by every job (that import alone took ~0.4 s a job).
-    for module in {path.rpartition(".")[0] for path in JOB_FUNCTIONS.values()} | set(PRELOADED):
+    # Imported once here, not by every job (a forked work-horse inherits them).
+    for module in PRELOADED:
         importlib.import_module(module)
     shared_ssl_context()
-    _watch_parent(os.getppid())
-    connection = redis.Redis.from_url(redis_url)
-    worker = Worker(
-        [queue],
-        name=name,
-        connection=connection,
-        worker_ttl=WORKER_TTL_S,
-        job_monitoring_interval=JOB_MONITORING_INTERVAL_S,
-        maintenance_interval=MAINTENANCE_INTERVAL_S,
-        default_result_ttl=RESULT_TTL_S,
-    )
-    worker.work(burst=burst, logging_level=settings.log.level.upper())
+    worker = _make_worker(options, name, redis.Redis.from_url(redis_url))
+    worker.work(burst=options.burst, logging_level=settings.log.level.upper())
 
 
 @dataclass
 class _Child:
     index: int
-    queue: str
     process: BaseProcess
     restarts: deque[float] = field(default_factory=deque)
 
@@ -193,8 +177,9 @@ class _Child:
 class _Pool:
     """The parent: starts, watches, restarts and stops the worker processes."""
 
-    def __init__(self, settings: Settings, redis_url: str, queues: Sequence[str], burst: bool):
-        self.settings, self.redis_url, self.queues, self.burst = settings, redis_url, queues, burst
+    def __init__(self, settings: Settings, redis_url: str, options: WorkerOptions):
+        self.settings, self.redis_url, self.options = settings, redis_url, options
+        self.burst = options.burst
         self.spawn = multiprocessing.get_context("spawn")
         self.children: list[_Child] = []
         self.signals: list[int] = []
@@ -204,13 +189,19 @@ class _Pool:
         self.failed = False
 
     def start(self, index: int, restarts: deque[float] | None = None) -> _Child:
-        queue = self.queues[index % len(self.queues)]
         name = f"gencoach-{socket.gethostname()}-{os.getpid()}-{index}-{time.monotonic_ns()}"
-        args = (self.settings, self.redis_url, queue, self.burst, _UNSAFE.sub("_", name))
+        args = (self.settings, self.redis_url, self.options, safe_name(name), os.getpid())
         process = self.spawn.Process(target=_child_main, args=args, name=f"gencoach-worker-{index}")
         process.start()
-        log.info("worker.started", index=index, queue=queue, pid=process.pid)
-        return _Child(index, queue, process, restarts or deque())
+        log.info(
+            "worker.started",
+            index=index,
+            queues=list(self.options.queues),
+            mode=self.options.mode,
+            concurrency=self.options.concurrency if self.options.mode == "async" else 1,
+            pid=process.pid,
+        )
+        return _Child(index, process, restarts or deque())
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.signals.append(signum)
@@ -249,7 +240,7 @@ class _Pool:
         self.children.remove(child)
         code = child.process.exitcode
         if self.stopping or (self.burst and code == 0):
-            log.info("worker.stopped", index=child.index, queue=child.queue, exitcode=code)
+            log.info("worker.stopped", index=child.index, exitcode=code)
             return
         now = time.monotonic()
         while child.restarts and now - child.restarts[0] > RESTART_WINDOW_S:
@@ -260,7 +251,7 @@ class _Pool:
             self.stop(f"worker {child.index} died {MAX_RESTARTS + 1} times in {RESTART_WINDOW_S} s")
             return
         child.restarts.append(now)
-        log.warning("worker.restarted", index=child.index, queue=child.queue, exitcode=code)
+        log.warning("worker.restarted", index=child.index, exitcode=code)
         self.children.append(self.start(child.index, child.restarts))
 
     def run(self, processes: int) -> int:
@@ -281,18 +272,30 @@ def run_workers(
     processes: int,
     queues: Sequence[str],
     burst: bool = False,
+    mode: Mode | None = None,
+    concurrency: int | None = None,
 ) -> int:
-    """Run `processes` RQ workers over `queues` (round-robin, one queue each); the exit status.
+    """Run `processes` RQ workers, each over all `queues` in that order; the exit status.
 
-    Returns 0 after a clean stop (a signal, or every burst worker out of jobs), 1 when a
-    worker kept dying or had to be killed. Installs SIGTERM and SIGINT handlers for the
-    duration; call it from the main thread.
+    `mode` and `concurrency` default to the `workers` settings. Returns 0 after a clean
+    stop (a signal, or every burst worker out of jobs), 1 when a worker kept dying or had
+    to be killed. Installs SIGTERM and SIGINT handlers for the duration; call it from the
+    main thread.
     """
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")
     if not queues:
         raise ValueError("give at least one queue")
-    pool = _Pool(settings, redis_url, list(queues), burst)
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    options = WorkerOptions(
+        queues=tuple(queues),
+        mode=mode or settings.workers.mode,
+        concurrency=concurrency or settings.workers.concurrency,
+        shutdown_grace_s=settings.workers.shutdown_grace_s,
+        burst=burst,
+    )
+    pool = _Pool(settings, redis_url, options)
     previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     for signum in previous:
         signal.signal(signum, pool.on_signal)

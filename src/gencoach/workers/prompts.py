@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import ContractModel
 from gencoach.protocol.coaching import CoachingError, CoachingStage
+from gencoach.protocol.decision_text import parse_decision
 from gencoach.protocol.jobs import DiagnosisJob, ExampleCase, JobStep, RewriteJob
 from gencoach.protocol.llm import Text
 from gencoach.workers.backends import ChatMessage
@@ -83,9 +85,12 @@ ROUTE_ENDINGS = {
 
 FAILURE_ANSWER = (
     _JSON_ONLY + '\n{{"decision_index": <integer from 1 to {count}>, "reason": "<why this is '
-    'the earliest responsible decision>", "expected_decision": "<what the agent should '
-    'have decided instead>"}}'
+    'the earliest responsible decision>", "expected_decision": <the decision the agent '
+    'should have made instead: {{"say": "<words, or empty when it acts>", "tool_calls": '
+    '[{{"name": "<one of the offered tools>", "arguments": {{<that tool\'s arguments>}}, '
+    '"target_robot_name": "<the robot>"}}]}}, or null when you cannot tell>}}'
 )
+TOOLS_BLOCK = "OFFERED TOOLS (name and arguments)\n{tools}"
 SUBOPTIMAL_ANSWER = (
     _JSON_ONLY + '\n{{"suboptimal": <true or false>, "decision_idx": <integer from 1 to '
     '{count}, or null when false>, "reason": "<concise explanation>"}}'
@@ -141,8 +146,15 @@ def format_decision(step: JobStep) -> str:
     return "; ".join(parts) or "no tool call and nothing said"
 
 
-def format_execution(execution: Mapping[str, object]) -> list[str]:
-    """One `EXECUTION RESULT` line per robot, with its error flag and message when it failed."""
+def format_execution(
+    execution: Mapping[str, object], decision: AgentDecision | None = None
+) -> list[str]:
+    """One `EXECUTION RESULT` line per robot status, with its error flag and message when
+    it failed. Reads MAGMA-GEN's step summary (`per_robot_status`, its calls matched by
+    robot in `decision`, as MAGMA-GEN does) and the per-robot mapping of older saves."""
+    statuses = execution.get("per_robot_status")
+    if isinstance(statuses, list):
+        return _step_summary_lines(statuses, execution, decision)
     lines = []
     for robot, result in execution.items():
         if not isinstance(result, dict):
@@ -151,15 +163,38 @@ def format_execution(execution: Mapping[str, object]) -> list[str]:
         calls = result.get("tool_calls")
         first = calls[0] if isinstance(calls, list) and calls else None
         tool = first.get("name") if isinstance(first, dict) else None
-        line = f"EXECUTION RESULT [{robot}.{tool}]" if tool else f"EXECUTION RESULT [{robot}]"
-        flag = result.get("error_flag")
-        if flag not in (None, "none"):
-            line += f" ERROR_FLAG={flag}"
         message = result.get("failure_reason") or result.get("message")
-        if message:
-            line += f"; message={message}"
-        lines.append(line)
+        lines.append(_result_line(robot, tool, result.get("error_flag"), message))
     return lines
+
+
+def _step_summary_lines(
+    statuses: list[object], execution: Mapping[str, object], decision: AgentDecision | None
+) -> list[str]:
+    calls = list(decision.tool_calls) if decision is not None else []
+    lines = []
+    for status in statuses:
+        if not isinstance(status, dict):
+            continue
+        robot = status.get("robot_name")
+        call = next((c for c in calls if c.target_robot_name == robot), None)
+        if call is not None:
+            calls.remove(call)  # several calls of one robot pair up in order
+        message = status.get("mess") if status.get("result") is False else None
+        tool = call.name if call else None
+        lines.append(_result_line(robot, tool, status.get("error_flag"), message))
+    if execution.get("failure_reason"):
+        lines.append(f"STAGE FAILED: {execution['failure_reason']}")
+    return lines
+
+
+def _result_line(robot: object, tool: object, flag: object, message: object) -> str:
+    line = f"EXECUTION RESULT [{robot}.{tool}]" if tool else f"EXECUTION RESULT [{robot}]"
+    if flag not in (None, "none"):
+        line += f" ERROR_FLAG={flag}"
+    if message:
+        line += f"; message={message}"
+    return line
 
 
 def format_trajectory(steps: Sequence[JobStep]) -> str:
@@ -172,7 +207,7 @@ def format_trajectory(steps: Sequence[JobStep]) -> str:
         elif position == 0:
             lines.append(f"FEEDBACK: {instruction.content}")
         lines.append(f"DECISION {number}: {format_decision(step)}")
-        lines.extend(format_execution(step.execution))
+        lines.extend(format_execution(step.execution, step.output))
     return "\n".join(lines)
 
 
@@ -185,10 +220,14 @@ def format_cases(cases: Sequence[ExampleCase]) -> str:
     """Example cases numbered from 1, each with its goal, trajectory and validated diagnosis."""
     blocks = []
     for number, case in enumerate(cases, start=1):
+        # Shown in the shape the answer takes: a decision object when the text is one.
+        decision = parse_decision(case.expected_decision)
         diagnosis = {
             "decision_index": case.decision_index,
             "reason": case.reason,
-            "expected_decision": case.expected_decision,
+            "expected_decision": decision.model_dump(mode="json")
+            if decision is not None
+            else case.expected_decision,
         }
         blocks.append(
             CASE_BLOCK.format(
@@ -212,6 +251,19 @@ def _trajectory(steps: Sequence[JobStep]) -> str:
     return TRAJECTORY_BLOCK.format(count=count, trajectory=format_trajectory(steps))
 
 
+def _tools(steps: Sequence[JobStep]) -> list[str]:
+    lines = []
+    seen: set[str] = set()
+    for step in steps:
+        for tool in step.input.tools:
+            name, arguments = tool.get("name"), tool.get("arguments")
+            if isinstance(name, str) and name not in seen:
+                seen.add(name)
+                params = ", ".join(arguments) if isinstance(arguments, dict) else ""
+                lines.append(f"- {name}({params})")
+    return [TOOLS_BLOCK.format(tools="\n".join(lines))] if lines else []
+
+
 def _examples(cases: Sequence[ExampleCase]) -> list[str]:
     return [EXAMPLES_BLOCK.format(cases=format_cases(cases))] if cases else []
 
@@ -227,6 +279,7 @@ def failure_messages(job: DiagnosisJob, examples: Sequence[ExampleCase]) -> list
         f"HOW THE STAGE ENDED\n{ending}",
         *_examples(examples),
         _trajectory(job.trajectory),
+        *_tools(job.trajectory),
         f"ANSWER\n{FAILURE_ANSWER.format(count=count)}",
     ]
     return [ChatMessage.system(FAILURE_SYSTEM), ChatMessage.user("\n\n".join(parts))]

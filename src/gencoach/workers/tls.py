@@ -1,8 +1,8 @@
-"""One TLS context per worker process, made before jobs fork from it.
+"""One TLS context per worker process, made once, before any job runs.
 
-Building an httpx client builds an SSL context (reading the CA bundle), about 0.1 s;
-RQ runs every job in a fresh fork, so each job would pay it again. The worker process
-makes the context once; forked jobs inherit it and their clients share it.
+Building an httpx client builds an SSL context (reading the CA bundle), about 0.1 s.
+The worker process makes the context once; the async worker's shared clients and a
+forking worker's work-horses (which inherit it) all use it.
 """
 
 from __future__ import annotations

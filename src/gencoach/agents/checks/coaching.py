@@ -19,13 +19,21 @@ from gencoach.agents.checks.results import (
     passed,
     run_check,
 )
+from gencoach.errors import ContractError
 from gencoach.protocol import (
+    COACHING_KEY,
+    REPLACE_DECISION,
+    AgentDecision,
     AgentInfo,
     AgentInput,
     CoachingKind,
     CoachingProposal,
+    JsonObject,
+    ReplaceDecision,
     ReplaceSay,
     SpecializedCoachingRequest,
+    coached_input,
+    parse_coaching_payload,
 )
 
 
@@ -50,7 +58,7 @@ class CoachingChecks:
             ("coaching.session_conflict", self.conflict),
         ):
             results.append(await run_check(name, check))
-        for kind in self.info.specialized_coaching:
+        for kind in self.info.routed_kinds:
 
             async def repair(kind: CoachingKind = kind) -> CheckResult:
                 return await self.repair(kind)
@@ -100,12 +108,17 @@ class CoachingChecks:
         return passed("coaching.session_conflict")
 
     async def repair(self, kind: CoachingKind) -> CheckResult:
-        """A valid request of an announced kind gets a valid answer, at offered points only."""
+        """A valid request of an announced kind gets a valid answer, at offered points only,
+        whose proposals carry their payload unwrapped."""
         body = coaching_request(
             kind, self.run_id, f"check-{uuid.uuid4().hex}", self.target.first_memory
         )
         request = SpecializedCoachingRequest.parse(body)
         answer = await self.target.client.coach(request)
+        for proposal in answer.proposals:
+            wrapped = _wrapped_payload(proposal)
+            if wrapped is not None:
+                return failed(f"coaching.{kind}", wrapped)
         self.proposals += [(request, proposal) for proposal in answer.proposals]
         if answer.status == "corrected":
             points = ", ".join(p.reinjection_point_id for p in answer.proposals)
@@ -113,8 +126,11 @@ class CoachingChecks:
         return passed(f"coaching.{kind}", f"{answer.status}: {answer.reason}")
 
     async def reinjection(self) -> CheckResult:
-        """Each proposal, and a `replace_say` with `coaching_resume`, reinjected is answered."""
-        injections: list[AgentInput] = []
+        """Each proposal, reinjected as MAGMA-GEN does (its `extra_keys` as the input's
+        `extra_keys.coaching`), is applied: a `replace_decision` or `replace_say` comes back
+        as the answer. So are a checker-made `replace_decision` for an agent announcing the
+        capability and a `replace_say` for one announcing `coaching_resume`."""
+        injections: list[tuple[AgentInput, JsonObject]] = []
         for request, proposal in self.proposals:
             point = next(
                 p for p in request.reinjection_points if p.id == proposal.reinjection_point_id
@@ -122,20 +138,27 @@ class CoachingChecks:
             step = next((s for s in request.trajectory if s.id == point.input_step_id), None)
             base = point.input if point.input is not None else step.input if step else None
             assert base is not None  # the request validated: every point has an input
-            injections.append(
-                base.model_copy(update={"extra_keys": {**base.extra_keys, **proposal.extra_keys}})
-            )
+            injections.append((coached_input(base, proposal.extra_keys), proposal.extra_keys))
+        question = AgentInput.parse(agent_input(1, "Which button is next?"))
+        if self.info.capabilities.get(REPLACE_DECISION):
+            decision = AgentDecision(say=f"checked correction {uuid.uuid4().hex[:8]}")
+            payload = ReplaceDecision(decision=decision).model_dump(mode="json")
+            injections.append((coached_input(question, payload), payload))
         if self.info.coaching_resume:
-            say = ReplaceSay(text="sw1 is next").model_dump(mode="json")
-            text = agent_input(1, "Which button is next?", extra_keys={"coaching": say})
-            injections.append(AgentInput.parse(text))
+            payload = ReplaceSay(text=f"sw1 is next ({uuid.uuid4().hex[:8]})").model_dump(
+                mode="json"
+            )
+            injections.append((coached_input(question, payload), payload))
         if not injections:
             return passed("coaching.reinjection", "no proposal to reinject")
-        for index, injection in enumerate(injections):
+        for index, (injection, payload) in enumerate(injections):
             item = injection.model_dump(mode="json")
             body = {"request_id": f"check-{uuid.uuid4().hex}", "inputs": [{**item, "id": index}]}
-            await respond(self.target, body)
-        return passed("coaching.reinjection", f"{len(injections)} reinjections answered")
+            answer = (await respond(self.target, body)).root[0]
+            ignored = _ignored(payload, answer.output)
+            if ignored is not None:
+                return failed("coaching.reinjection", ignored)
+        return passed("coaching.reinjection", f"{len(injections)} reinjections applied")
 
     async def close(self) -> CheckResult:
         """DELETE the session: 204; a second DELETE may answer 204 or 404."""
@@ -155,3 +178,42 @@ class CoachingChecks:
             f"a second DELETE answered {again.status_code}; "
             "DESIGN.md is silent there, 204 and 404 are accepted",
         )
+
+
+def _wrapped_payload(proposal: CoachingProposal) -> str | None:
+    """Why a proposal's `extra_keys` is not a payload of its own, or None."""
+    inner = proposal.extra_keys.get(COACHING_KEY)
+    if set(proposal.extra_keys) == {COACHING_KEY} and isinstance(inner, dict):
+        return (
+            f"proposal at {proposal.reinjection_point_id!r} wraps its payload as "
+            f"{{{COACHING_KEY!r}: ...}}; its extra_keys must be the payload itself "
+            f"(the coach puts it under the input's extra_keys.{COACHING_KEY}, verbatim)"
+        )
+    if not proposal.extra_keys:
+        return (
+            f"proposal at {proposal.reinjection_point_id!r} has empty extra_keys; "
+            "MAGMA-GEN skips such a proposal"
+        )
+    return None
+
+
+def _ignored(payload: JsonObject, output: AgentDecision | None) -> str | None:
+    """Why an answer to a reinjected correction did not apply it, or None."""
+    try:
+        correction = parse_coaching_payload(payload)
+    except ContractError:
+        return None  # a payload of the agent's own: answered is all that can be checked
+    expected = (
+        correction.decision
+        if isinstance(correction, ReplaceDecision)
+        else AgentDecision(say=correction.text)
+    )
+    if output == expected:
+        return None
+    got = "an error" if output is None else output.model_dump_json()
+    return (
+        f"a reinjected {correction.kind} under extra_keys.{COACHING_KEY} was not applied: "
+        f"the answer is {got}, the correction {expected.model_dump_json()} "
+        f"(the agent must read the payload under extra_keys.{COACHING_KEY}, not ignore it "
+        "nor look for it flat in extra_keys)"
+    )

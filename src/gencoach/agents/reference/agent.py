@@ -15,6 +15,7 @@ from gencoach.agents.reference.coach import ReferenceCoach
 from gencoach.agents.reference.llm import LLMPolicy
 from gencoach.agents.reference.mistakes import MistakeRates
 from gencoach.agents.reference.scripted import ScriptedPolicy
+from gencoach.agents.sessions import SessionStore, StructuredOutput
 from gencoach.protocol import COACHING_KINDS, AgentInfo
 
 PolicyName = Literal["scripted", "llm"]
@@ -30,6 +31,8 @@ class ReferenceOptions:
     llm_endpoint: str = DEFAULT_LLM_ENDPOINT
     model: str | None = None
     agent_id: str = DEFAULT_AGENT_ID
+    structured_output: StructuredOutput = "auto"
+    """How the coach asks the session's backends for JSON."""
 
     def __post_init__(self) -> None:
         if self.policy == "llm" and not self.model:
@@ -61,4 +64,6 @@ def reference_app(options: ReferenceOptions | None = None) -> FastAPI:
     """The reference agent's FastAPI app."""
     options = options or ReferenceOptions()
     policy, repair = reference_policy(options)
-    return create_agent_app(reference_info(options.agent_id), policy, ReferenceCoach(repair))
+    sessions = SessionStore(structured_output=options.structured_output)
+    info = reference_info(options.agent_id)
+    return create_agent_app(info, policy, ReferenceCoach(repair), sessions=sessions)

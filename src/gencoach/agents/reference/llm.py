@@ -153,6 +153,8 @@ class LLMPolicy:
         tools = function_tools(agent_input.tools, _robots(agent_input))
         if tools:
             body["tools"] = tools
+            # Some servers (llama.cpp's) pass tools to the model only with an explicit choice.
+            body["tool_choice"] = "auto"
         return body
 
     async def decide(self, agent_input: AgentInput, memory: Memory, count: int) -> list[Decided]:

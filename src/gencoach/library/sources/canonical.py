@@ -34,15 +34,24 @@ def route_of(type_coaching: str) -> str:
 
 
 def description_text(value: object) -> str:
-    """The task text of a `task_description`: a string, or MAGMA-GEN's object."""
+    """The task text of a `task_description`: a string, or MAGMA-GEN's object (as a mapping
+    or a model) whose text, when it has none, is its stages' goals in order."""
     if isinstance(value, str):
         return value
-    if isinstance(value, dict):
-        inner = value.get("task_description")
-        if isinstance(inner, str):
-            return inner
-        return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return ""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json")
+    if not isinstance(value, dict):
+        return ""
+    inner = value.get("task_description")
+    if isinstance(inner, str):
+        return inner
+    stages = value.get("stages_description")
+    goals = [
+        str(stage.get("goal_description", "")) if isinstance(stage, dict) else str(stage)
+        for stage in (stages if isinstance(stages, list) else [])
+    ]
+    return " / ".join(goal for goal in goals if goal)
 
 
 def _short_hash(text: str) -> str:

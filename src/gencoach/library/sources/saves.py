@@ -4,7 +4,8 @@ Every root-to-leaf path of the saved graph is one trajectory: a leaf is a candid
 nothing follows, and a path goes through coached alternatives like through `next`
 links. Both save dialects are read: `task_description` as a string or as MAGMA-GEN's
 object, and executions as per-robot results or as MAGMA-GEN's step summary
-(`per_robot_status`, `stage_success`, `stage_state`, ...).
+(`per_robot_status` as a list of robot statuses or by robot, `stage_success` and
+`stage_state` as MAGMA Core's enum values or names).
 """
 
 from __future__ import annotations
@@ -50,12 +51,28 @@ _STAGE_ENDS = {
 }
 
 
+# MAGMA Core's StageSuccess and StageState, by value or by name.
+_SUCCESS = {1: "success", "FINISH": "success", -1: "failure", "FAILED": "failure"}
+_STATES = {
+    1: "optimal", "OPTIMAL": "optimal", 0: "acceptable", "ACCEPTABLE": "acceptable",
+    2: "unassessed", "UNASSESSED": "unassessed", -1: "exceeded", "EXCEEDED": "exceeded",
+}  # fmt: skip
+
+
+def _per_robot(execution: dict[str, Any]) -> dict[str, Any] | None:
+    """A step summary's `per_robot_status` (a list of `RobotToolStatus`, or a mapping) by robot."""
+    nested = execution.get("per_robot_status")
+    if isinstance(nested, list):
+        return {str(item.get("robot_name")): item for item in nested if isinstance(item, dict)}
+    return nested if isinstance(nested, dict) else None
+
+
 def trainable(candidate: CandidateRecord) -> bool:
     """The export's rule (the agent's own answer, not blamed, not every call failed), with
     MAGMA-GEN's step-summary execution read through its `per_robot_status`."""
-    nested = candidate.execution.get("per_robot_status")
-    if isinstance(nested, dict):
-        candidate = candidate.model_copy(update={"execution": nested})
+    robots = _per_robot(candidate.execution)
+    if robots is not None:
+        candidate = candidate.model_copy(update={"execution": robots})
     return is_target(candidate)
 
 
@@ -72,11 +89,19 @@ def stage_end(candidate: CandidateRecord) -> tuple[str, str | None] | None:
     """How the candidate's execution ended its stage (result, state), or None."""
     if candidate.status in _STAGE_ENDS:
         return _STAGE_ENDS[candidate.status]
+    if candidate.status != "finished":
+        return None
     success = candidate.execution.get("stage_success")
-    if candidate.status == "finished" and success is True:
-        state = candidate.execution.get("stage_state")
-        return "success", state if isinstance(state, str) else None
-    return None
+    result = "success" if success is True else _SUCCESS.get(_key(success))
+    if result is None:
+        return None
+    return result, _STATES.get(_key(candidate.execution.get("stage_state")))
+
+
+def _key(value: object) -> object:
+    if isinstance(value, bool) or value is None:
+        return None
+    return value.upper() if isinstance(value, str) else value
 
 
 def outcome_of(last: CandidateRecord) -> Outcome:

@@ -125,7 +125,13 @@ local function apply(args)
 end
 
 local results = {}
+local applied = false
 for index, args in ipairs(cjson.decode(ARGV[1])) do
   results[index] = apply(args)
+  applied = applied or results[index][1] == 'ok'
+end
+-- When the run last heard from its generator: an idle active run is abandoned.
+if applied then
+  redis.call('HSET', meta, 'last_event_at', redis.call('TIME')[1])
 end
 return results

@@ -22,11 +22,15 @@ from gencoach.protocol.llm import parse_llm_answer
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
 from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
 from gencoach.workers.backends.usage import UsageLedger
+from gencoach.workers.backends.wakeups import SlotWakeups
 
 ContractT = TypeVar("ContractT", bound=ContractModel | ContractRootModel[Any])
 
 # How long a slot lease outlives the request it covers, for clock skew and slow releases.
 LEASE_MARGIN_S = 5.0
+# The cap when neither the backend's `max_concurrency` nor the caller sets one (the
+# default of `workers.concurrency`).
+DEFAULT_CONCURRENCY = 32
 
 log = get_logger("backends")
 
@@ -52,11 +56,11 @@ class Reply:
 class Backend(ABC):
     """One configured LLM backend, used inside `async with` (which opens its connections).
 
-    With a Redis client, at most `settings.max_concurrency` requests run at once across
-    every worker process, and token usage is summed in Redis; without one, the cap holds
-    for this object only and usage is only returned. Waiting for a slot is bounded by
-    `slot_wait_s`. Objects open once: RQ runs each coroutine job in a fresh event loop,
-    so make one per job.
+    With a Redis client, at most `settings.max_concurrency` (else `concurrency`) requests
+    run at once across every worker process, and token usage is summed in Redis; without
+    one, the cap holds for this object only and usage is only returned. Waiting for a slot
+    is bounded by `slot_wait_s` and woken through `wakeups` when given. Objects open once
+    and serve any number of concurrent jobs on the event loop that opened them.
     """
 
     def __init__(
@@ -67,14 +71,19 @@ class Backend(ABC):
         redis: redis.asyncio.Redis | None = None,
         keys: Keys | None = None,
         slot_wait_s: float = 300.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        wakeups: SlotWakeups | None = None,
     ) -> None:
         self.name = name
         self.settings = settings
         self.slot_wait_s = slot_wait_s
+        self.concurrency = settings.max_concurrency or concurrency
         keys = keys or Keys()
         lease_s = settings.timeout_s + LEASE_MARGIN_S
         self._semaphore = (
-            RedisSemaphore(redis, keys.backend_slots(name), settings.max_concurrency, lease_s)
+            RedisSemaphore(
+                redis, keys.backend_slots(name), self.concurrency, lease_s, wakeups=wakeups
+            )
             if redis is not None
             else None
         )
@@ -86,7 +95,7 @@ class Backend(ABC):
         if self._state != "new":
             raise RuntimeError(f"backend {self.name!r} was opened before; make a new one")
         if self._semaphore is None:
-            self._local_slots = anyio.Semaphore(self.settings.max_concurrency)
+            self._local_slots = anyio.Semaphore(self.concurrency)
         await self._open()
         self._state = "open"
         return self

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import os
-import random
 import socket
 import uuid
 from importlib import resources
@@ -12,21 +12,30 @@ from typing import Final
 import anyio
 import redis.asyncio
 
-ACQUIRE_SCRIPT: Final = resources.files("gencoach.workers.backends").joinpath(
-    "lua/acquire_slot.lua"
-)
+from gencoach.workers.backends.wakeups import SlotWakeups, next_release, release_channel
+
+_LUA = resources.files("gencoach.workers.backends").joinpath("lua")
+ACQUIRE_SCRIPT: Final = _LUA.joinpath("acquire_slot.lua")
+RELEASE_SCRIPT: Final = _LUA.joinpath("release_slot.lua")
+
+
+@functools.cache
+def _host() -> str:
+    return socket.gethostname()
 
 
 def new_holder_id() -> str:
     """A lease holder id that names its host and process, unique per acquisition."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return f"{_host()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
 class RedisSemaphore:
     """At most `limit` holders at once across processes; each slot is a lease of `lease_s`.
 
     A holder that dies without releasing loses its slot when the lease expires (by the
-    Redis server's clock). Releasing is idempotent. Waiting polls every `poll_s` or so.
+    Redis server's clock). Releasing is idempotent and publishes a wake-up. Waiting never
+    polls: a waiter sleeps until a release wakes it (through the process's `wakeups`,
+    else a subscription of its own) or until the first held lease lapses.
     """
 
     def __init__(
@@ -36,7 +45,7 @@ class RedisSemaphore:
         limit: int,
         lease_s: float,
         *,
-        poll_s: float = 0.05,
+        wakeups: SlotWakeups | None = None,
     ) -> None:
         if limit < 1:
             raise ValueError(f"a semaphore needs at least one slot (got limit={limit!r})")
@@ -45,31 +54,50 @@ class RedisSemaphore:
         self.key = key
         self.limit = limit
         self.lease_s = lease_s
+        self.channel = release_channel(key)
         self._client = client
-        self._poll_s = poll_s
+        self._wakeups = wakeups
         # EVALSHA, reloaded on NOSCRIPT: survives a server restart or SCRIPT FLUSH.
         self._acquire = client.register_script(ACQUIRE_SCRIPT.read_text())
+        self._release = client.register_script(RELEASE_SCRIPT.read_text())
+
+    async def _try(self, holder: str) -> float:
+        """0 when `holder` has a slot now, else the seconds until the first lease lapses."""
+        lease_ms = max(1, round(self.lease_s * 1000))
+        wait_ms = await self._acquire(keys=[self.key], args=[holder, self.limit, lease_ms])
+        return int(wait_ms) / 1000
 
     async def try_acquire(self, holder: str) -> bool:
         """Take a slot for `holder` if one is free (or renew its lease); say whether it did."""
-        lease_ms = max(1, round(self.lease_s * 1000))
-        taken = await self._acquire(keys=[self.key], args=[holder, self.limit, lease_ms])
-        return bool(taken)
+        return await self._try(holder) == 0
 
     async def acquire(self, holder: str, wait_s: float) -> bool:
         """Take a slot, waiting up to `wait_s` for one to free; say whether it did."""
         deadline = anyio.current_time() + wait_s
-        while not await self.try_acquire(holder):
-            left = deadline - anyio.current_time()
-            if left <= 0:
-                return False
-            # Jitter keeps waiting processes from polling in lockstep.
-            await anyio.sleep(min(left, self._poll_s * random.uniform(0.5, 1.5)))
+        if await self._try(holder) == 0:  # the uncontended case needs no subscription
+            return True
+        if self._wakeups is not None:
+            async with self._wakeups.waiting(self.channel) as waiter:
+                while (lapse_s := await self._try(holder)) > 0:
+                    left = deadline - anyio.current_time()
+                    if left <= 0:
+                        return False
+                    with anyio.move_on_after(min(left, lapse_s)):
+                        await waiter.wait()
+            return True
+        async with self._client.pubsub() as pubsub:
+            await pubsub.subscribe(self.channel)
+            while (lapse_s := await self._try(holder)) > 0:
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    return False
+                with anyio.move_on_after(min(left, lapse_s)):
+                    await next_release(pubsub)
         return True
 
     async def release(self, holder: str) -> bool:
         """Give the slot back; False if `holder` held none (released already, or lapsed)."""
-        return bool(await self._client.zrem(self.key, holder))
+        return bool(await self._release(keys=[self.key], args=[holder, self.channel]))
 
     async def holders(self) -> list[str]:
         """The holders whose leases have not expired, by the server's clock."""

@@ -6,10 +6,11 @@ import redis.asyncio
 
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
-from gencoach.workers.backends.base import Backend
+from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
 from gencoach.workers.backends.retries import RetryPolicy
+from gencoach.workers.backends.wakeups import SlotWakeups
 
 
 def make_backend(
@@ -20,15 +21,33 @@ def make_backend(
     keys: Keys | None = None,
     retry: RetryPolicy | None = None,
     slot_wait_s: float = 300.0,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    wakeups: SlotWakeups | None = None,
 ) -> Backend:
     """The backend for `settings` (`openai`, which `ollama` aliases, or `python`), unopened.
 
     With `redis`, its concurrency cap is shared by every worker process and its token
     usage summed under `keys` (the default prefix unless given); `retry` tunes the waits
-    between an HTTP backend's tries.
+    between an HTTP backend's tries; `concurrency` is the cap unless the settings set
+    `max_concurrency`; `wakeups` is the process's subscription to slot releases.
     """
     if settings.type == "python":
-        return PythonBackend(name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s)
+        return PythonBackend(
+            name,
+            settings,
+            redis=redis,
+            keys=keys,
+            slot_wait_s=slot_wait_s,
+            concurrency=concurrency,
+            wakeups=wakeups,
+        )
     return OpenAIBackend(
-        name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s, retry=retry
+        name,
+        settings,
+        redis=redis,
+        keys=keys,
+        slot_wait_s=slot_wait_s,
+        concurrency=concurrency,
+        wakeups=wakeups,
+        retry=retry,
     )

@@ -13,18 +13,41 @@ from pydantic import BaseModel
 
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
-from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
+from gencoach.errors import (
+    BackendError,
+    BackendRequestError,
+    BackendTruncatedError,
+    BackendUnavailable,
+)
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
-from gencoach.workers.backends.base import Backend, Reply
+from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
+from gencoach.workers.backends.modes import ModeMemory
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
-from gencoach.workers.backends.schemas import response_format
+from gencoach.workers.backends.schemas import (
+    FALLBACKS,
+    StructuredOutput,
+    refuses_format,
+    response_format,
+    schema_prompt,
+)
+from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.tls import shared_ssl_context
 
 log = get_logger("backends.openai")
 
 _SHOWN_CHARS = 500  # of a server's error message, in logs and errors
+
+
+class _FormatRefusedError(Exception):
+    """The server refused the request's response_format (never retried as transient)."""
+
+    def __init__(self, cause: str, status: int, attempt: int) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.status = status
+        self.attempt = attempt
 
 
 def public_url(url: str) -> str:
@@ -66,7 +89,16 @@ class OpenAIBackend(Backend):
 
     Retries connection errors, timeouts, 408, 429 and 5xx up to `settings.max_retries`
     times, waiting as `retry` says (honouring `Retry-After`); any other 4xx fails at once.
-    Each try is bounded by `settings.timeout_s` as a whole.
+    Each try is bounded by `settings.timeout_s` as a whole. Every call carries the
+    backend's `max_tokens` and `temperature`; an answer cut at `max_tokens` raises
+    BackendTruncatedError.
+
+    Structured output follows `settings.structured_output`. An explicit mode is used as
+    is, and a server refusing it (a 4xx, or a 5xx naming the response format) fails at
+    once with an error naming the setting to change. `auto` tries `json_schema`, then
+    `json_object` with the schema, then `none` with the schema in the prompt (where
+    `Backend.ask` re-asks once on a parse failure), and remembers the first mode the
+    server takes per endpoint and model, in Redis when it has one (logged once).
     """
 
     def __init__(
@@ -78,10 +110,22 @@ class OpenAIBackend(Backend):
         keys: Keys | None = None,
         slot_wait_s: float = 300.0,
         retry: RetryPolicy | None = None,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        wakeups: SlotWakeups | None = None,
     ) -> None:
-        super().__init__(name, settings, redis=redis, keys=keys, slot_wait_s=slot_wait_s)
+        super().__init__(
+            name,
+            settings,
+            redis=redis,
+            keys=keys,
+            slot_wait_s=slot_wait_s,
+            concurrency=concurrency,
+            wakeups=wakeups,
+        )
         self.endpoint = public_url(settings.endpoint)
         self.retry = retry or RetryPolicy()
+        modes_key = (keys or Keys()).backend_structured_output(name)
+        self.modes = ModeMemory(name, self.endpoint, redis, modes_key)
         self._client: httpx.AsyncClient | None = None
 
     async def _open(self) -> None:
@@ -97,9 +141,7 @@ class OpenAIBackend(Backend):
 
     def headers(self) -> httpx.Headers:
         """The configured headers, the API key as a bearer token, and the JSON content type."""
-        headers = httpx.Headers(
-            {name: value.get_secret_value() for name, value in self.settings.headers.items()}
-        )
+        headers = httpx.Headers(self.settings.header_values())
         api_key = self.settings.api_key
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
@@ -113,16 +155,21 @@ class OpenAIBackend(Backend):
         schema: type[BaseModel] | None,
         model: str | None = None,
         max_tokens: int | None = None,
+        mode: StructuredOutput | None = None,
     ) -> dict[str, Any]:
-        """The JSON body of a chat-completions request."""
+        """The JSON body of a chat-completions request (`mode`: the setting's, `auto`'s first)."""
+        configured = self.settings.structured_output
+        mode = mode or (FALLBACKS[0] if configured == "auto" else configured)
+        sent = [message.as_json() for message in messages]
+        if schema is not None and mode == "none":
+            sent.append(ChatMessage.user(schema_prompt(schema)).as_json())
         body: dict[str, Any] = {
             "model": model or self.settings.default_model,
-            "messages": [message.as_json() for message in messages],
-            "temperature": 0,
+            "messages": sent,
+            "temperature": self.settings.temperature,
+            "max_tokens": max_tokens or self.settings.max_tokens,
         }
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        structured = response_format(self.settings.structured_output, schema)
+        structured = response_format(mode, schema)
         if structured is not None:
             body["response_format"] = structured
         return body
@@ -136,7 +183,47 @@ class OpenAIBackend(Backend):
         max_tokens: int | None,
         context: JsonObject | None = None,
     ) -> Reply:
-        body = self.body(messages, schema=schema, model=model, max_tokens=max_tokens)
+        configured = self.settings.structured_output
+        if schema is None:
+            return await self._send(
+                self.body(messages, schema=None, model=model, max_tokens=max_tokens)
+            )
+        served = model or self.settings.default_model or ""
+        modes = [configured] if configured != "auto" else await self.modes.to_try(served)
+        for mode in modes:
+            body = self.body(messages, schema=schema, model=model, max_tokens=max_tokens, mode=mode)
+            try:
+                reply = await self._send(body)
+            except _FormatRefusedError as refused:
+                if configured != "auto":
+                    raise self._strict_refusal(mode, refused) from None
+                log.warning(
+                    "backend.structured_output_refused",
+                    backend=self.name,
+                    mode=mode,
+                    cause=refused.cause,
+                )
+                continue
+            if configured == "auto":
+                await self.modes.learnt(served, mode)
+            return reply
+        raise AssertionError("unreachable: mode none sends no response_format to refuse")
+
+    def _strict_refusal(self, mode: str, refused: _FormatRefusedError) -> BackendRequestError:
+        later = FALLBACKS[FALLBACKS.index(mode) + 1 :] if mode in FALLBACKS else ()
+        advice = f"set structured_output: {later[0]} (or auto)" if later else "check the server"
+        cause = f"{refused.cause}; it refuses structured_output {mode}: {advice}"
+        log.error("backend.refused", backend=self.name, attempt=refused.attempt, cause=cause)
+        return BackendRequestError(
+            self.name,
+            cause,
+            attempts=refused.attempt,
+            endpoint=self.endpoint,
+            status=refused.status,
+        )
+
+    async def _send(self, body: dict[str, Any]) -> Reply:
+        """POST one body with the retries transient failures deserve."""
         tries = self.settings.max_retries + 1
         for attempt in range(1, tries + 1):
             status: int | None = None
@@ -148,9 +235,12 @@ class OpenAIBackend(Backend):
                 cause = _describe(error, self.settings.timeout_s)
             else:
                 if response.is_success:
-                    return self._reply(response, body["model"], attempt)
+                    return self._reply(response, body, attempt)
                 status = response.status_code
-                cause = f"HTTP {status}: {server_message(response)}"
+                message = server_message(response)
+                cause = f"HTTP {status}: {message}"
+                if "response_format" in body and refuses_format(status, message):
+                    raise _FormatRefusedError(cause, status, attempt)
                 if not retryable_status(status):
                     log.error("backend.refused", backend=self.name, attempt=attempt, cause=cause)
                     raise BackendRequestError(
@@ -193,11 +283,14 @@ class OpenAIBackend(Backend):
         with anyio.fail_after(self.settings.timeout_s):
             return await self._client.post(self.settings.endpoint, json=body)
 
-    def _reply(self, response: httpx.Response, model: str, attempt: int) -> Reply:
+    def _reply(self, response: httpx.Response, body: dict[str, Any], attempt: int) -> Reply:
+        model = body["model"]
         try:
             data = response.json()
-            message = data["choices"][0]["message"]
+            choice = data["choices"][0]
+            message = choice["message"]
             content = message.get("content")
+            finish = choice.get("finish_reason")
         except (ValueError, LookupError, TypeError, AttributeError) as error:
             shown = response.text[:_SHOWN_CHARS]
             log.error("backend.bad_reply", backend=self.name, attempt=attempt, reply=shown)
@@ -207,6 +300,9 @@ class OpenAIBackend(Backend):
                 f"({type(error).__name__}: {error}): {shown!r}",
                 attempts=attempt,
             ) from None
+        if finish == "length":
+            log.error("backend.truncated", backend=self.name, max_tokens=body["max_tokens"])
+            raise BackendTruncatedError(self.name, body["max_tokens"], attempts=attempt)
         text = content if isinstance(content, str) else ""
         served = data.get("model")
         return Reply(

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
+from gencoach.protocol.llm import answer_schema
 from gencoach.workers.backends.base import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage
 
@@ -108,7 +109,7 @@ class PythonBackend(Backend):
         call = partial(
             function,
             [message.as_json() for message in messages],
-            schema=schema.model_json_schema() if schema is not None else None,
+            schema=answer_schema(schema) if schema is not None else None,
             model=chosen,
             **extra,
         )

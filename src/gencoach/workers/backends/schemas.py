@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from gencoach.protocol.llm import answer_schema
+
 StructuredOutput = Literal["json_schema", "json_object", "none"]
+# What `auto` tries, in order: the first mode a server does not refuse is remembered.
+FALLBACKS: tuple[StructuredOutput, ...] = ("json_schema", "json_object", "none")
+# Words by which a 5xx says it refused the request's response_format (llama.cpp's 500).
+_FORMAT_WORDS = ("response_format", "json_schema", "json_object")
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -80,7 +87,7 @@ def response_format(mode: StructuredOutput, model: type[BaseModel] | None) -> di
     """
     if model is None or mode == "none":
         return None
-    schema = model.model_json_schema()
+    schema = answer_schema(model)
     if mode == "json_object":
         return {"type": "json_object", "schema": schema}
     strict = strict_compatible(schema)
@@ -92,3 +99,18 @@ def response_format(mode: StructuredOutput, model: type[BaseModel] | None) -> di
             "strict": strict,
         },
     }
+
+
+def refuses_format(status: int, message: str) -> bool:
+    """Whether an error answer refuses the structured-output request rather than failing:
+    any 4xx but 408 and 429, or a 5xx whose message names the response format."""
+    if 400 <= status < 500:
+        return status not in (408, 429)
+    lowered = message.lower()
+    return status >= 500 and any(word in lowered for word in _FORMAT_WORDS)
+
+
+def schema_prompt(model: type[BaseModel]) -> str:
+    """What `none` mode adds to the prompt: the answer's JSON schema, since nothing enforces it."""
+    schema = json.dumps(answer_schema(model), separators=(",", ":"))
+    return f"ANSWER FORMAT\nAnswer with one JSON value valid against this JSON schema:\n{schema}"

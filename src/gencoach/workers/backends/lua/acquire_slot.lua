@@ -2,9 +2,10 @@
 --
 -- KEYS: 1 the slots sorted set (holder id -> lease expiry in ms since the epoch).
 -- ARGV: 1 holder id, 2 the number of slots, 3 the lease (ms).
--- Returns 1 when the holder has a slot (taken now, or its lease renewed), 0 when all
--- are held. Leases past their expiry are dropped first, so a dead holder's slot frees
--- itself; the clock is the server's, never a worker's.
+-- Returns 0 when the holder has a slot (taken now, or its lease renewed); when all are
+-- held, the milliseconds until the first lease lapses (at least 1), which is when a
+-- waiter must look again if no release wakes it first. Leases past their expiry are
+-- dropped first, so a dead holder's slot frees itself; the clock is the server's.
 
 local key, holder = KEYS[1], ARGV[1]
 local limit, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -17,11 +18,12 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 
 if not redis.call('ZSCORE', key, holder) and redis.call('ZCARD', key) >= limit then
-  return 0
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(first[2]) - now)
 end
 redis.call('ZADD', key, now + lease, holder)
 -- The set outlives its longest lease only: an idle backend leaves no key behind.
 if redis.call('PTTL', key) < lease then
   redis.call('PEXPIRE', key, lease)
 end
-return 1
+return 0

@@ -1,0 +1,268 @@
+"""Corrections per second against W concurrent LLM slots, next to the ideal W/D.
+
+A real controller (`gencoach serve`) and ONE worker process (`gencoach worker -p 1`)
+coach N = `--per-slot`·W independent failures, each in its own run, each needing a
+diagnosis from a scripted OpenAI-compatible LLM that answers after exactly D seconds
+(`--latency-s`) and a repair from a scripted agent that answers at once. The backend's
+`max_concurrency` is W; the worker runs up to 2·W jobs at once; the per-stage limits
+are out of the way. All N failures are published at once; the clock runs until the
+last branch order appears. Printed per W: throughput, its ratio to the ideal W/D and
+to MAGMA-GEN's one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per
+correction (controller, workers, Redis, from /proc), the peak RSS of the worker
+processes, and where the time beyond N·D/W went: the lead (publishing to the first LLM
+call) and the tail (the last LLM answer to the last branch order).
+
+    .venv/bin/python -m benchmarks.throughput [--slots 1,2,4,8,16,32] [--per-slot 10]
+        [--latency-s 1.0] [--redis-url URL] [--log-level warning]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+from rq import Worker
+
+from benchmarks.common import p50, percentile
+from gencoach.client import Reporter
+from gencoach.constants import ORDER_FIELD, Keys
+from gencoach.embedded_redis import EmbeddedRedis
+from tests.support import llm_server
+from tests.support.agent_server import ScriptedAgent, ThreadedServer
+from tests.support.controller import ControllerProcess
+from tests.support.graphs import known_run_events
+from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
+from tests.support.processes import child_pids
+
+DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+SETUP_CHUNK = 16  # runs started at a time, before the measured part
+# The scripted LLM's listen backlog: socketserver's default of 5 drops connections when
+# 32 calls arrive at once, and a dropped SYN costs the caller a 1 s retransmission.
+llm_server._QuietServer.request_queue_size = 256
+
+
+@dataclass(frozen=True)
+class Row:
+    """One W's measurements."""
+
+    slots: int
+    corrections: int
+    elapsed_s: float
+    latencies: list[float]
+    cpu_s: dict[str, float]
+    worker_peak_rss_mb: float
+    lead_s: float  # from publishing the failures to the first LLM call
+    tail_s: float  # from the last LLM answer to the last branch order
+
+
+def _settings(llm: ScriptedLLMServer, slots: int, log_level: str) -> dict[str, object]:
+    backend = {
+        "type": "openai",
+        "endpoint": llm.endpoint,
+        "default_model": "scripted",
+        "timeout_s": 60,
+        "max_retries": 0,
+        "max_concurrency": slots,
+    }
+    limits = {"max_pending_per_stage": 10_000, "max_unproven_per_stage": 10_000}
+    routes = {"format": False, "suboptimal": False}
+    return {
+        "coaching": {"enabled": True, "lease_s": 30, "routes": routes, **limits},
+        "backends": {"llm": backend},
+        "workers": {"processes": 1, "concurrency": 2 * slots, "job_timeout_s": 120},
+        "log": {"format": "json", "level": log_level},
+    }
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
+
+
+def _peak_rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return 0.0
+
+
+def _tree(pid: int) -> list[int]:
+    found = [pid]
+    for child in child_pids(pid):
+        found += _tree(child)
+    return found
+
+
+def _publish(redis_url: str, runs: list[str], agent_url: str) -> tuple[str, dict[str, Any], int]:
+    """Report each run up to its failing execution; that event, to send later, and its seq."""
+    events = known_run_events()[:-1]
+    failing = next(
+        i
+        for i, (kind, fields) in enumerate(events)
+        if fields.get("candidate_id") == "c4" and kind == "candidate.executed"
+    )
+    for run_id in runs:
+        with Reporter(run_id, redis_url=redis_url) as reporter:
+            for kind, fields in events[:failing]:
+                if kind == "run.started":
+                    fields = {**fields, "agent_url": agent_url}
+                reporter.emit(kind, **fields)
+    kind, fields = events[failing]
+    return kind, fields, failing
+
+
+def _wait_intake(client: redis.Redis, timeout_s: float = 120) -> None:
+    """Wait until the controller has read and acknowledged every event published so far."""
+    stream = Keys().events
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        last = client.xinfo_stream(stream)["last-generated-id"]
+        groups = client.xinfo_groups(stream)
+        if groups and all(g["last-delivered-id"] == last and g["pending"] == 0 for g in groups):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"the controller did not take in the events within {timeout_s} s")
+
+
+def _wait_orders(
+    client: redis.Redis, runs: list[str], sent: dict[str, float], timeout_s: float
+) -> dict[str, float]:
+    streams = {Keys().branches(run_id): run_id for run_id in runs}
+    done: dict[str, float] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(done) < len(runs):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {len(done)} of {len(runs)} corrections in {timeout_s} s")
+        waiting = {stream: "0" for stream, run_id in streams.items() if run_id not in done}
+        for stream, entries in client.xread(waiting, block=50) or []:
+            name = stream.decode() if isinstance(stream, bytes) else stream
+            if any(ORDER_FIELD.encode() in fields for _, fields in entries):
+                done[streams[name]] = time.monotonic()
+    return {run_id: done[run_id] - sent[run_id] for run_id in runs}
+
+
+def measure(
+    redis_url: str,
+    slots: int,
+    per_slot: int,
+    latency_s: float,
+    folder: Path,
+    log_level: str = "warning",
+) -> Row:
+    """Coach `per_slot`·`slots` failures with `slots` LLM slots; their measurements."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    redis_pid = int(client.info("server")["process_id"])
+    llm = ScriptedLLMServer(default=delayed(latency_s, json_reply(DIAGNOSIS))).start()
+    agent = ThreadedServer(ScriptedAgent().app())
+    agent.start()
+    controller = ControllerProcess(folder, redis_url, settings=_settings(llm, slots, log_level))
+    try:
+        controller.start()
+        workers = controller.start_workers()
+        deadline = time.monotonic() + 60
+        while Worker.count(connection=client) < 1:
+            if time.monotonic() > deadline:
+                raise SystemExit("the worker did not register within 60 s")
+            time.sleep(0.05)
+        runs = [f"w{slots}-{i}" for i in range(per_slot * slots)]
+        # Runs start in chunks: a controller registering hundreds of runs at once runs out
+        # of Redis connections, and their start is not what is measured.
+        for first in range(0, len(runs), SETUP_CHUNK):
+            kind, fields, seq = _publish(redis_url, runs[first : first + SETUP_CHUNK], agent.url)
+            _wait_intake(client)
+        assert controller.process is not None
+        pids = {"controller": [controller.process.pid], "redis": [redis_pid]}
+        pids["workers"] = _tree(workers.pid)
+        before = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
+        sent: dict[str, float] = {}
+        started = time.monotonic()
+        for run_id in runs:
+            with Reporter(run_id, redis_url=redis_url, start_seq=seq) as reporter:
+                sent[run_id] = time.monotonic()
+                reporter.emit(kind, **fields)
+        timeout_s = 60 + 4 * per_slot * latency_s
+        latencies = _wait_orders(client, runs, sent, timeout_s)
+        elapsed = time.monotonic() - started
+        calls = sorted(request.received_at for request in llm.requests)
+        lead_s = calls[0] - started
+        tail_s = started + elapsed - (calls[-1] + latency_s)
+        pids["workers"] = _tree(workers.pid)
+        after = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
+        peak_rss = sum(_peak_rss_mb(pid) for pid in pids["workers"])
+    except SystemExit:
+        print(controller.log_text()[-6000:])
+        for log in sorted(folder.glob("workers-*.log")):
+            print(log.read_text()[-6000:])
+        raise
+    finally:
+        controller.stop()
+        agent.stop()
+        llm.stop()
+    cpu = {name: after[name] - before[name] for name in before}
+    latency_list = list(latencies.values())
+    return Row(slots, len(runs), elapsed, latency_list, cpu, peak_rss, lead_s, tail_s)
+
+
+@contextmanager
+def _redis(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        EmbeddedRedis(Path(folder), persist=False) as server,
+    ):
+        assert server.url is not None
+        yield server.url
+
+
+def main() -> None:
+    """Measure every W given and print one line each."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", default="1,2,4,8,16,32", help="W values, comma-separated")
+    parser.add_argument("--per-slot", type=int, default=10, help="corrections per slot (N/W)")
+    parser.add_argument("--latency-s", type=float, default=1.0, help="the LLM's latency D")
+    parser.add_argument("--redis-url", default=None, help="default: an embedded redis-server")
+    parser.add_argument("--log-level", default="warning", help="of the controller and worker")
+    options = parser.parse_args()
+    d = options.latency_s
+    print(f"D = {d} s, N = {options.per_slot}·W, one worker process, worker concurrency 2·W")
+    print(
+        f"{'W':>3} {'N':>4} {'corr/s':>7} {'/ideal':>7} {'/GEN':>6} {'p50 s':>6} {'p99 s':>6}"
+        f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'worker peak RSS':>16} {'lead s':>6} {'tail s':>6}"
+    )
+    with _redis(options.redis_url) as url:
+        for slots in (int(value) for value in options.slots.split(",")):
+            with tempfile.TemporaryDirectory() as folder:
+                row = measure(url, slots, options.per_slot, d, Path(folder), options.log_level)
+            rate = row.corrections / row.elapsed_s
+            cpu = {name: 1000 * value / row.corrections for name, value in row.cpu_s.items()}
+            parts = f"{cpu['controller']:.1f}+{cpu['workers']:.1f}+{cpu['redis']:.1f}"
+            print(
+                f"{row.slots:>3} {row.corrections:>4} {rate:>7.2f} {rate * d / row.slots:>7.3f}"
+                f" {rate * d:>6.2f} {p50(row.latencies):>6.2f}"
+                f" {percentile(row.latencies, 0.99):>6.2f}"
+                f" {sum(cpu.values()):>8.1f} = {parts:<18} {row.worker_peak_rss_mb:>12.0f} MB"
+                f" {row.lead_s:>6.2f} {row.tail_s:>6.2f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

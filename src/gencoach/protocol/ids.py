@@ -1,0 +1,60 @@
+"""The one character set of generator-chosen ids: run, situation and candidate ids.
+
+An id is 1 to `MAX_ID_LENGTH` characters of printable text: any letter, digit, mark,
+punctuation, symbol or space, but no control or format character (category C of
+Unicode: `\\x00`-`\\x1f`, `\\x7f`-`\\x9f`, zero-width and bidi marks, surrogates,
+unassigned code points), no line or paragraph separator, and neither `{` nor `}`
+(a run id is the Redis Cluster hash tag of its keys). Characters that mean something
+in a URL (`/`, `#`, `?`, `%`) are allowed: gencoach percent-encodes ids wherever they
+become a path segment, and save folders get a name of their own (`run_folder_name`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Annotated, Final
+
+from pydantic import AfterValidator
+
+MAX_ID_LENGTH: Final = 256
+ID_RULE: Final = (
+    f"1 to {MAX_ID_LENGTH} printable characters, without control or format characters, "
+    "line separators, '{' or '}'"
+)
+_FORBIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_HASH_TAG: Final = frozenset("{}")
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` is not a valid id, or None when it is."""
+    if not value:
+        return f"an id must not be empty ({ID_RULE})"
+    if len(value) > MAX_ID_LENGTH:
+        return f"an id has at most {MAX_ID_LENGTH} characters, got {len(value)}"
+    for position, char in enumerate(value):
+        if char in _HASH_TAG or unicodedata.category(char) in _FORBIDDEN_CATEGORIES:
+            return (
+                f"character {char!r} (U+{ord(char):04X}) at position {position} "
+                f"is not allowed in an id ({ID_RULE})"
+            )
+    return None
+
+
+def check_id(value: str) -> str:
+    """`value` if it is a valid id; otherwise ValueError saying why."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(check_id)]
+"""A generator-chosen id (run, situation, candidate), validated against `ID_RULE`."""
+
+
+def url_problem(url: str) -> str | None:
+    """Why a URL has characters no HTTP client will send, or None."""
+    for position, char in enumerate(url):
+        if char.isspace() or unicodedata.category(char) in _FORBIDDEN_CATEGORIES:
+            return f"character {char!r} (U+{ord(char):04X}) at position {position} is not allowed"
+    return None

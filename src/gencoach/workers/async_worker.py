@@ -1,0 +1,320 @@
+"""An RQ worker that runs many jobs at once, as tasks on one long-lived event loop.
+
+Coaching jobs wait on LLMs and agents, not on the CPU: forking a process per job (RQ's
+`Worker`) spent more time importing and building clients than the jobs spent working,
+and ran one job per process. `AsyncWorker` takes up to `concurrency` jobs off its queues
+and awaits each as a task on one event loop, with the Redis pool, HTTP clients and
+opened backends every job shares (`gencoach.workers.resources`). RQ 3.0 has no such
+worker (RQ issue #45 asks for worker concurrency; an async worker is an open pull
+request, #2445), so this one is built from RQ's own parts and keeps RQ's job life
+cycle true:
+
+- each job gets an RQ `Execution`, is in the queue's started registry while it runs and
+  in the finished or failed registry after, with RQ's result, result TTL, failure TTL
+  and `Retry` handling (`handle_job_success` / `handle_job_failure`);
+- the worker, and every job in flight, send RQ heartbeats every
+  `job_monitoring_interval`, and it runs RQ's registry maintenance;
+- `rq info` and rq-dashboard list the worker, its queues and the jobs it runs;
+- a job's timeout is a cancel scope (`anyio.fail_after`), never SIGALRM, and RQ's stop
+  command (`send_stop_job_command`) cancels that one job;
+- SIGTERM or SIGINT: warm stop (take nothing more, let jobs finish within
+  `shutdown_grace_s`, then cancel them); a second signal: cold stop (cancel at once).
+  A cancelled job is recorded as failed with the reason; its coaching lease lapses and
+  the controller retries the request.
+
+RQ's bookkeeping is synchronous redis-py: it runs in worker threads, off the loop. Jobs
+are taken with `gencoach.workers.queues`' atomic, priority-ordered take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import signal
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from rq.command import parse_payload
+from rq.job import Job
+from rq.queue import Queue
+from rq.timeouts import JobTimeoutException, TimerDeathPenalty
+from rq.utils import now
+from rq.worker import BaseWorker, WorkerStatus
+
+from gencoach.constants import QUEUE_DOORBELL
+from gencoach.logs import get_logger
+from gencoach.workers.context import current_context
+from gencoach.workers.queues import (
+    TAKE_SCRIPT,
+    WAKE_S,
+    PriorityQueue,
+    restore_job,
+    take_keys,
+    taken,
+)
+from gencoach.workers.resources import JobResources, shared_resources
+
+log = get_logger("worker")
+
+ExcInfo = tuple[type[BaseException], BaseException, Any]
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """How a job failed, as RQ's failure handlers take it."""
+
+    exc_info: ExcInfo
+
+
+class WorkerStoppedError(Exception):
+    """The worker stopped before the job finished (cold stop, or the warm stop's grace ran out)."""
+
+
+class JobStoppedError(Exception):
+    """RQ's stop-job command cancelled the job."""
+
+
+@dataclass
+class _Running:
+    job: Job
+    execution: Any  # rq.executions.Execution
+    scope: anyio.CancelScope
+
+
+@functools.cache
+def _function(path: str) -> Any:
+    """The function a job names, imported once (RQ's own lookup tries failing imports first)."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _failure(error: BaseException) -> _Failure:
+    return _Failure((type(error), error, error.__traceback__))
+
+
+class AsyncWorker(BaseWorker):
+    """Runs up to `concurrency` RQ jobs at once on one event loop; see the module docstring."""
+
+    queue_class = PriorityQueue
+    # RQ's success and failure callbacks, if a job has any, run in a thread: no SIGALRM.
+    death_penalty_class = TimerDeathPenalty
+    log_result_lifespan = False
+
+    def __init__(
+        self,
+        queues: list[str],
+        *,
+        concurrency: int,
+        shutdown_grace_s: float,
+        **options: Any,
+    ) -> None:
+        super().__init__(queues, **options)
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        self.concurrency = concurrency
+        self.shutdown_grace_s = shutdown_grace_s
+        self.completed = 0
+        self._running: dict[str, _Running] = {}  # by RQ execution id
+        self._in_flight = 0  # jobs taken and not yet recorded, whatever their stage
+        self._draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._signals = 0
+        # Made on the event loop, in `_work`: what a warm stop cancels (taking jobs) and
+        # what a cold stop cancels (the jobs).
+        self._taking: anyio.CancelScope
+        self._jobs: anyio.CancelScope
+
+    def work(self, burst: bool = False, logging_level: str | None = None, **_: Any) -> bool:  # type: ignore[override]
+        """Serve the queues until stopped (or, in burst, until they and the worker are empty).
+
+        Returns whether any job was run. Call it from the main thread (it handles SIGTERM
+        and SIGINT) of a process where `gencoach.workers.context` is set.
+        """
+        self.bootstrap(logging_level or "INFO")
+        try:
+            anyio.run(self._work, burst, backend="asyncio")
+        finally:
+            self.teardown()  # type: ignore[no-untyped-call]
+        return self.completed > 0
+
+    async def _work(self, burst: bool) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._taking, self._jobs = anyio.CancelScope(), anyio.CancelScope()
+        async with (
+            shared_resources(current_context()) as resources,
+            anyio.create_task_group() as service,
+        ):
+            service.start_soon(self._watch_signals)
+            service.start_soon(self._keep_alive)
+            await self._serve(resources, burst)
+            service.cancel_scope.cancel()
+
+    async def _serve(self, resources: JobResources, burst: bool) -> None:
+        self._drained = anyio.Event()
+        slots = anyio.Semaphore(self.concurrency)
+        with self._jobs:
+            async with anyio.create_task_group() as jobs:
+                with self._taking:
+                    while True:
+                        await slots.acquire()
+                        wait_s = None if not burst else (WAKE_S if self._in_flight else 0.0)
+                        job_and_queue = await self._take(resources, wait_s)
+                        if job_and_queue is None:
+                            slots.release()
+                            if burst and not self._in_flight:
+                                break
+                            continue
+                        self._in_flight += 1
+                        jobs.start_soon(self._execute, *job_and_queue, slots)
+                self._draining = True
+                if self._in_flight:
+                    log.info("worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s)
+                    jobs.start_soon(self._cancel_after_grace)
+
+    async def _cancel_after_grace(self) -> None:
+        with anyio.move_on_after(self.shutdown_grace_s):
+            await self._drained.wait()
+            return
+        log.warning("worker.grace_over", cancelled=self._in_flight)
+        self._jobs.cancel()
+
+    async def _take(
+        self, resources: JobResources, wait_s: float | None
+    ) -> tuple[Job, Queue] | None:
+        """The next job in queue order, waiting up to `wait_s` (None: until stopped)."""
+        keys = take_keys(self.queues)
+        queues = {queue.key: queue for queue in self.queues}
+        script = resources.redis.register_script(TAKE_SCRIPT)
+        deadline = None if wait_s is None else anyio.current_time() + wait_s
+        while True:
+            # A job the script moved must reach the started registry: no cancelling here.
+            with anyio.CancelScope(shield=True):
+                popped = taken(await script(keys=keys), keys)
+                if popped is not None:
+                    queue_key, rq_id = popped
+                    data = await resources.redis.hgetall(Job.key_for(rq_id))
+                    job = restore_job(data, rq_id, self.connection, self.job_class)
+                    if job is not None:
+                        return job, queues[queue_key]
+                    holding = queues[queue_key].intermediate_queue_key
+                    await resources.redis.lrem(holding, 1, rq_id)
+                    continue
+            left = WAKE_S if deadline is None else deadline - anyio.current_time()
+            if left <= 0:
+                return None
+            await resources.redis.blpop([QUEUE_DOORBELL], timeout=min(left, WAKE_S))
+
+    async def _execute(self, job: Job, queue: Queue, slots: anyio.Semaphore) -> None:
+        execution: Any = None
+        try:
+            execution = await anyio.to_thread.run_sync(self._start, job)
+            outcome = await self._perform(job, execution)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._finalize, job, queue, execution, outcome)
+        except anyio.get_cancelled_exc_class():
+            if execution is not None:
+                stopped = WorkerStoppedError("the worker stopped before the job finished")
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(
+                        self._finalize, job, queue, execution, _failure(stopped)
+                    )
+            raise
+        finally:
+            if execution is not None:
+                self._running.pop(execution.id, None)
+            slots.release()
+            self.completed += 1
+            self._in_flight -= 1
+            if self._draining and not self._in_flight:
+                self._drained.set()
+            if not self._in_flight and execution is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
+
+    def _start(self, job: Job) -> Any:
+        """RQ's bookkeeping before a job runs (in a thread): its execution, then its status."""
+        execution = self.prepare_execution(job)
+        self.prepare_job_execution(job, remove_from_intermediate_queue=True)
+        return execution
+
+    async def _perform(self, job: Job, execution: Any) -> Any:
+        """The job's return value, or the exc_info of how it failed."""
+        timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
+        with anyio.CancelScope() as scope:
+            self._running[execution.id] = _Running(job, execution, scope)
+            try:
+                with anyio.fail_after(None if timeout == -1 else timeout):
+                    return await self._call(job)
+            except TimeoutError:
+                message = f"Task exceeded maximum timeout value ({timeout} seconds)"
+                return _failure(JobTimeoutException(message))
+            except Exception as error:
+                return _failure(error)
+        return _failure(JobStoppedError("stopped by RQ's stop-job command"))
+
+    async def _call(self, job: Job) -> Any:
+        function = _function(job.func_name)
+        if inspect.iscoroutinefunction(function):
+            return await function(*job.args, **job.kwargs)
+        call = partial(function, *job.args, **job.kwargs)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+
+    def _finalize(self, job: Job, queue: Queue, execution: Any, outcome: Any) -> None:
+        """Record the outcome with RQ's own handlers (in a thread: they block on Redis)."""
+        if isinstance(outcome, _Failure):
+            if isinstance(outcome.exc_info[1], JobStoppedError):
+                self._stopped_job_id = job.id  # RQ marks it stopped, not failed
+            self._finalize_failure(job, queue, execution, outcome.exc_info)
+        else:
+            self._finalize_success(job, queue, execution, outcome)
+
+    async def _keep_alive(self) -> None:
+        """RQ heartbeats for the worker and each job in flight, and RQ's maintenance."""
+        while True:
+            await anyio.sleep(self.job_monitoring_interval)
+            running = list(self._running.values())
+            await anyio.to_thread.run_sync(self._beat, running)
+
+    def _beat(self, running: list[_Running]) -> None:
+        for entry in running:
+            self.maintain_heartbeats(entry.job, entry.execution)
+        if not running:
+            self.heartbeat()
+        if self.should_run_maintenance_tasks:
+            self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                self._signals += 1
+                name = signal.Signals(signum).name
+                if self._signals == 1:
+                    log.info("worker.stopping", mode="warm", signal=name, jobs=len(self._running))
+                    self._shutdown_requested_date = now()
+                    await anyio.to_thread.run_sync(self.set_shutdown_requested_date)
+                    self._taking.cancel()
+                else:
+                    log.warning(
+                        "worker.stopping", mode="cold", signal=name, jobs=len(self._running)
+                    )
+                    self._taking.cancel()
+                    self._jobs.cancel()
+
+    def handle_payload(self, message: Any) -> None:
+        """RQ's commands (from its pub/sub thread); stop-job cancels that job, whichever it is."""
+        payload = parse_payload(message)
+        if payload.get("command") != "stop-job":
+            super().handle_payload(message)  # type: ignore[no-untyped-call]
+            return
+        job_id = payload.get("job_id")
+        running = [entry for entry in self._running.values() if entry.job.id == job_id]
+        if not running or self._loop is None:
+            self.log.warning("Not working on job %s, command ignored.", job_id)
+            return
+        for entry in running:
+            self._loop.call_soon_threadsafe(entry.scope.cancel)

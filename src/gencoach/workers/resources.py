@@ -1,0 +1,120 @@
+"""What jobs share on one event loop: a Redis pool, an HTTP client, opened backends.
+
+An async worker opens one `JobResources` for its whole life and every job it runs uses
+it; a forked work-horse, whose event loop lives for one job, opens its own for that job.
+Backends open on first use, once; the TLS context is the process's (see `tls`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Self
+
+import anyio
+import anyio.abc
+import httpx
+import redis.asyncio
+
+from gencoach.workers.backends import Backend, make_backend
+from gencoach.workers.backends.wakeups import SlotWakeups
+from gencoach.workers.context import WorkerContext
+from gencoach.workers.tls import shared_ssl_context
+
+# Connections kept open to agents and LLM servers, beyond the jobs in flight.
+KEEPALIVE = 32
+
+
+class JobResources:
+    """The clients jobs use, opened with `async with` on the event loop they serve."""
+
+    def __init__(self, context: WorkerContext) -> None:
+        self.context = context
+        self.redis = redis.asyncio.Redis.from_url(context.redis_url)
+        # Each job bounds its own calls (`anyio.move_on_after`), not the client.
+        self.http = httpx.AsyncClient(
+            timeout=None,  # noqa: S113 - every call is bounded by its job
+            verify=shared_ssl_context(),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE),
+        )
+        self.wakeups = SlotWakeups(self.redis)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.shared = False  # True for the worker's own, which outlive each job
+        self._backends: dict[str, Backend] = {}
+        self._opening = anyio.Lock()
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Self:
+        self.loop = asyncio.get_running_loop()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        await self._group.start(self.wakeups.run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+        try:
+            return await self._group.__aexit__(exc_type, exc, traceback)
+        finally:
+            with anyio.CancelScope(shield=True):
+                for backend in self._backends.values():
+                    await backend.__aexit__(None, None, None)
+                await self.wakeups.aclose()
+                await self.http.aclose()
+                await self.redis.aclose()
+
+    async def backend(self, name: str) -> Backend | None:
+        """The opened backend `name`, or None when this worker has no such backend."""
+        backend = self._backends.get(name)
+        if backend is not None:
+            return backend
+        settings = self.context.settings.backends.get(name)
+        if settings is None:
+            return None
+        async with self._opening:
+            if name not in self._backends:
+                made = make_backend(
+                    name,
+                    settings,
+                    self.redis,
+                    keys=self.context.keys,
+                    concurrency=self.context.settings.backend_concurrency(name),
+                    wakeups=self.wakeups,
+                )
+                self._backends[name] = await made.__aenter__()
+        return self._backends[name]
+
+
+_shared: JobResources | None = None
+
+
+@asynccontextmanager
+async def shared_resources(context: WorkerContext) -> AsyncIterator[JobResources]:
+    """Open the resources every job on this event loop uses, for the block."""
+    global _shared
+    async with JobResources(context) as resources:
+        previous, _shared = _shared, resources
+        resources.shared = True
+        try:
+            yield resources
+        finally:
+            _shared = previous
+
+
+@asynccontextmanager
+async def job_resources(context: WorkerContext) -> AsyncIterator[JobResources]:
+    """The shared resources when this loop has them, else ones opened for this job alone."""
+    shared = _shared
+    if shared is not None and shared.loop is asyncio.get_running_loop():
+        yield shared
+        return
+    async with JobResources(context) as own:
+        yield own

@@ -1,0 +1,72 @@
+"""The load of the chaos test: generator threads reporting runs and executing branches."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+
+from gencoach.client import Reporter
+from tests.support.graphs import known_run_events
+
+SUCCESS = {"event": "success", "state": "optimal"}
+
+
+@dataclass
+class LoadReport:
+    """What the generators did, for the counts printed at the end."""
+
+    started: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    branches_executed: int = 0
+    errors: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def generate(
+    run_id: str, redis_url: str, agent_url: str, report: LoadReport, branch_window_s: float
+) -> None:
+    """Report the known run slowly, execute the branch orders it gets, then finish it."""
+    rng = random.Random(run_id)
+    try:
+        with Reporter(run_id, redis_url=redis_url, batch_size=1, retry_timeout_s=60) as gen:
+            for kind, fields in known_run_events()[:-1]:
+                if kind == "run.started":
+                    fields = {**fields, "agent_url": agent_url}
+                    with report.lock:
+                        report.started.append(run_id)
+                gen.emit(kind, **fields)
+                time.sleep(rng.uniform(0.05, 0.3))
+            deadline = time.monotonic() + branch_window_s
+            while time.monotonic() < deadline:
+                for order in gen.branch_orders(block_s=0.5):
+                    gen.emit(
+                        "candidate.executed",
+                        candidate_id=order.candidate_id,
+                        status="optimal",
+                        stage_end=SUCCESS,
+                    )
+                    with report.lock:
+                        report.branches_executed += 1
+            gen.emit("run.finished")
+        with report.lock:
+            report.finished.append(run_id)
+    except Exception as error:  # counted and shown: a generator is a client, not the subject
+        with report.lock:
+            report.errors.append(f"{run_id}: {error!r}")
+
+
+def start_generators(
+    run_ids: list[str], redis_url: str, agent_url: str, report: LoadReport, window_s: float
+) -> list[threading.Thread]:
+    """One thread per run, all started now."""
+    threads = [
+        threading.Thread(
+            target=generate, args=(run_id, redis_url, agent_url, report, window_s), daemon=True
+        )
+        for run_id in run_ids
+    ]
+    for thread in threads:
+        thread.start()
+    return threads

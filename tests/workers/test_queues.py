@@ -1,0 +1,52 @@
+"""Taking jobs off the queues: priority order, one atomic step, and what counts as waiting."""
+
+from __future__ import annotations
+
+import redis
+from rq import Queue, Worker
+from rq.intermediate_queue import IntermediateQueue
+
+from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
+from gencoach.workers.queues import PriorityQueue, enqueue, job_id, waiting
+from tests.support.agent_server import ScriptedAgent
+from tests.workers.builders import diagnosis_job, repair_job
+
+
+def queues(client: redis.Redis) -> list[PriorityQueue]:
+    """The repair and diagnosis queues, in priority order."""
+    return [PriorityQueue(name, connection=client) for name in (QUEUE_REPAIR, QUEUE_DIAGNOSIS)]
+
+
+def test_the_first_queue_is_served_first_and_a_taken_job_is_held_not_lost(
+    redis_client: redis.Redis, scripted_agent: ScriptedAgent
+) -> None:
+    """A repair job is taken before an older diagnosis job, and sits in RQ's intermediate list."""
+    diagnosis = diagnosis_job(request_id="older")
+    repair = repair_job(scripted_agent.url, request_id="newer")
+    enqueue(redis_client, diagnosis, job_timeout_s=60)
+    enqueue(redis_client, repair, job_timeout_s=60)
+    assert redis_client.llen(QUEUE_DOORBELL) == 2
+    taken = PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    assert taken is not None
+    job, queue = taken
+    assert (job.id, queue.name) == (job_id(repair), QUEUE_REPAIR)
+    holding = IntermediateQueue.get_intermediate_queue_key(
+        Queue(QUEUE_REPAIR, connection=redis_client).key
+    )
+    assert redis_client.lrange(holding, 0, -1) == [job.id.encode()]
+    second = PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    assert second is not None
+    assert second[0].id == job_id(diagnosis)
+    assert PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client) is None
+
+
+def test_a_job_counts_as_waiting_until_a_worker_starts_it(redis_client: redis.Redis) -> None:
+    """Queued: waiting (the controller keeps its lease); started by a worker: no longer."""
+    job = diagnosis_job()
+    rq_id = enqueue(redis_client, job, job_timeout_s=60)
+    assert waiting(redis_client, rq_id)
+    taken = PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    assert taken is not None
+    Worker([QUEUE_DIAGNOSIS], connection=redis_client).prepare_job_execution(taken[0])
+    assert not waiting(redis_client, rq_id)
+    assert not waiting(redis_client, "no-such-job")

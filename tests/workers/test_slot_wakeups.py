@@ -1,0 +1,106 @@
+"""Waiting for a backend slot without polling: woken by a release, or by a lapsed lease."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+import redis.asyncio
+
+from gencoach.workers.backends import RedisSemaphore
+from gencoach.workers.backends.wakeups import SlotWakeups
+
+KEY = "test:slots"
+POLLING_TRIES = 10  # a 50 ms poll would try about 20 times over the one second waited
+
+
+async def script_calls(client: redis.asyncio.Redis) -> int:
+    """How many scripts the server has run so far (acquire and release are scripts)."""
+    stats = await client.info("commandstats")
+    return sum(
+        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
+    )
+
+
+@asynccontextmanager
+async def running(client: redis.asyncio.Redis) -> AsyncIterator[SlotWakeups]:
+    """The process-wide subscription to releases, running for the block."""
+    hub = SlotWakeups(client)
+    async with anyio.create_task_group() as group:
+        await group.start(hub.run)
+        yield hub
+        group.cancel_scope.cancel()
+    await hub.aclose()
+
+
+async def wait_in_turn(
+    semaphore: RedisSemaphore, holder: str, got: list[str], taken: anyio.Event | None = None
+) -> None:
+    """Wait for a slot as `holder`, then note it (and set `taken`)."""
+    assert await semaphore.acquire(holder, wait_s=20)
+    got.append(holder)
+    if taken is not None:
+        taken.set()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("shared", [True, False], ids=["process wake-ups", "own subscription"])
+async def test_a_waiter_is_woken_by_the_release_not_by_polling(
+    aredis: redis.asyncio.Redis, shared: bool
+) -> None:
+    """A waiter takes the slot once it is released a second later, after a handful of tries."""
+    async with running(aredis) as wakeups:
+        await _woken_by_release(aredis, wakeups if shared else None)
+
+
+async def _woken_by_release(aredis: redis.asyncio.Redis, wakeups: SlotWakeups | None) -> None:
+    semaphore = RedisSemaphore(aredis, KEY, 1, 30.0, wakeups=wakeups)
+    assert await semaphore.try_acquire("holder")
+    before = await script_calls(aredis)
+    got: list[str] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait_in_turn, semaphore, "waiter", got)
+        await anyio.sleep(1.0)
+        assert got == []
+        assert await semaphore.release("holder")
+    assert got == ["waiter"]
+    assert await semaphore.holders() == ["waiter"]
+    assert await script_calls(aredis) - before < POLLING_TRIES
+
+
+@pytest.mark.asyncio
+async def test_a_dead_holders_slot_goes_to_a_waiter_when_its_lease_lapses(
+    aredis: redis.asyncio.Redis,
+) -> None:
+    """Nobody releases the slot of a holder that died: the waiter takes it when the lease lapses."""
+    async with running(aredis) as wakeups:
+        semaphore = RedisSemaphore(aredis, KEY, 1, 1.0, wakeups=wakeups)
+        assert await semaphore.try_acquire("dead")
+        before = await script_calls(aredis)
+        with anyio.fail_after(10):
+            assert await semaphore.acquire("waiter", wait_s=10)
+    assert await semaphore.holders() == ["waiter"]
+    assert await script_calls(aredis) - before < POLLING_TRIES
+
+
+@pytest.mark.asyncio
+async def test_each_release_lets_one_more_waiter_in(aredis: redis.asyncio.Redis) -> None:
+    """Three waiters on one slot each get it in turn as it is released, never two at once."""
+    got: list[str] = []
+    taken = [anyio.Event() for _ in range(3)]
+    async with running(aredis) as wakeups, anyio.create_task_group() as group:
+        semaphore = RedisSemaphore(aredis, KEY, 1, 30.0, wakeups=wakeups)
+        assert await semaphore.try_acquire("first")
+        for index, name in enumerate(("a", "b", "c")):
+            group.start_soon(wait_in_turn, semaphore, name, got, taken[index])
+            await anyio.sleep(0.1)  # in line one after the other
+        holder = "first"
+        for index in range(3):
+            assert await semaphore.release(holder)
+            with anyio.fail_after(10):
+                await taken[index].wait()
+            assert await semaphore.holders() == [got[-1]]
+            holder = got[-1]
+    assert got == ["a", "b", "c"]
