@@ -1,4 +1,9 @@
 # The controller daemon; the same image runs workers with `gencoach worker`.
+# The API listens on 0.0.0.0 here, so `gencoach serve` starts only with a token:
+#   docker run -e GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN -e GENCOACH_API_TOKEN=... \
+#              -e GENCOACH_REDIS__URL=redis://... -p 127.0.0.1:8750:8750 gencoach
+# (or -e GENCOACH_API__HOST=127.0.0.1 for an API reachable inside the container only).
+# compose.yaml runs Redis, the controller and workers together; see docs/deployment.md.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop chaos clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop chaos openapi clean
 
 # The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
 MAGMA_VENV := .venv-magma
@@ -46,6 +46,10 @@ test-browser: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
+
+# docs/openapi.json: the controller's OpenAPI document (tests/docs checks it is current).
+openapi: $(STAMP)
+	$(BIN)/python scripts/openapi.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -96,5 +100,7 @@ interop: $(STAMP) $(MAGMA_STAMP)
 chaos: $(STAMP)
 	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q -s $(ARGS)
 
+# Everything the commands above create: every venv (.venv and the suites' .venv-*),
+# caches, and output/ (the demo's folder and the default output_dir: saved graphs go too).
 clean:
-	rm -rf $(VENV) $(TRAINERS_VENV) $(MAGMA_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-* .pytest_cache .mypy_cache .ruff_cache .hypothesis output

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from gencoach.__about__ import __version__
 
@@ -91,6 +94,131 @@ def test_health_fails_when_no_controller_answers(tmp_path: Path) -> None:
     result = _gencoach("health", cwd=tmp_path, env={"GENCOACH_API__PORT": "1"})
     assert result.returncode == 1
     assert "unhealthy: http://127.0.0.1:1/health unreachable" in result.stderr
+
+
+def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
+    """`serve` on 0.0.0.0 without a token exits 2 with one line saying why, before any Redis."""
+    result = _gencoach("serve", cwd=tmp_path, env={"GENCOACH_API__HOST": "0.0.0.0"})  # noqa: S104
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "gencoach serve: refusing to serve the API on 0.0.0.0:8750 without a token: set "
+        "api.token_env to a variable holding one (GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN "
+        "and GENCOACH_API_TOKEN=...), or set api.host to 127.0.0.1"
+    ]
+    assert not (tmp_path / "output").exists()
+
+
+_LOADED_AT_EXIT = """
+import atexit, sys
+HEAVY = {"fastapi", "starlette", "uvicorn", "rq", "redis"}
+OURS = ("gencoach.service", "gencoach.workers", "gencoach.console", "gencoach.demo")
+def report():
+    loaded = {name.split(".")[0] for name in sys.modules} & HEAVY
+    loaded |= {name for name in sys.modules if name.startswith(OURS)}
+    print("LOADED", ",".join(sorted(loaded)), file=sys.stderr)
+atexit.register(report)
+sys.argv = ["gencoach", *sys.argv[1:]]
+from gencoach.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--version"], ["--help"], ["config", "check"], ["health", "--timeout", "0.2"]],
+    ids=" ".join,
+)
+def test_quick_commands_import_no_server_code(tmp_path: Path, args: list[str]) -> None:
+    """--version, --help, config check and health start without the web stack, RQ or Redis."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_EXIT, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "GENCOACH_API__PORT": "1"},
+        check=False,
+    )
+    loaded = [line for line in result.stderr.splitlines() if line.startswith("LOADED")]
+    assert loaded == ["LOADED "], result.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["sim", "run"], ["export"], ["agent", "serve"]], ids=str)
+def test_help_shows_no_bool_type_after_flags(tmp_path: Path, command: list[str]) -> None:
+    """Flags such as --help and --progress/--no-progress are listed without `<bool>`."""
+    result = _gencoach(*command, "--help", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "--help" in result.stdout
+    assert "<bool>" not in result.stdout
+
+
+def test_scenario_help_reads_as_one_sentence_per_scenario(tmp_path: Path) -> None:
+    """The scenarios in `sim run --help` are separated by '; ' without a stray period."""
+    result = _gencoach("sim", "run", "--help", cwd=tmp_path, env={"COLUMNS": "400"})
+    assert "on a tabletop; sorting:" in result.stdout
+    assert ".;" not in result.stdout
+
+
+def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, redis_url: str) -> None:
+    """`serve` whose API port is taken exits 1 with one line naming the address, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        environment = {
+            "GENCOACH_REDIS__URL": redis_url,
+            "GENCOACH_API__PORT": str(port),
+            "GENCOACH_LOG__LEVEL": "error",
+        }
+        result = _gencoach("serve", cwd=tmp_path, env=environment)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"gencoach serve: cannot listen on 127.0.0.1:{port}: Address already in use"
+    )
+
+
+def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
+    """`serve` starts by printing where Redis and the API are and whether coaching is on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "GENCOACH_REDIS__URL": redis_url,
+        "GENCOACH_API__PORT": str(port),
+        "GENCOACH_LOG__LEVEL": "error",
+    }
+    with subprocess.Popen(
+        [sys.executable, "-m", "gencoach", "serve"],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            assert process.stdout is not None
+            lines = [process.stdout.readline().rstrip("\n") for _ in range(7)]
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert lines[0].startswith(f"redis:    {redis_url}, key prefix gencoach")
+    assert lines[1] == (
+        f"api:      http://127.0.0.1:{port}/ (no token: reachable from this machine only)"
+    )
+    assert lines[3].startswith("coaching: off (coaching.enabled is false")
+    assert lines[6] == f"output:   {tmp_path / 'output'}"
+
+
+def test_worker_without_serve_embedded_redis_says_so(tmp_path: Path) -> None:
+    """`worker` on the embedded default with no `serve` running exits 1 in one line."""
+    result = _gencoach("worker", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "gencoach worker: no embedded Redis runs for output dir output: start `gencoach "
+        "serve` with the same configuration first, or set redis.url to a shared Redis"
+    ]
 
 
 def test_every_settings_command_takes_config_after_its_name(tmp_path: Path) -> None:

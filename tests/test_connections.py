@@ -38,3 +38,26 @@ def test_embedded_server_lives_for_the_block(tmp_path: Path) -> None:
         client.close()
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
+
+
+def test_attaching_without_a_running_embedded_server_says_so(tmp_path: Path) -> None:
+    """With start=False and no embedded Redis for the output dir, RedisError says what to start."""
+    block = resolve_redis_url("embedded", tmp_path, start=False)
+    with pytest.raises(RedisError) as caught:
+        block.__enter__()
+    assert str(caught.value) == (
+        f"no embedded Redis runs for output dir {tmp_path}: start `gencoach serve` with the "
+        "same configuration first, or set redis.url to a shared Redis"
+    )
+    assert not embedded_dir(tmp_path).exists()
+
+
+@pytest.mark.slow
+def test_a_second_process_attaches_to_the_running_embedded_server(tmp_path: Path) -> None:
+    """With start=False, the embedded Redis another block started for the dir is found."""
+    with resolve_redis_url("embedded", tmp_path) as started:
+        with resolve_redis_url("embedded", tmp_path, start=False) as attached:
+            assert attached == started
+        client = redis.Redis.from_url(started)
+        assert client.ping()
+        client.close()

@@ -3,34 +3,34 @@
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import anyio
-import httpx
 import typer
-import uvicorn
-import yaml
-from rich.console import Console
+from typer.core import TyperOption
 
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
-from gencoach.config import Settings, load_settings, redacted, scrubbing
-from gencoach.connections import redis_url
-from gencoach.console import create_saves_app, mount_live_console
-from gencoach.demo import DemoOptions, run_demo
-from gencoach.demo.pacing import demo_pacing
-from gencoach.errors import ConfigError, RedisError
-from gencoach.export.command import export_command
 from gencoach.library.cli import library_app
-from gencoach.logs import configure_logging, get_logger
-from gencoach.service.controller import ControllerOptions, run_controller, save_run
-from gencoach.service.dispatch import RQDispatcher
 from gencoach.sim.cli import sim_app
 from gencoach.sim.scenarios import SCENARIOS
-from gencoach.workers.pool import run_workers
+
+if TYPE_CHECKING:
+    from gencoach.config import Settings
+
+# Each command imports what it needs when it runs, so `--version`, `--help`, `health` and
+# `config check` start without the web framework, RQ or the controller.
+
+_option_type = TyperOption.display_type_rich
+
+
+def _flag_without_type(option: TyperOption, ctx: typer.Context) -> str | None:
+    """A flag's help row shows no `<bool>`: the flag itself says it takes no value."""
+    return None if option.is_flag else _option_type(option, ctx)
+
+
+TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="gencoach",
@@ -86,6 +86,13 @@ def root(
     ctx.obj = CliState(config_path=config)
 
 
+def sole_cause(error: BaseException) -> BaseException:
+    """The one exception a chain of single-member exception groups wraps (or `error`)."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 def config_path(ctx: typer.Context, own: Path | None) -> Path | None:
     """The settings file: the command's own `--config`, else the root's; both must agree."""
     state: CliState = ctx.obj
@@ -98,6 +105,10 @@ def config_path(ctx: typer.Context, own: Path | None) -> Path | None:
 
 def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
+    from gencoach.config import load_settings, redacted, scrubbing
+    from gencoach.errors import ConfigError
+    from gencoach.logs import configure_logging, get_logger
+
     try:
         settings = load_settings(path, os.environ)
     except ConfigError as error:
@@ -126,6 +137,10 @@ def config_check(
     config: ConfigOption = None,
 ) -> None:
     """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
+    import yaml
+
+    from gencoach.config import redacted
+
     settings = load_or_exit(file or config_path(ctx, config))
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
 
@@ -177,6 +192,12 @@ def demo(
     ] = None,
 ) -> None:
     """Run everything on this machine: Redis, controller, workers, agent and simulator."""
+    from rich.console import Console
+
+    from gencoach.demo import DemoOptions, run_demo
+    from gencoach.demo.pacing import demo_pacing
+    from gencoach.logs import configure_logging
+
     unknown = sorted(set(scenario or ()) - set(SCENARIOS))
     if unknown:
         typer.echo(f"unknown scenario {unknown[0]!r}; valid: {', '.join(SCENARIOS)}", err=True)
@@ -223,6 +244,8 @@ def health(
     config: ConfigOption = None,
 ) -> None:
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
+    import httpx
+
     settings = load_or_exit(config_path(ctx, config))
     host = settings.api.host
     if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
@@ -242,10 +265,28 @@ def health(
 @app.command()
 def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Run the controller daemon until SIGTERM or Ctrl-C (SIGHUP reloads the budgets)."""
+    import socket
+
+    import anyio
+
+    from gencoach.config import load_settings
+    from gencoach.config.exposure import unprotected_exposure
+    from gencoach.config.summary import startup_summary
+    from gencoach.connections import redis_url
+    from gencoach.console import mount_live_console
+    from gencoach.errors import RedisError
+    from gencoach.service.controller import ControllerOptions, run_controller
+    from gencoach.service.dispatch import RQDispatcher
+
     path = config_path(ctx, config)
     settings = load_or_exit(path)
+    exposure = unprotected_exposure(settings.api)
+    if exposure is not None:
+        typer.echo(f"gencoach serve: {exposure}", err=True)
+        raise typer.Exit(EXIT_BAD_CONFIG)
     try:
         with redis_url(settings.redis.url, settings.output_dir) as url:
+            typer.echo("\n".join(startup_summary(settings, url)))
             options = ControllerOptions(
                 settings=settings,
                 redis_url=url,
@@ -255,8 +296,11 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
                 extend_api=lambda app, ctx: mount_live_console(app, ctx, settings, url),
             )
             anyio.run(run_controller, options)
-    except (RedisError, OSError) as error:
-        typer.echo(f"gencoach serve: {error}", err=True)
+    except (RedisError, OSError, ExceptionGroup) as error:
+        cause = sole_cause(error)
+        if not isinstance(cause, RedisError | OSError):
+            raise
+        typer.echo(f"gencoach serve: {cause}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -296,12 +340,16 @@ def worker(
     config: ConfigOption = None,
 ) -> None:
     """Run RQ workers, each serving every queue in order; SIGTERM: warm stop, a second: cold."""
+    from gencoach.connections import redis_url
+    from gencoach.errors import RedisError
+    from gencoach.workers.pool import run_workers
+
     settings = load_or_exit(config_path(ctx, config))
     if mode not in (None, "async", "fork"):
         typer.echo(f"gencoach worker: --mode must be async or fork, not {mode!r}", err=True)
         raise typer.Exit(2)
     try:
-        with redis_url(settings.redis.url, settings.output_dir) as url:
+        with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             code = run_workers(
                 settings,
                 url,
@@ -356,6 +404,8 @@ def export(
     ] = True,
 ) -> None:
     """Turn saved graphs into training datasets (no Redis, agent or backend needed)."""
+    from gencoach.export.command import export_command
+
     raise typer.Exit(
         export_command(
             source,
@@ -381,9 +431,15 @@ def save(
     config: ConfigOption = None,
 ) -> None:
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
+    import anyio
+
+    from gencoach.connections import redis_url
+    from gencoach.errors import RedisError
+    from gencoach.service.controller import save_run
+
     settings = load_or_exit(config_path(ctx, config))
     try:
-        with redis_url(settings.redis.url, settings.output_dir) as url:
+        with redis_url(settings.redis.url, settings.output_dir, start=False) as url:
             folder = anyio.run(save_run, settings, url, run_id)
     except RedisError as error:
         typer.echo(f"gencoach save: {error}", err=True)
@@ -406,6 +462,10 @@ def console(
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on.")] = 8760,
 ) -> None:
     """Serve the console's graph pages read-only over saved runs (no Redis needed)."""
+    import uvicorn
+
+    from gencoach.console import create_saves_app
+
     typer.echo(f"gencoach console: http://{host}:{port}/ over {saves.resolve()}")
     uvicorn.run(create_saves_app(saves), host=host, port=port, log_level="warning")
 

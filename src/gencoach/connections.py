@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.embedded_redis import URL_FILE, EmbeddedRedis
 from gencoach.errors import RedisError
 from gencoach.logs import get_logger, redact
 
@@ -24,16 +24,41 @@ def embedded_dir(output_dir: Path) -> Path:
 
 
 @contextmanager
-def redis_url(configured: str, output_dir: Path) -> Iterator[str]:
-    """Yield a reachable Redis URL, starting the embedded server for the block if needed."""
+def redis_url(configured: str, output_dir: Path, *, start: bool = True) -> Iterator[str]:
+    """Yield a reachable Redis URL, starting the embedded server for the block if needed.
+
+    With `start` false, an embedded Redis must already run for `output_dir` (the one
+    `gencoach serve` started): a process that only makes sense beside the controller
+    attaches to it, or fails saying so, rather than starting a private server.
+    """
     if configured != EMBEDDED:
         check_reachable(configured)
         yield configured
+        return
+    if not start:
+        yield running_embedded(output_dir)
         return
     with EmbeddedRedis(embedded_dir(output_dir)) as server:
         assert server.url is not None
         log.info("redis.embedded", url=server.url, owned=server.owned, pid=server.pid)
         yield server.url
+
+
+def running_embedded(output_dir: Path) -> str:
+    """The URL of the embedded Redis running for `output_dir`, or RedisError saying none does."""
+    url_file = embedded_dir(output_dir) / URL_FILE
+    url = url_file.read_text().strip() if url_file.is_file() else ""
+    if url:
+        try:
+            check_reachable(url, timeout_s=1.0)
+        except RedisError:
+            url = ""
+    if not url:
+        raise RedisError(
+            f"no embedded Redis runs for output dir {output_dir}: start `gencoach serve` "
+            "with the same configuration first, or set redis.url to a shared Redis"
+        )
+    return url
 
 
 def check_reachable(url: str, timeout_s: float = 3.0) -> None:

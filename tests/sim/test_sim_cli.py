@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 import typer
 
 from gencoach.cli import app
@@ -97,3 +98,50 @@ def test_a_standalone_run_writes_its_log(scripted_agent: ScriptedAgent, tmp_path
     tree = Tree.of(read_log(tmp_path / "cli-1.events.jsonl"))
     assert len(tree.situations) == 3
     assert tree.events[0]["env_options"]["seed"] == 3
+
+
+def test_a_standalone_run_says_it_reported_nowhere(
+    scripted_agent: ScriptedAgent, tmp_path: Path
+) -> None:
+    """Without --redis-url or --api-url the last line says nothing was reported, and how to."""
+    scripted_agent.answer = buttons_player("wrong_button")
+    result = sim_run("--agent-url", scripted_agent.url, "--run-id", "cli-2", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == (
+        "reported to no gencoach (standalone): give --redis-url or --api-url to report"
+    )
+
+
+def test_an_unreachable_agent_is_named_in_the_summary(tmp_path: Path) -> None:
+    """A wrong agent port shows the first error's text, not only a count of errors."""
+    url = f"http://127.0.0.1:{free_port()}"
+    result = sim_run("--agent-url", url, "--run-id", "cli-3", "--timeout-s", "2", cwd=tmp_path)
+    summary = result.stdout.splitlines()[0]
+    assert "errors; first: " in summary, result.stdout + result.stderr
+    assert "127.0.0.1" in summary or "connect" in summary.lower(), summary
+
+
+def test_a_run_reports_where_the_config_file_says(
+    scripted_agent: ScriptedAgent, tmp_path: Path, redis_client: redis.Redis, redis_url: str
+) -> None:
+    """With ./gencoach.yaml naming a Redis and no --redis-url, the run reports there."""
+    (tmp_path / "gencoach.yaml").write_text(f"redis: {{url: '{redis_url}', key_prefix: cfg}}\n")
+    scripted_agent.answer = buttons_player("wrong_button")
+    result = sim_run(
+        "--agent-url", scripted_agent.url, "--run-id", "cli-4", "--branch-grace-s", "0",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == f"reported to Redis {redis_url} (stream cfg:events)"
+    assert redis_client.xlen("cfg:events") > 0
+
+
+def test_a_config_on_embedded_redis_without_serve_says_so(tmp_path: Path) -> None:
+    """The embedded default with no `serve` running is one line and exit 1, not a private run."""
+    (tmp_path / "gencoach.yaml").write_text("output_dir: out\n")
+    result = sim_run("--agent-url", "http://127.0.0.1:1", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "gencoach sim run: no embedded Redis runs for output dir out: start `gencoach serve` "
+        "with the same configuration first, or set redis.url to a shared Redis"
+    ]

@@ -11,33 +11,77 @@ app = create_agent_app(AgentInfo(agent_id="echo", agent_version="1", capabilitie
 ```
 """
 
-from gencoach.agents.app import create_agent_app
-from gencoach.agents.checker import check_agent, run_check_agent
-from gencoach.agents.checks import CheckResult
-from gencoach.agents.coach import (
-    Coach,
-    CoachingOutcome,
-    point_input,
-    replace_decision,
-    replace_say,
-)
-from gencoach.agents.memory import (
-    Author,
-    HistoryEntry,
-    Memory,
-    coached_decision,
-    decision_entry,
-    entry_decision,
-    instruction_entry,
-)
-from gencoach.agents.policy import Decided, Policy, PolicyError
-from gencoach.agents.sessions import (
-    SUPPORTED_BACKEND_TYPE,
-    CoachingSession,
-    SessionRefusedError,
-    SessionStore,
-)
-from gencoach.protocol import COACHING_KEY
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gencoach.agents.app import create_agent_app
+    from gencoach.agents.checker import check_agent, run_check_agent
+    from gencoach.agents.checks import CheckResult
+    from gencoach.agents.coach import (
+        Coach,
+        CoachingOutcome,
+        point_input,
+        replace_decision,
+        replace_say,
+    )
+    from gencoach.agents.memory import (
+        Author,
+        HistoryEntry,
+        Memory,
+        coached_decision,
+        decision_entry,
+        entry_decision,
+        instruction_entry,
+    )
+    from gencoach.agents.policy import Decided, Policy, PolicyError
+    from gencoach.agents.sessions import (
+        SUPPORTED_BACKEND_TYPE,
+        CoachingSession,
+        SessionRefusedError,
+        SessionStore,
+    )
+    from gencoach.protocol import COACHING_KEY
+
+# Each name's module, imported on first use: the command line imports this package's
+# `cli` module without paying for the web framework the agent app needs.
+_MODULES = {
+    "Author": "gencoach.agents.memory",
+    "COACHING_KEY": "gencoach.protocol",
+    "CheckResult": "gencoach.agents.checks",
+    "Coach": "gencoach.agents.coach",
+    "CoachingOutcome": "gencoach.agents.coach",
+    "CoachingSession": "gencoach.agents.sessions",
+    "Decided": "gencoach.agents.policy",
+    "HistoryEntry": "gencoach.agents.memory",
+    "Memory": "gencoach.agents.memory",
+    "Policy": "gencoach.agents.policy",
+    "PolicyError": "gencoach.agents.policy",
+    "SUPPORTED_BACKEND_TYPE": "gencoach.agents.sessions",
+    "SessionRefusedError": "gencoach.agents.sessions",
+    "SessionStore": "gencoach.agents.sessions",
+    "check_agent": "gencoach.agents.checker",
+    "coached_decision": "gencoach.agents.memory",
+    "create_agent_app": "gencoach.agents.app",
+    "decision_entry": "gencoach.agents.memory",
+    "entry_decision": "gencoach.agents.memory",
+    "instruction_entry": "gencoach.agents.memory",
+    "point_input": "gencoach.agents.coach",
+    "replace_decision": "gencoach.agents.coach",
+    "replace_say": "gencoach.agents.coach",
+    "run_check_agent": "gencoach.agents.checker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module when the name is first used."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "COACHING_KEY",

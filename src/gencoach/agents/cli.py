@@ -15,10 +15,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from gencoach.agents.checker import run_check_agent
-from gencoach.agents.reference import MistakeRates, ReferenceOptions, serve_agent
-from gencoach.agents.reference.agent import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
-from gencoach.logs import configure_logging
+from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
 
 
 class StructuredOutputChoice(StrEnum):
@@ -81,6 +78,9 @@ def serve(
     ] = StructuredOutputChoice.auto,
 ) -> None:
     """Serve the reference agent (protocol 2.0, every coaching kind) until Ctrl-C or SIGTERM."""
+    from gencoach.agents.reference import MistakeRates, ReferenceOptions, serve_agent
+    from gencoach.logs import configure_logging
+
     if policy is PolicyChoice.llm and not model:
         raise typer.BadParameter("the llm policy needs a model", param_hint="--model")
     chosen: Literal["scripted", "llm"] = "llm" if policy is PolicyChoice.llm else "scripted"
@@ -106,6 +106,8 @@ def serve(
 
 def check_agent_command(url: str, timeout_s: float, backend_endpoint: str | None = None) -> int:
     """Run every check against the agent at `url`, print one line each; the exit code."""
+    from gencoach.agents.checker import run_check_agent
+
     return run_check_agent(url, timeout_s=timeout_s, backend_endpoint=backend_endpoint)
 
 

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.live import Live
 
 from gencoach.demo.causes import causes
+from gencoach.demo.invocation import own_command
 from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
 from gencoach.demo.progress import Snapshot, render, snapshot
@@ -220,7 +221,8 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         return 130
     console.print(render(seen, f"gencoach demo: done in {time.monotonic() - started:.0f} s"))
     graphs = folder / "graphs"
-    console.print(f"saved graphs: {graphs}  (then: gencoach export {graphs} --format chat)")
+    export = f"{own_command()} export {graphs} --format chat"
+    console.print(f"saved graphs: {graphs}  (then: {export})")
     missing = [route for route in MUST_PROVE if seen.proven(route) == 0]
     if missing:
         console.print(f"[yellow]no proven correction this time for: {', '.join(missing)}[/]")

@@ -10,19 +10,16 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 
-from gencoach.library.adapter import CanonicalDatasetAdapter
-from gencoach.library.build import BuildResult, Track, append_library, build_library
 from gencoach.library.errors import LibraryError
-from gencoach.library.query import DatasetQuery
-from gencoach.library.sampling import SamplingConfig
-from gencoach.library.sources.base import SourceAdapter
+
+if TYPE_CHECKING:
+    from gencoach.library.adapter import CanonicalDatasetAdapter
+    from gencoach.library.build import BuildResult, Track
+    from gencoach.library.sources.base import SourceAdapter
 
 EXIT_OK: Final = 0
 EXIT_SKIPPED: Final = 1
@@ -44,6 +41,9 @@ def _say(message: str) -> None:
 
 @contextmanager
 def _progress(wanted: bool) -> Iterator[tuple[Track, Callable[[str], None]]]:
+    from rich.console import Console
+    from rich.progress import Progress
+
     if not (wanted and sys.stderr.isatty()):
         yield (lambda sources: sources), _say
         return
@@ -87,6 +87,8 @@ def build(
     progress: Progressive = True,
 ) -> None:
     """Build a new library from sources (a source that cannot be read is skipped)."""
+    from gencoach.library.build import build_library
+
     try:
         with _progress(progress) as (track, say):
             result = build_library(
@@ -107,6 +109,8 @@ def append(
     progress: Progressive = True,
 ) -> None:
     """Make a new library: the base plus new sources, writing append_report.json."""
+    from gencoach.library.build import append_library
+
     try:
         with _progress(progress) as (track, say):
             result = append_library(base, inputs, output, release, track=track, say=say)
@@ -117,6 +121,8 @@ def append(
 
 
 def _open(path: Path) -> CanonicalDatasetAdapter:
+    from gencoach.library.adapter import CanonicalDatasetAdapter
+
     try:
         return CanonicalDatasetAdapter(path)
     except LibraryError as error:
@@ -168,6 +174,12 @@ def query(
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 5,
 ) -> None:
     """Print how many trajectories a query selects and the first few (index only)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from gencoach.library.query import DatasetQuery
+    from gencoach.library.sampling import SamplingConfig
+
     criteria = {
         "scenarios": scenario, "targets": target, "task_keys": task_key,
         "environment_keys": environment_key, "source_ids": source_id, "agents": agent,

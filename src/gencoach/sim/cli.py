@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
-import anyio
-import redis
 import typer
-from pydantic import ValidationError
 
 # Typer vendors click (since 0.20): its parser and usage errors live in `typer._click`.
 from typer._click.core import Context as ClickContext
 from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
-from gencoach.client import ReportError
 from gencoach.constants import DEFAULT_PREFIX
-from gencoach.errors import AgentCallError
-from gencoach.logs import configure_logging
-from gencoach.sim.generator import run_generation
-from gencoach.sim.options import GenerationOptions
 from gencoach.sim.scenarios import SCENARIOS
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from gencoach.sim.options import GenerationOptions
 
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
@@ -68,13 +65,15 @@ Scenario = Annotated[
     typer.Option(
         metavar=f"[{CHOICES}]",
         help="The scenario to play: "
-        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
+        + "; ".join(f"{s.name}: {s.description.rstrip('.')}" for s in SCENARIOS.values())
+        + ".",
     ),
 ]
 
 
 @sim_app.command("run", cls=OneLineErrors)
 def run(
+    ctx: typer.Context,
     agent_url: Annotated[
         str, typer.Option(help="The protocol-2.0 agent to ask (its base URL, without /v1).")
     ],
@@ -83,7 +82,9 @@ def run(
         str | None,
         typer.Option(
             help="Report through this Redis (events stream); also receives branch orders and "
-            "saves the world states the teacher reads."
+            "saves the world states the teacher reads. Default: the Redis of gencoach's "
+            "configuration (--config, ./gencoach.yaml or GENCOACH_REDIS__URL) when there is "
+            "one, the embedded one serve started included; else the run is standalone."
         ),
     ] = None,
     api_url: Annotated[
@@ -141,10 +142,25 @@ def run(
     ] = None,
 ) -> None:
     """Play a scenario against an agent, report every node to gencoach, execute branch orders."""
+    import anyio
+    import redis
+    from pydantic import ValidationError
+
+    from gencoach.client import ReportError
+    from gencoach.errors import AgentCallError
+    from gencoach.logs import configure_logging
+    from gencoach.sim.generator import run_generation
+    from gencoach.sim.options import GenerationOptions
+
     if scenario not in SCENARIOS:
         fail(f"--scenario: unknown scenario {scenario!r}; valid choices: {', '.join(SCENARIOS)}")
     if redis_url is not None and api_url is not None:
         fail("give --redis-url or --api-url, not both (neither: standalone, log only)")
+    if redis_url is None and api_url is None:
+        configured = _configured_redis(getattr(ctx.find_root().obj, "config_path", None))
+        if configured is not None:
+            redis_url = configured[0]
+            key_prefix = configured[1] if key_prefix == DEFAULT_PREFIX else key_prefix
     token = None
     if api_token_env is not None:
         token = os.environ.get(api_token_env)
@@ -181,3 +197,43 @@ def run(
     except redis.RedisError as error:
         fail(f"Redis: {error}", EXIT_RUN_FAILED)
     typer.echo(report.summary())
+    typer.echo(_destination(options))
+
+
+def _configured_redis(path: Path | None) -> tuple[str, str] | None:
+    """The Redis (URL, key prefix) gencoach's configuration names, when there is one.
+
+    A config file (`--config`, else ./gencoach.yaml) or `GENCOACH_REDIS__URL` makes the
+    run report where `serve` reads: the embedded Redis `serve` started for the same
+    output dir, or the configured server. With neither, the run stays standalone.
+    """
+    from gencoach.config import load_settings
+    from gencoach.config.files import find_config_file
+    from gencoach.connections import EMBEDDED, running_embedded
+    from gencoach.errors import ConfigError, RedisError
+
+    if find_config_file(path) is None and "GENCOACH_REDIS__URL" not in os.environ:
+        return None
+    try:
+        settings = load_settings(path, os.environ)
+    except ConfigError as error:
+        fail(" ".join(str(error).split()))
+    url = settings.redis.url
+    if url == EMBEDDED:
+        try:
+            url = running_embedded(settings.output_dir)
+        except RedisError as error:
+            fail(str(error), EXIT_RUN_FAILED)
+    return url, settings.redis.key_prefix
+
+
+def _destination(options: GenerationOptions) -> str:
+    """Where the run's events went, for the line after the summary."""
+    from gencoach.config.redaction import mask_password
+
+    if options.redis_url is not None:
+        stream = f"{options.key_prefix}:events"
+        return f"reported to Redis {mask_password(options.redis_url)} (stream {stream})"
+    if options.api_url is not None:
+        return f"reported to {options.api_url}"
+    return "reported to no gencoach (standalone): give --redis-url or --api-url to report"

@@ -137,6 +137,8 @@ class Explorer:
             status = "invalid" if answer.invalid_reason is not None else "error"
             self.report.invalid += status == "invalid"
             self.report.errors += status == "error"
+            if status == "error" and answer.error is not None and not self.report.first_error:
+                self.report.first_error = f"{answer.error.code}: {answer.error.message}"
             await self.recorder.emit(
                 "candidate.executed",
                 candidate_id=candidate_id,

@@ -88,6 +88,8 @@ class GenerationReport(BaseModel):
     candidates: int = 0
     invalid: int = 0
     errors: int = 0
+    first_error: str | None = None
+    """What the agent said about its first error answer (code: message)."""
     stage_ends: dict[str, int] = Field(default_factory=dict)
     orders_executed: int = 0
     orders_skipped: int = 0
@@ -100,7 +102,8 @@ class GenerationReport(BaseModel):
         ends = ", ".join(f"{event} {count}" for event, count in sorted(self.stage_ends.items()))
         line = (
             f"run {self.run_id} ({self.scenario}): {self.situations} situations, "
-            f"{self.candidates} candidates ({self.invalid} invalid, {self.errors} errors), "
+            f"{self.candidates} candidates ({self.invalid} invalid, {self.errors} errors"
+            f"{f'; first: {self.first_error}' if self.first_error else ''}), "
             f"stage ends: {ends or 'none'}, branch orders: {self.orders_executed} executed, "
             f"{self.orders_skipped} skipped; {self.finish_reason} after {self.elapsed_s:.1f} s"
         )

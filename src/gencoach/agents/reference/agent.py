@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from gencoach.__about__ import __version__
 from gencoach.agents.app import create_agent_app
+from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
 from gencoach.agents.policy import Policy
 from gencoach.agents.reference.coach import ReferenceCoach
 from gencoach.agents.reference.llm import LLMPolicy
@@ -18,8 +19,6 @@ from gencoach.agents.sessions import SessionStore, StructuredOutput
 from gencoach.protocol import COACHING_KINDS, AgentInfo
 
 PolicyName = Literal["scripted", "llm"]
-DEFAULT_LLM_ENDPOINT = "http://127.0.0.1:11434/v1/chat/completions"
-DEFAULT_AGENT_ID = "gencoach-reference"
 
 
 @dataclass(frozen=True)

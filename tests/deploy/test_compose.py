@@ -1,0 +1,238 @@
+"""compose.yaml without a Docker engine: its shape, and each service's command run as a process.
+
+What this cannot run: the image build, Compose's own parsing, container networking and
+volumes, healthchecks and `depends_on` conditions, `--scale`. The processes below run the
+same commands with the same variables, on loopback ports instead of service names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from tests.deploy.compose import interpolate, load_compose, service_environment
+from tests.support.controller import wait_for
+from tests.support.processes import free_port, kill_tree, wait_gone
+
+TOKEN = "compose-test-token-0123456789"
+GENCOACH = str(Path(sys.executable).parent / "gencoach")
+GENCOACH_SERVICES = ("controller", "worker", "agent", "simulator")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    """The parsed compose.yaml."""
+    return load_compose()
+
+
+def test_every_service_is_declared(compose: dict[str, Any]) -> None:
+    """Redis, the controller and workers always run; agent and simulator under a profile."""
+    services = compose["services"]
+    assert set(services) == {"redis", *GENCOACH_SERVICES}
+    for name in ("redis", "controller", "worker"):
+        assert "profiles" not in services[name], f"{name} must start without a profile"
+    for name in ("agent", "simulator"):
+        assert services[name]["profiles"] == ["reference"]
+    for name in GENCOACH_SERVICES:
+        assert services[name]["build"] == ".", f"{name} runs the repository's image"
+        assert services[name]["command"][0] == "gencoach"
+
+
+def test_redis_persists_with_the_append_only_file(compose: dict[str, Any]) -> None:
+    """Redis runs with AOF (fsync every second) on a named volume."""
+    redis_service = compose["services"]["redis"]
+    command = redis_service["command"]
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert command[command.index("--appendfsync") + 1] == "everysec"
+    assert redis_service["volumes"] == ["redis-data:/data"]
+
+
+def test_every_gencoach_process_shares_the_one_redis(compose: dict[str, Any]) -> None:
+    """Controller and workers name the compose Redis; the simulator reports through it."""
+    services = compose["services"]
+    for name in ("controller", "worker"):
+        assert services[name]["environment"]["GENCOACH_REDIS__URL"] == "redis://redis:6379/0"
+    simulator = services["simulator"]["command"]
+    assert simulator[simulator.index("--redis-url") + 1] == "redis://redis:6379/0"
+
+
+def test_the_controller_needs_a_token_and_allows_the_agent_container(
+    compose: dict[str, Any],
+) -> None:
+    """Without GENCOACH_API_TOKEN compose refuses to start; the agent's URL is allowed."""
+    controller = compose["services"]["controller"]
+    with pytest.raises(ValueError, match="set GENCOACH_API_TOKEN"):
+        service_environment(controller, {})
+    environment = service_environment(controller, {"GENCOACH_API_TOKEN": TOKEN})
+    assert environment["GENCOACH_API_TOKEN"] == TOKEN
+    assert environment["GENCOACH_API__TOKEN_ENV"] == "GENCOACH_API_TOKEN"
+    agent_command = compose["services"]["agent"]["command"]
+    agent_url = f"http://agent:{agent_command[agent_command.index('--port') + 1]}"
+    assert agent_url in json.loads(environment["GENCOACH_AGENTS"])
+    simulator = compose["services"]["simulator"]["command"]
+    assert simulator[simulator.index("--agent-url") + 1] == agent_url
+
+
+def test_only_the_controller_keeps_the_image_healthcheck(compose: dict[str, Any]) -> None:
+    """The image's check asks the controller's API, so the other containers disable it."""
+    services = compose["services"]
+    assert "healthcheck" not in services["controller"]
+    for name in ("worker", "agent", "simulator"):
+        assert services[name]["healthcheck"] == {"disable": True}
+
+
+def test_interpolation_follows_compose_rules() -> None:
+    """`:-` replaces unset or empty, `-` only unset, `:?` fails with the message, `$$` escapes."""
+    assert interpolate("${A:-x}", {"A": ""}) == "x"
+    assert interpolate("${A-x}", {"A": ""}) == ""
+    assert interpolate("${A-x}", {}) == "x"
+    assert interpolate("$${A}", {"A": "1"}) == "${A}"
+    with pytest.raises(ValueError, match="A: needed"):
+        interpolate("${A:?needed}", {"A": ""})
+
+
+class Deployment:
+    """The compose services as local processes: names mapped to loopback ports, one Redis."""
+
+    def __init__(self, compose: dict[str, Any], redis_url: str, folder: Path) -> None:
+        self.services = compose["services"]
+        self.folder = folder
+        self.api_port = free_port()
+        self.agent_port = free_port()
+        self.redis_url = redis_url
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _localize(self, text: str) -> str:
+        return (
+            text.replace("redis://redis:6379/0", self.redis_url)
+            .replace("http://agent:8751", f"http://127.0.0.1:{self.agent_port}")
+            .replace("/data/output", str(self.folder / "output"))
+        )
+
+    def command(self, name: str) -> list[str]:
+        """The service's command, with the service names replaced by loopback addresses."""
+        command = [self._localize(str(part)) for part in self.services[name]["command"]]
+        if name == "agent":
+            command[command.index("--port") + 1] = str(self.agent_port)
+        return [GENCOACH, *command[1:]]
+
+    def environment(self, name: str) -> dict[str, str]:
+        """The service's variables as its container would get them, localized."""
+        given = service_environment(self.services[name], {"GENCOACH_API_TOKEN": TOKEN})
+        local = {key: self._localize(value) for key, value in given.items()}
+        if name == "controller":
+            local["GENCOACH_API__PORT"] = str(self.api_port)
+        base = {key: os.environ[key] for key in ("PATH", "HOME", "LANG") if key in os.environ}
+        return {**base, **local}
+
+    def start(self, name: str) -> subprocess.Popen[bytes]:
+        """Start one service's process, its output in `<name>.log`."""
+        with (self.folder / f"{name}.log").open("wb") as log:
+            process = subprocess.Popen(
+                self.command(name),
+                cwd=self.folder,
+                env=self.environment(name),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.processes[name] = process
+        return process
+
+    def log(self, name: str) -> str:
+        """What a service printed so far (its last lines)."""
+        return (self.folder / f"{name}.log").read_text(errors="replace")[-3000:]
+
+    def api(self, path: str) -> Any:
+        """GET a controller route, as JSON."""
+        response = httpx.get(f"http://127.0.0.1:{self.api_port}{path}", timeout=5)
+        response.raise_for_status()
+        return response.json()
+
+    def stop(self) -> None:
+        """SIGTERM every process, then kill what did not stop."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            if not wait_gone(process.pid, 20):
+                kill_tree(process.pid)
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def deployment(
+    compose: dict[str, Any], redis_client: redis.Redis, tmp_path: Path
+) -> Iterator[Deployment]:
+    """The compose services, ready to start, against the test Redis (emptied)."""
+    url = redis_client.connection_pool.connection_kwargs
+    redis_url = f"redis://{url['host']}:{url['port']}/{url.get('db', 0)}"
+    running = Deployment(compose, redis_url, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def _healthy(deployment: Deployment) -> bool:
+    try:
+        return bool(deployment.api("/health")["status"] == "ready")
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_services_run_a_coached_generation_on_one_redis(deployment: Deployment) -> None:
+    """Controller, one worker, agent and simulator, as compose starts them, save a coached run."""
+    controller = deployment.start("controller")
+    wait_for(
+        lambda: _healthy(deployment) or controller.poll() is not None,
+        60,
+        "the controller's /health",
+    )
+    assert controller.poll() is None, deployment.log("controller")
+    deployment.start("worker")
+    deployment.start("agent")
+    agent_health = f"http://127.0.0.1:{deployment.agent_port}/health"
+
+    def agent_ready() -> bool:
+        try:
+            return httpx.get(agent_health, timeout=2).status_code == httpx.codes.OK
+        except httpx.HTTPError:
+            return False
+
+    wait_for(agent_ready, 60, "the reference agent's /health")
+    simulator = deployment.start("simulator")
+    try:
+        code = simulator.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the simulator did not finish within 180 s:\n{deployment.log('simulator')}")
+    assert code == 0, deployment.log("simulator")
+
+    runs = deployment.api("/v1/runs")["runs"]
+    assert runs, deployment.log("controller")
+    run_id = runs[0]["run_id"]
+    requests = deployment.api(f"/v1/runs/{run_id}/requests")["requests"]
+    worked = [
+        request
+        for request in requests
+        if {"diagnosing", "repairing", "rewriting"} & {step["state"] for step in request["history"]}
+    ]
+    assert worked, f"no request reached a worker: {requests}\n{deployment.log('worker')}"
+
+    def saved() -> bool:
+        configs = list((deployment.folder / "output").glob("*/config.json"))
+        return any(json.loads(path.read_text())["export_complete"] for path in configs)
+
+    wait_for(saved, 60, "the run's save under GENCOACH_OUTPUT_DIR")

@@ -1,0 +1,28 @@
+"""The README and the reference docs link only to files in the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A Markdown link or image target: `](target)`, without a scheme (not http:, mailto:).
+LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:)([^)#\s]+)(?:#[^)]*)?\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_relative_links_resolve(page: Path) -> None:
+    """Every relative link of a page names a file or folder that exists."""
+    missing = [
+        target for target in LINK.findall(page.read_text()) if not (page.parent / target).exists()
+    ]
+    assert missing == [], f"{page.name} links to files not in the repository: {missing}"
+
+
+def test_no_page_mentions_a_design_file_outside_the_repository() -> None:
+    """No page points readers to a DESIGN.md, which the repository does not carry."""
+    for page in PAGES:
+        assert "DESIGN.md" not in page.read_text(), f"{page.name} mentions DESIGN.md"
