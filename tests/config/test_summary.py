@@ -19,7 +19,7 @@ def test_defaults_say_coaching_is_off_and_why(tmp_path: Path) -> None:
         "coaching: off (coaching.enabled is false: runs are recorded and saved, "
         "nothing is coached)",
         "budgets:  per stage 5 pending, 5 unproven; 3 alternatives per situation; leases 30 s",
-        "workers:  queues gencoach-diagnosis, gencoach-repair "
+        "workers:  queues gencoach-repair, gencoach-diagnosis; 1 process(es) x 32 jobs at once "
         "(start them with `gencoach worker` and the same configuration)",
         f"output:   {tmp_path / 'out'}",
     ]
@@ -45,7 +45,7 @@ def test_a_coaching_setup_shows_routes_backends_and_token_without_secrets() -> N
     assert "coaching: on, routes format, failure, no_action, exceeded, text_rewrite" in text
     assert (
         "backend:  llm: openai http://127.0.0.1:8080/v1/chat/completions, model qwen3:8b, "
-        "structured output json_schema"
+        "structured output auto"
     ) in text
     for secret in ("hunter2-secret", "very-secret-token", "sk-secret-value"):
         assert secret not in text

@@ -224,11 +224,9 @@ def test_the_services_run_a_coached_generation_on_one_redis(deployment: Deployme
     assert runs, deployment.log("controller")
     run_id = runs[0]["run_id"]
     requests = deployment.api(f"/v1/runs/{run_id}/requests")["requests"]
-    worked = [
-        request
-        for request in requests
-        if {"diagnosing", "repairing", "rewriting"} & {step["state"] for step in request["history"]}
-    ]
+    # Only a worker's repair job turns a request into a correction.
+    corrected = {"corrected", "reinjected", "executed", "proven", "unproven"}
+    worked = [request for request in requests if request["state"] in corrected]
     assert worked, f"no request reached a worker: {requests}\n{deployment.log('worker')}"
 
     def saved() -> bool:

@@ -42,8 +42,15 @@ def startup_summary(settings: Settings, redis_url: str) -> list[str]:
         f"{coaching.max_unproven_per_stage} unproven; "
         f"{coaching.max_alternatives_per_situation} alternatives per situation; "
         f"leases {coaching.lease_s:g} s",
-        f"workers:  queues {', '.join(settings.workers.queues)} "
+        f"workers:  queues {', '.join(settings.workers.queues)}; {_worker_shape(settings)} "
         "(start them with `gencoach worker` and the same configuration)",
         f"output:   {Path(settings.output_dir).resolve()}",
     ]
     return lines
+
+
+def _worker_shape(settings: Settings) -> str:
+    workers = settings.workers
+    if workers.mode == "fork":
+        return f"{workers.processes} forking processes, one job each"
+    return f"{workers.processes} process(es) x {workers.concurrency} jobs at once"
