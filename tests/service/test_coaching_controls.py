@@ -57,7 +57,7 @@ def test_refused_session_leaves_the_run_without_specialized_coaching(
     state: str,
 ) -> None:
     """A 409 or 503 on the session is logged with its reason and specialized coaching is
-    skipped for the run, which goes on."""
+    skipped for the run, which goes on; each request names the refusal as the cause."""
     scripted_agent.session_status = status
     controller = controller_factory(settings=coaching_settings(llm))
     controller.start()
@@ -65,7 +65,10 @@ def test_refused_session_leaves_the_run_without_specialized_coaching(
     report_known(redis_url, "nosession", scripted_agent.url)
     found = wait_for(settled(controller, "nosession", 3), timeout_s=60, what="settled requests")
     assert {r["state"] for r in found.values()} == {"skipped"}
-    assert found["failure"]["reason"] == "the agent does not offer failure coaching"
+    assert found["failure"]["reason"] == (
+        "the agent's failure coaching is unavailable: "
+        f"its coaching session was refused ({state}: scripted refusal)"
+    )
     meta = _meta(redis_client, "nosession")
     assert (meta["session"], meta["session_reason"]) == (state, "scripted refusal")
     refused = [e for e in controller.log_events() if e["event"] == "agent.session_refused"]

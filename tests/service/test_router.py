@@ -82,6 +82,13 @@ async def test_skip_when_switched_off_or_not_offered(store: GraphStore) -> None:
     skipped = route(_steps(graph, 3), only_format, ON)
     assert isinstance(skipped, Skip)
     assert skipped.reason == "the agent does not offer failure coaching"
+    refused = AgentCoaching(unavailable="its coaching session was refused (backend down)")
+    skipped = route(_steps(graph, 3), refused, ON)
+    assert isinstance(skipped, Skip)
+    assert skipped.reason == (
+        "the agent's failure coaching is unavailable: "
+        "its coaching session was refused (backend down)"
+    )
 
 
 async def test_skip_when_a_faulty_decision_is_in_the_trajectory(store: GraphStore) -> None:

@@ -27,7 +27,6 @@ log = get_logger("registry")
 
 # MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
 SESSION_BACKEND_TYPE = "ollama"
-NO_COACHING = AgentCoaching()
 REGISTERED = "registered"
 
 
@@ -160,11 +159,19 @@ class AgentRegistry:
 
     async def coaching(self, run_id: str) -> AgentCoaching:
         """What the run's agent offers; nothing when it never answered its info."""
-        raw = await self.client.hget(self.keys.run(run_id, META), "agent_info")
+        meta = self.keys.run(run_id, META)
+        raw, session, session_reason = await self.client.hmget(
+            meta, ["agent_info", "session", "session_reason"]
+        )
         if raw is None:
-            return NO_COACHING
+            return AgentCoaching(unavailable="the agent never answered GET /v1/info")
         info = AgentInfo.model_validate_json(raw)
-        session = await self.client.hget(self.keys.run(run_id, META), "session")
-        refused = session is not None and as_text(session) in ("conflict", "unavailable", "failed")
-        specialized = frozenset() if refused else frozenset(info.routed_kinds)
-        return AgentCoaching(specialized=specialized, resume=info.coaching_resume)
+        resume = info.coaching_resume
+        if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):
+            why = as_text(session)
+            if session_reason is not None:
+                why += f": {as_text(session_reason)}"
+            refused = f"its coaching session was refused ({why})"
+            return AgentCoaching(resume=resume, unavailable=refused)
+        unavailable = info.coaching_unavailable_reason
+        return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable)

@@ -50,6 +50,8 @@ class AgentCoaching:
 
     specialized: frozenset[str] = frozenset()
     resume: bool = False
+    # Why specialized coaching cannot be had (a refused session, no info), if known.
+    unavailable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,8 @@ def route(steps: list[Step], agent: AgentCoaching, switches: RouteSwitches) -> R
     if kind is None and not agent.resume:
         return skip("the agent does not announce coaching_resume")
     if kind is not None and kind not in agent.specialized:
+        if agent.unavailable is not None:
+            return skip(f"the agent's {kind} coaching is unavailable: {agent.unavailable}")
         return skip(f"the agent does not offer {kind} coaching")
     terminal = steps[-1]
     effective = diagnosable(steps) if chosen != "format" else [terminal]
