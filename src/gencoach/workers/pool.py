@@ -21,6 +21,7 @@ import importlib
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import threading
@@ -101,11 +102,17 @@ class WorkerOptions:
     burst: bool = False
 
 
-class _RQLogHandler(logging.Handler):
+# RQ colours parts of its messages for a terminal; our renderers do their own.
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class RQLogHandler(logging.Handler):
     """Re-emit RQ's standard-library log records as structlog events (one log format)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        get_logger("rq").log(record.levelno, "rq.log", logger=record.name, msg=record.getMessage())
+        """Log the record's message, without RQ's terminal colours, under `rq.log`."""
+        message = _ANSI_ESCAPE.sub("", record.getMessage())
+        get_logger("rq").log(record.levelno, "rq.log", logger=record.name, msg=message)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -156,7 +163,7 @@ def _child_main(
     scrubbing.install(scrubbing.secret_values(settings))
     configure_logging(settings.log.level, settings.log.format)
     rq_logger = logging.getLogger("rq")
-    rq_logger.addHandler(_RQLogHandler())
+    rq_logger.addHandler(RQLogHandler())
     rq_logger.setLevel(settings.log.level.upper())
     set_context(WorkerContext(settings, redis_url))
     # Imported once here, not by every job (a forked work-horse inherits them).
