@@ -37,12 +37,13 @@ from gencoach.constants import ORDER_FIELD, Keys
 from gencoach.embedded_redis import EmbeddedRedis
 from tests.support import llm_server
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
+from tests.support.coaching import PRESS_SW4
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
 from tests.support.processes import child_pids
 
-DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is not in the task", "expected_decision": "sw4"}
+DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": PRESS_SW4}
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 SETUP_CHUNK = 16  # runs started at a time, before the measured part
 # The scripted LLM's listen backlog: socketserver's default of 5 drops connections when
