@@ -96,6 +96,11 @@ class Keys:
         """Sorted set of known run ids, scored by the time their run started."""
         return f"{self.prefix}:runs"
 
+    @property
+    def metrics(self) -> str:
+        """Hash of every process's counters and histogram buckets (see gencoach.metrics)."""
+        return f"{self.prefix}:metrics"
+
     def backend_slots(self, backend: str) -> str:
         """Sorted set of one LLM backend's concurrency leases: holder id scored by expiry (ms).
 

@@ -65,7 +65,10 @@ async def test_text_only_failure_is_rewritten_for_resuming_agents(store: GraphSt
     )
     plain = AgentCoaching(frozenset({"failure"}), resume=False)
     assert route(text_steps, plain, ON) == Skip(
-        "text_rewrite", "failure:text_only_rewrite", "the agent does not announce coaching_resume"
+        "text_rewrite",
+        "failure:text_only_rewrite",
+        "the agent does not announce coaching_resume",
+        "no_resume",
     )
 
 
@@ -77,6 +80,7 @@ async def test_skip_when_switched_off_or_not_offered(store: GraphStore) -> None:
         "failure",
         "failure:diagnosis",
         "the failure route is switched off (coaching.routes.failure)",
+        "route_off",
     )
     only_format = AgentCoaching(frozenset({"format"}))
     skipped = route(_steps(graph, 3), only_format, ON)

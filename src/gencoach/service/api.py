@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import redis.exceptions
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from redis.asyncio import Redis
 
 from gencoach.__about__ import __version__
 from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.limits import StageLimits
+from gencoach.metrics.exposition import CONTENT_TYPE
 from gencoach.protocol import decode_json, parse_event
 from gencoach.service.budgets import BudgetError, Budgets
 from gencoach.service.graphstore import GraphStore
@@ -39,6 +41,7 @@ class ApiContext:
     budgets: Budgets
     interventions: Interventions
     token: str | None = None
+    metrics: Callable[[], Awaitable[bytes]] | None = None
 
 
 def _problem(code: int, detail: str, **extra: Any) -> JSONResponse:
@@ -75,6 +78,13 @@ def create_app(ctx: ApiContext) -> FastAPI:
         if not ctx.intake.running:
             return _problem(503, "intake is not running", status="unavailable")
         return JSONResponse({"status": "ready", "version": __version__})
+
+    @app.get("/metrics", response_class=Response)
+    async def metrics() -> Response:
+        """Prometheus text: every process's counters, and queues, runs and lag measured now."""
+        if ctx.metrics is None:
+            return _problem(404, "this API has no metrics")
+        return Response(await ctx.metrics(), media_type=CONTENT_TYPE)
 
     @app.post("/v1/events", status_code=202, dependencies=[Depends(authorized)])
     async def post_events(request: Request) -> JSONResponse:

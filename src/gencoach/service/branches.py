@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from gencoach.constants import ORDER_FIELD, Keys
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import BRANCH_ORDERS
 from gencoach.protocol import (
     RECOVERY_POINT,
     AgentOutput,
@@ -76,10 +78,13 @@ def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
 class BranchRecorder:
     """Allocates attempts, records coached nodes and their markers, publishes orders."""
 
-    def __init__(self, client: Redis, keys: Keys, store: GraphStore) -> None:
+    def __init__(
+        self, client: Redis, keys: Keys, store: GraphStore, metrics: Recorder | None = None
+    ) -> None:
         self.client = client
         self.keys = keys
         self.store = store
+        self.metrics = metrics or Recorder()
 
     async def attempt_id(self, request: CoachingRequest, point: str) -> int:
         """The attempt id of a proposal, allocated once."""
@@ -194,7 +199,7 @@ class BranchRecorder:
             coaching=await self._marker(run_id, candidate_id),
             attempt_id=attempt,
         )
-        await self._publish(order)
+        await self._publish(order, request.route)
         return order
 
     async def _marker(self, run_id: str, candidate_gen_id: str) -> CoachingMarker:
@@ -238,7 +243,7 @@ class BranchRecorder:
         pipe.hset(self.keys.run(run_id, SOURCES), str(coached), json.dumps(source))
         await pipe.execute()
 
-    async def _publish(self, order: BranchOrder) -> None:
+    async def _publish(self, order: BranchOrder, route: str) -> None:
         flags = self.keys.run(order.run_id, ORDERS)
         if await self.client.hexists(flags, order.branch_id):
             return
@@ -246,6 +251,7 @@ class BranchRecorder:
         pipe.xadd(self.keys.branches(order.run_id), {ORDER_FIELD: order.model_dump_json()})
         pipe.hset(flags, order.branch_id, "1")
         await pipe.execute()
+        self.metrics.inc(BRANCH_ORDERS, route)
 
 
 def _consumed(marker: CoachingMarker, type_coaching: str) -> CoachingMarker:

@@ -21,6 +21,8 @@ from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.limits import Admission, StageLimits
 from gencoach.logs import bound, get_logger
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import OPPORTUNITIES
 from gencoach.protocol import (
     REPLACEMENT_POINT,
     CoachingProposal,
@@ -94,8 +96,10 @@ class Coach:
         dispatcher: Dispatcher,
         reinjector: Reinjector,
         examples: Examples,
+        metrics: Recorder | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics or Recorder()
         self.keys = keys
         self.store = store
         self.requests = requests
@@ -170,6 +174,7 @@ class Coach:
             return  # seen before: it has moved on
         with bound(request_id=request_id):
             if isinstance(decision, Skip):
+                self.metrics.inc(OPPORTUNITIES, request.route, "skipped", decision.code)
                 await self._end(request, "skipped", decision.reason)
                 return
             await self._admit(request, steps, graph, settings)
@@ -180,9 +185,12 @@ class Coach:
         admission = await self.admit_lease(request)
         if not admission.admitted:
             self.counters.refused_by_limits += 1
+            refused_by = admission.refused_by or "limits"
+            self.metrics.inc(OPPORTUNITIES, request.route, "refused", refused_by)
             await self._end(request, "skipped", f"refused by the stage limits: {admission.reason}")
             return
         self.counters.admitted += 1
+        self.metrics.inc(OPPORTUNITIES, request.route, "admitted", "")
         log.info("coaching.admitted", route=request.route, stage=request.stage_id)
         await self._first_job(request.moved("admitted"), steps, graph, settings)
 

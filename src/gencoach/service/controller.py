@@ -40,6 +40,7 @@ from gencoach.service.httpserver import BodyLimit, HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
 from gencoach.service.isolation import guarded
+from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.persist import Persister
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
@@ -88,14 +89,17 @@ class Controller:
         self.client = Redis.from_url(options.redis_url)
         self.http_client = httpx.AsyncClient(timeout=30.0)
         self.store = GraphStore(self.client, self.keys)
-        self.requests = RequestStore(self.client, self.keys)
+        dispatcher = options.dispatcher()
+        self.metrics = ControllerMetrics(self.client, self.keys, self.store, dispatcher.backlogs)
+        recorder = self.metrics.recorder
+        self.requests = RequestStore(self.client, self.keys, recorder)
         self.limits = StageLimits(self.client, self.keys)
         self.persister = Persister(
             self.store, self.limits, options.settings.output_dir, section.saved_ttl_s
         )
         self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
         self.registry = AgentRegistry(self.client, self.keys, self.http_client)
-        self.recorder = BranchRecorder(self.client, self.keys, self.store)
+        self.recorder = BranchRecorder(self.client, self.keys, self.store, recorder)
         self.examples = Examples(self.store, self.settings)
         self.reinjector = Reinjector(
             self.store,
@@ -105,6 +109,7 @@ class Controller:
             self.http_client,
             self.budgets,
             self.examples,
+            metrics=recorder,
         )
         self.coach = Coach(
             self.client,
@@ -115,9 +120,10 @@ class Controller:
             self.registry,
             self.settings,
             self.budgets,
-            options.dispatcher(),
+            dispatcher,
             self.reinjector,
             self.examples,
+            metrics=recorder,
         )
         self.intake = Intake(
             self.client,
@@ -132,6 +138,7 @@ class Controller:
             ),
             on_applied=self._after_apply,
             agent_allowed=options.settings.agent_allowed,
+            metrics=recorder,
         )
         self.saves = SaveLoop(self.store, self.persister)
         self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
@@ -169,6 +176,7 @@ class Controller:
             self.budgets,
             interventions,
             options.api_token,
+            self.metrics.render,
         )
         app = create_app(context)
         if options.extend_api is not None:
@@ -236,7 +244,7 @@ class Controller:
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self.saves.run, tg)
                 loops = (self.intake, self.terminals, self.results, self.reconciler)
-                for loop in (*loops, self.housekeeper):
+                for loop in (*loops, self.housekeeper, self.metrics):
                     await tg.start(loop.run)
                 await tg.start(self.http.run)
                 log.info(
@@ -269,7 +277,7 @@ class Controller:
         self._stopping = True
         self._stop_requested.set()
         stopping = (self.intake, self.terminals, self.results, self.reconciler, self.http)
-        for loop in (*stopping, self.housekeeper):
+        for loop in (*stopping, self.housekeeper, self.metrics):
             loop.stop()
 
     def reload(self) -> None:

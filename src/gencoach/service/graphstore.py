@@ -240,6 +240,13 @@ class GraphStore:
         value = await self.client.hget(self.keys.run(run_id, META), "state")
         return as_text(value) if value is not None else None
 
+    async def run_states(self) -> list[str]:
+        """The state of every run in the runs index (one round trip for them all)."""
+        pipe = self.client.pipeline(transaction=False)
+        for run_id in await self.client.zrange(self.keys.runs, 0, -1):
+            pipe.hget(self.keys.run(as_text(run_id), META), "state")
+        return [as_text(state) for state in await pipe.execute() if state is not None]
+
     async def summary(self, run_id: str) -> dict[str, str | int] | None:
         """A run's state and node counts, or None for an unknown run."""
         pipe = self.client.pipeline(transaction=False)

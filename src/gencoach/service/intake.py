@@ -21,6 +21,8 @@ from redis.asyncio import Redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.logs import get_logger
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import EVENTS
 from gencoach.protocol import (
     AnyEvent,
     CandidateCreated,
@@ -34,6 +36,8 @@ from gencoach.service.graphstore import Applied, GraphStore
 _EVENT_KEY = EVENT_FIELD.encode()
 # How much of an oversized event its dead letter keeps.
 _DEAD_EXCERPT = 4096
+# The `type` label of a dead-lettered entry that is not an event at all.
+UNPARSED = "unparsed"
 
 log = get_logger("intake")
 
@@ -85,8 +89,10 @@ class Intake:
         options: IntakeOptions,
         on_applied: AppliedHook | None = None,
         agent_allowed: AgentCheck | None = None,
+        metrics: Recorder | None = None,
     ) -> None:
         self.client = client
+        self.metrics = metrics or Recorder()
         self.keys = keys
         self.store = store
         self.options = options
@@ -147,6 +153,7 @@ class Intake:
         """Apply a batch, dead-letter what cannot be applied, then acknowledge all of it."""
         parsed: list[tuple[bytes, bytes, AnyEvent]] = []
         dead: list[tuple[bytes, dict[bytes, bytes], str]] = []
+        dead_types: list[str] = []
         for entry_id, fields in entries:
             if not fields:
                 continue  # trimmed from the stream while pending: nothing left to apply
@@ -169,6 +176,7 @@ class Intake:
             refusal = self.refusal(event, len(raw))
             if refusal is not None:
                 dead.append((entry_id, fields, refusal[1]))
+                dead_types.append(event.type)
                 continue
             parsed.append((entry_id, raw, event))
         results = await self.store.apply([event for _, _, event in parsed]) if parsed else []
@@ -178,9 +186,11 @@ class Intake:
             if applied.outcome == "err":
                 reason = f"{event.type} seq {event.seq} of run {event.run_id}: {applied.reason}"
                 dead.append((entry_id, {_EVENT_KEY: raw}, reason))
+                dead_types.append(event.type)
                 continue
             if applied.outcome == "dup":
                 self.counters.duplicates += 1
+                self.metrics.inc(EVENTS, event.type, "duplicate")
             else:
                 done.append((event, applied))
             terminal = terminal_fields(event)
@@ -205,6 +215,11 @@ class Intake:
         self.counters.applied += len(done)
         for event, _ in done:
             self.counters.by_type[event.type] = self.counters.by_type.get(event.type, 0) + 1
+            self.metrics.inc(EVENTS, event.type, "applied")
+        # What could not be parsed has no type to tell.
+        dead_types.extend([UNPARSED] * (len(dead) - len(dead_types)))
+        for type_ in dead_types:
+            self.metrics.inc(EVENTS, type_, "dead_lettered")
         if done and self.on_applied is not None:
             await self.on_applied(done)
 

@@ -18,6 +18,8 @@ from gencoach.agent_client import AgentClient
 from gencoach.errors import AgentCallError
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import PROOFS, REINJECTIONS
 from gencoach.protocol import (
     AgentOutput,
     AgentRequest,
@@ -53,7 +55,9 @@ class Reinjector:
         budgets: Budgets,
         examples: Examples,
         retry_wait_s: float = 0.5,
+        metrics: Recorder | None = None,
     ) -> None:
+        self.metrics = metrics or Recorder()
         self.store = store
         self.requests = requests
         self.limits = limits
@@ -93,16 +97,20 @@ class Reinjector:
             point = proposal.reinjection_point_id
             anchor = anchor_of(graph, request, point)
             if anchor is None:
+                self.metrics.inc(REINJECTIONS, request.route, "no_anchor")
                 reasons.append(f"no anchor for the {point} point")
                 continue
             try:
                 attempt = await self._branch(request, graph, anchor, proposal)
             except AgentCallError as error:
+                self.metrics.inc(REINJECTIONS, request.route, "agent_error")
                 reasons.append(f"the agent's reinjected answer: {error.reason}")
                 continue
             except BudgetSpent as spent:
+                self.metrics.inc(REINJECTIONS, request.route, "budget_spent")
                 reasons.append(str(spent))
                 continue
+            self.metrics.inc(REINJECTIONS, request.route, "branched")
             # The first branch turns the request's pending slot into its completed attempt;
             # any further one is recorded as an attempt of its own.
             slot = request.request_id if index == 0 else f"{request.request_id}|{point}"
@@ -178,11 +186,13 @@ class Reinjector:
                     await self.requests.save(request)
                 if stage_end.event == "success":
                     if await self.limits.prove(run_id, request.stage_id, attempt):
+                        self.metrics.inc(PROOFS, request.route, "proven")
                         await self.requests.save(request.moved("proven", f"attempt {attempt}"))
                         log.info("coaching.proven", attempt=attempt, route=request.route)
                         await self._register_example(request)
                 elif request.state != "unproven":
                     reason = f"attempt {attempt}: the branch ended in {stage_end.event}"
+                    self.metrics.inc(PROOFS, request.route, "unproven")
                     await self.requests.save(request.moved("unproven", reason))
 
     async def _register_example(self, request: CoachingRequest) -> None:

@@ -21,6 +21,8 @@ from redis.asyncio import Redis
 
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import Diagnosis, JobName
 from gencoach.service.router import AgentKind, Route
@@ -68,6 +70,19 @@ if stored.state ~= ARGV[2] or job ~= ARGV[3] or tostring(stored.attempt) ~= ARGV
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
 return 1
+"""
+
+# Store one request; KEYS[1] the run's requests; ARGV: id, the new JSON. Replies how many
+# transitions the request it replaced had recorded (0 for a new one).
+_SAVE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if not raw then return 0 end
+local ok, stored = pcall(cjson.decode, raw)
+if ok and type(stored) == 'table' and type(stored.history) == 'table' then
+  return #stored.history
+end
+return 0
 """
 
 
@@ -125,12 +140,23 @@ def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
 
 
 class RequestStore:
-    """Reads and writes requests; creation is idempotent, updates are last-writer-wins."""
+    """Reads and writes requests; creation is idempotent, updates are last-writer-wins.
 
-    def __init__(self, client: Redis, keys: Keys) -> None:
+    Each transition a request records is counted once, when it is stored
+    (`gencoach_requests_total`), including those it passed through between two writes.
+    """
+
+    def __init__(self, client: Redis, keys: Keys, metrics: Recorder | None = None) -> None:
         self.client = client
         self.keys = keys
+        self.metrics = metrics or Recorder()
         self._move_if = client.register_script(_MOVE_IF)
+        self._save = client.register_script(_SAVE)
+
+    def _arrived(self, request: CoachingRequest, recorded: int) -> None:
+        """Count the transitions `request` holds beyond the first `recorded`."""
+        for step in request.history[recorded:]:
+            self.metrics.inc(ARRIVALS, request.route, step.state)
 
     def _key(self, run_id: str) -> str:
         return self.keys.run(run_id, REQUESTS)
@@ -140,13 +166,17 @@ class RequestStore:
         created = await self.client.hsetnx(
             self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
+        if created:
+            self._arrived(request, 0)
         return bool(created)
 
     async def save(self, request: CoachingRequest) -> None:
         """Store a request's new state."""
-        await self.client.hset(
-            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
+        recorded = await self._save(
+            keys=[self._key(request.run_id)],
+            args=[request.request_id, scrub(request.model_dump_json())],
         )
+        self._arrived(request, int(recorded))
 
     async def move_if(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
         """Store `moved` only if the stored request is still in `current`'s state, job and
@@ -161,6 +191,8 @@ class RequestStore:
                 moved.model_dump_json(),
             ],
         )
+        if stored:
+            self._arrived(moved, len(current.history))
         return bool(stored)
 
     async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:

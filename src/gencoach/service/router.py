@@ -64,13 +64,26 @@ class Routed:
     diagnosable: int
 
 
+SkipCode = Literal[
+    "route_off",
+    "no_resume",
+    "kind_unavailable",
+    "kind_not_offered",
+    "nothing_diagnosable",
+    "coached_terminal",
+    "already_faulty",
+    "suboptimal_done",
+]
+
+
 @dataclass(frozen=True)
 class Skip:
-    """An opportunity that will not become a request, and why."""
+    """An opportunity that will not become a request, and why (`code` names the rule)."""
 
     route: Route
     type_coaching: str
     reason: str
+    code: SkipCode
 
 
 def opportunity(steps: list[Step]) -> Route | None:
@@ -101,35 +114,40 @@ def route(steps: list[Step], agent: AgentCoaching, switches: RouteSwitches) -> R
         return None
     type_coaching = _TYPES[chosen]
 
-    def skip(reason: str) -> Skip:
-        return Skip(chosen, type_coaching, reason)
+    def skip(code: SkipCode, reason: str) -> Skip:
+        return Skip(chosen, type_coaching, reason, code)
 
     if not getattr(switches, chosen):
-        return skip(f"the {chosen} route is switched off (coaching.routes.{chosen})")
+        return skip("route_off", f"the {chosen} route is switched off (coaching.routes.{chosen})")
     kind = _KINDS[chosen]
     if kind is None and not agent.resume:
-        return skip("the agent does not announce coaching_resume")
+        return skip("no_resume", "the agent does not announce coaching_resume")
     if kind is not None and kind not in agent.specialized:
         if agent.unavailable is not None:
-            return skip(f"the agent's {kind} coaching is unavailable: {agent.unavailable}")
-        return skip(f"the agent does not offer {kind} coaching")
+            unavailable = f"the agent's {kind} coaching is unavailable: {agent.unavailable}"
+            return skip("kind_unavailable", unavailable)
+        return skip("kind_not_offered", f"the agent does not offer {kind} coaching")
     terminal = steps[-1]
     effective = diagnosable(steps) if chosen != "format" else [terminal]
     if not effective:
-        return skip("no diagnosable step is left in the current stage")
+        return skip("nothing_diagnosable", "no diagnosable step is left in the current stage")
     coached = terminal.candidate.origin == "coaching" or terminal.marker.type_coaching is not None
     after_suboptimal = _event_of(terminal.marker.type_coaching) == SUBOPTIMAL_EVENT
     allowed_again = chosen in _FAILURE_EVENTS and after_suboptimal
     if chosen != "format" and coached and len(effective) <= 1 and not allowed_again:
-        return skip("the terminal decision is itself coached and is the only diagnosable step")
+        reason = "the terminal decision is itself coached and is the only diagnosable step"
+        return skip("coached_terminal", reason)
     current = [step for step in steps if step.in_current_stage]
     faulty = next((step for step in current if step.marker.diagnosed_as_faulty), None)
     if faulty is not None and chosen != "format":
         blamed = faulty.candidate.candidate_id
-        return skip(f"the trajectory holds a decision already diagnosed as faulty ({blamed})")
+        reason = f"the trajectory holds a decision already diagnosed as faulty ({blamed})"
+        return skip("already_faulty", reason)
     if chosen == "suboptimal":
         for step in steps:
             seen = [*step.marker.diagnostic_types, step.marker.type_coaching]
             if any(_event_of(item) == SUBOPTIMAL_EVENT for item in seen):
-                return skip("this trajectory already had its suboptimal coaching")
+                return skip(
+                    "suboptimal_done", "this trajectory already had its suboptimal coaching"
+                )
     return Routed(chosen, kind, type_coaching, len(effective))

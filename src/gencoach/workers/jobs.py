@@ -26,6 +26,7 @@ from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
 from gencoach.logs import bound, get_logger
+from gencoach.metrics.catalog import JOB_SECONDS, JOBS
 from gencoach.protocol.base import decode_json
 from gencoach.protocol.coaching import SpecializedCoachingResponse
 from gencoach.protocol.jobs import (
@@ -108,11 +109,14 @@ async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerC
         except ContractError as error:
             log.error("job.refused", job=name, error=str(error))
             result = refused_result(name, payload, error)
+            resources.metrics.inc(JOBS, name, "refused")
         else:
             with bound(run_id=job.run_id, request_id=job.request_id):
                 result = await perform(job, resources)
         with bound(run_id=result.run_id, request_id=result.request_id):
             await publish(resources.redis, context.keys, result)
+        with anyio.CancelScope(shield=True):
+            await resources.metrics.flush()
 
 
 def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
@@ -187,12 +191,15 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         logs=transcript.logs,
         usage=transcript.usage,
     )
+    elapsed_s = anyio.current_time() - started
+    resources.metrics.inc(JOBS, job.job, result.status)
+    resources.metrics.observe(JOB_SECONDS, elapsed_s, job.job)
     log.info(
         "job.finished",
         job=job.job,
         status=result.status,
         reason=result.reason,
-        elapsed_s=round(anyio.current_time() - started, 3),
+        elapsed_s=round(elapsed_s, 3),
         lease_renewals=hold.renewals if hold is not None else 0,
         usage_total=result.usage.total_tokens,  # not `*tokens`: logs redact such keys
     )

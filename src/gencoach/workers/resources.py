@@ -18,6 +18,7 @@ import anyio.abc
 import httpx
 import redis.asyncio
 
+from gencoach.metrics import Recorder
 from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.context import WorkerContext
@@ -40,6 +41,7 @@ class JobResources:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE),
         )
         self.wakeups = SlotWakeups(self.redis)
+        self.metrics = Recorder(self.redis, context.keys.metrics)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shared = False  # True for the worker's own, which outlive each job
         self._backends: dict[str, Backend] = {}
@@ -65,6 +67,7 @@ class JobResources:
             return await self._group.__aexit__(exc_type, exc, traceback)
         finally:
             with anyio.CancelScope(shield=True):
+                await self.metrics.flush()
                 for backend in self._backends.values():
                     await backend.__aexit__(None, None, None)
                 await self.wakeups.aclose()
@@ -88,6 +91,7 @@ class JobResources:
                     keys=self.context.keys,
                     concurrency=self.context.settings.backend_concurrency(name),
                     wakeups=self.wakeups,
+                    metrics=self.metrics,
                 )
                 self._backends[name] = await made.__aenter__()
         return self._backends[name]

@@ -15,8 +15,17 @@ from pydantic import BaseModel
 
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
-from gencoach.errors import BackendAnswerError, BackendUnavailable, ContractError
+from gencoach.errors import (
+    BackendAnswerError,
+    BackendError,
+    BackendRequestError,
+    BackendTruncatedError,
+    BackendUnavailable,
+    ContractError,
+)
 from gencoach.logs import get_logger
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import LLM_ANSWERS, LLM_CALLS, LLM_SECONDS, LLM_TOKENS
 from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.llm import parse_llm_answer
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
@@ -53,6 +62,17 @@ class Reply:
     attempts: int = 1
 
 
+def call_outcome(error: BackendError) -> str:
+    """The `outcome` label of a completion that failed with `error`."""
+    if isinstance(error, BackendUnavailable):
+        return "unavailable"
+    if isinstance(error, BackendRequestError):
+        return "refused"
+    if isinstance(error, BackendTruncatedError):
+        return "truncated"
+    return "error"
+
+
 class Backend(ABC):
     """One configured LLM backend, used inside `async with` (which opens its connections).
 
@@ -73,8 +93,10 @@ class Backend(ABC):
         slot_wait_s: float = 300.0,
         concurrency: int = DEFAULT_CONCURRENCY,
         wakeups: SlotWakeups | None = None,
+        metrics: Recorder | None = None,
     ) -> None:
         self.name = name
+        self.metrics = metrics or Recorder()
         self.settings = settings
         self.slot_wait_s = slot_wait_s
         self.concurrency = settings.max_concurrency or concurrency
@@ -170,9 +192,13 @@ class Backend(ABC):
         if self._state != "open":
             raise RuntimeError(f"use backend {self.name!r} inside `async with`")
         started = anyio.current_time()
-        reply = await self._complete(
-            list(messages), schema=schema, model=model, max_tokens=max_tokens, context=context
-        )
+        try:
+            reply = await self._complete(
+                list(messages), schema=schema, model=model, max_tokens=max_tokens, context=context
+            )
+        except BackendError as error:
+            self._count(call_outcome(error), anyio.current_time() - started)
+            raise
         completion = Completion(
             text=reply.text,
             model=reply.model,
@@ -180,6 +206,7 @@ class Backend(ABC):
             attempts=reply.attempts,
             latency_s=anyio.current_time() - started,
         )
+        self._count("ok", completion.latency_s, completion.usage)
         await self._record(completion.usage)
         log.info(
             "backend.completed",
@@ -191,6 +218,13 @@ class Backend(ABC):
             completion_tokens=completion.usage.completion_tokens,
         )
         return completion
+
+    def _count(self, outcome: str, latency_s: float, usage: Usage | None = None) -> None:
+        self.metrics.inc(LLM_CALLS, self.name, outcome)
+        self.metrics.observe(LLM_SECONDS, latency_s, self.name, outcome)
+        if usage is not None:
+            self.metrics.inc(LLM_TOKENS, self.name, "prompt", by=usage.prompt_tokens)
+            self.metrics.inc(LLM_TOKENS, self.name, "completion", by=usage.completion_tokens)
 
     async def _record(self, usage: Usage) -> None:
         if self._ledger is None:
@@ -226,6 +260,7 @@ class Backend(ABC):
             try:
                 value = parse_llm_answer(contract, completion.text)
             except ContractError as error:
+                self.metrics.inc(LLM_ANSWERS, self.name, "refused")
                 transcript.append(Exchange(tuple(prompt), completion, str(error)))
                 log.warning(
                     "backend.answer_refused",
@@ -241,6 +276,7 @@ class Backend(ABC):
                     ChatMessage.user(reask_prompt(error)),
                 ]
                 continue
+            self.metrics.inc(LLM_ANSWERS, self.name, "accepted")
             transcript.append(Exchange(tuple(prompt), completion))
             return Answer(value, transcript)
         raw_answers = [exchange.answer for exchange in transcript]

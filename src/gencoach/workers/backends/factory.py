@@ -6,6 +6,7 @@ import redis.asyncio
 
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
+from gencoach.metrics import Recorder
 from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
@@ -23,13 +24,15 @@ def make_backend(
     slot_wait_s: float = 300.0,
     concurrency: int = DEFAULT_CONCURRENCY,
     wakeups: SlotWakeups | None = None,
+    metrics: Recorder | None = None,
 ) -> Backend:
     """The backend for `settings` (`openai`, which `ollama` aliases, or `python`), unopened.
 
     With `redis`, its concurrency cap is shared by every worker process and its token
     usage summed under `keys` (the default prefix unless given); `retry` tunes the waits
     between an HTTP backend's tries; `concurrency` is the cap unless the settings set
-    `max_concurrency`; `wakeups` is the process's subscription to slot releases.
+    `max_concurrency`; `wakeups` is the process's subscription to slot releases;
+    `metrics` counts its calls, latencies and tokens.
     """
     if settings.type == "python":
         return PythonBackend(
@@ -40,6 +43,7 @@ def make_backend(
             slot_wait_s=slot_wait_s,
             concurrency=concurrency,
             wakeups=wakeups,
+            metrics=metrics,
         )
     return OpenAIBackend(
         name,
@@ -49,5 +53,6 @@ def make_backend(
         slot_wait_s=slot_wait_s,
         concurrency=concurrency,
         wakeups=wakeups,
+        metrics=metrics,
         retry=retry,
     )

@@ -20,6 +20,7 @@ from gencoach.errors import (
     BackendUnavailable,
 )
 from gencoach.logs import get_logger
+from gencoach.metrics import Recorder
 from gencoach.protocol.base import JsonObject
 from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
@@ -112,6 +113,7 @@ class OpenAIBackend(Backend):
         retry: RetryPolicy | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         wakeups: SlotWakeups | None = None,
+        metrics: Recorder | None = None,
     ) -> None:
         super().__init__(
             name,
@@ -121,6 +123,7 @@ class OpenAIBackend(Backend):
             slot_wait_s=slot_wait_s,
             concurrency=concurrency,
             wakeups=wakeups,
+            metrics=metrics,
         )
         self.endpoint = public_url(settings.endpoint)
         self.retry = retry or RetryPolicy()

@@ -1,0 +1,69 @@
+"""Counting in memory and adding the counts to Redis in one pipeline now and then.
+
+Counting costs a dict update; `flush` sends what was counted since the last flush with
+HINCRBYFLOAT (atomic per field, so every process adds to the same totals). A flush that
+fails keeps its counts for the next one. A process that dies loses what it counted
+since its last flush: the controller flushes every second, a worker after each job.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import redis.asyncio
+import redis.exceptions
+
+from gencoach.logs import get_logger
+from gencoach.metrics.catalog import Counter, Histogram
+from gencoach.metrics.series import Series, bound, field
+
+log = get_logger("metrics")
+
+
+class Recorder:
+    """One process's counts not yet in Redis. Without a client, counts stay in memory."""
+
+    def __init__(self, client: redis.asyncio.Redis | None = None, key: str = "") -> None:
+        self.client = client
+        self.key = key
+        self._pending: defaultdict[Series, float] = defaultdict(float)
+
+    def inc(self, counter: Counter, *labels: str, by: float = 1) -> None:
+        """Add `by` to the counter's series for these label values."""
+        _check(counter.name, counter.labels, labels)
+        self._pending[counter.name, labels] += by
+
+    def observe(self, histogram: Histogram, seconds: float, *labels: str) -> None:
+        """Count one observation into the histogram's series for these label values."""
+        _check(histogram.name, histogram.labels, labels)
+        pending = self._pending
+        for upper in histogram.buckets:
+            if seconds <= upper:
+                pending[f"{histogram.name}_bucket", (*labels, bound(upper))] += 1
+        pending[f"{histogram.name}_bucket", (*labels, "+Inf")] += 1
+        pending[f"{histogram.name}_sum", labels] += seconds
+        pending[f"{histogram.name}_count", labels] += 1
+
+    def pending(self) -> dict[Series, float]:
+        """What was counted since the last flush."""
+        return dict(self._pending)
+
+    async def flush(self) -> None:
+        """Add the counts to Redis; on failure keep them for the next flush (and log)."""
+        if self.client is None or not self._pending:
+            return
+        taken, self._pending = self._pending, defaultdict(float)
+        pipe = self.client.pipeline(transaction=True)
+        for (name, labels), value in taken.items():
+            pipe.hincrbyfloat(self.key, field(name, labels), value)
+        try:
+            await pipe.execute()
+        except redis.exceptions.RedisError as error:
+            for series, value in taken.items():
+                self._pending[series] += value
+            log.warning("metrics.unflushed", series=len(taken), error=str(error))
+
+
+def _check(name: str, expected: tuple[str, ...], given: tuple[str, ...]) -> None:
+    if len(given) != len(expected):
+        raise ValueError(f"{name} takes labels {expected}, got {given}")

@@ -1,0 +1,35 @@
+"""How one series is named in the Redis hash: its sample name and label values, as JSON.
+
+`["gencoach_jobs_total", ["repair", "done"]]`; a histogram bucket's last label value is
+its upper bound (`le`), as Prometheus writes it.
+"""
+
+from __future__ import annotations
+
+import json
+
+from prometheus_client.utils import floatToGoString
+
+Series = tuple[str, tuple[str, ...]]
+
+
+def field(name: str, labels: tuple[str, ...]) -> str:
+    """The hash field of one series."""
+    return json.dumps([name, list(labels)], separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_field(raw: bytes | str) -> Series | None:
+    """The series a hash field names, or None for a field this version does not write."""
+    try:
+        name, labels = json.loads(raw)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(name, str) or not isinstance(labels, list):
+        return None
+    return name, tuple(str(value) for value in labels)
+
+
+def bound(upper: float) -> str:
+    """A bucket's `le` label value."""
+    text: str = floatToGoString(upper)  # type: ignore[no-untyped-call]
+    return text

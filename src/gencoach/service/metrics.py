@@ -1,0 +1,153 @@
+"""The controller's share of the metrics: flushing its counts, and what a scrape measures.
+
+Every `every_s` the loop adds the controller's counts to Redis and measures how late
+its own wake-up was (the event loop's lag: how long other work kept it from running).
+A scrape flushes first, then reads the counters every process stored and measures the
+gauges: runs by state, each worker queue's waiting jobs, oldest job and workers, the
+stream entries the controllers have not handled yet, and the dead letters kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Awaitable, Callable
+
+import anyio
+import redis.exceptions
+from anyio.abc import TaskStatus
+from redis.asyncio import Redis
+
+from gencoach.constants import CONTROLLER_GROUP, Keys
+from gencoach.logs import get_logger
+from gencoach.metrics import Recorder
+from gencoach.metrics.exposition import Gauge, render, stored
+from gencoach.service.graphstore import GraphStore
+from gencoach.service.nodes import as_text
+from gencoach.service.queues import Backlog
+
+log = get_logger("metrics")
+
+# A run is active until run.finished, then finished until its graph is saved.
+RUN_STATES = ("active", "finished", "saved")
+
+BacklogSource = Callable[[], Awaitable[list[Backlog]]]
+
+
+class ControllerMetrics:
+    """Flushes the controller's recorder and answers scrapes."""
+
+    def __init__(
+        self,
+        client: Redis,
+        keys: Keys,
+        store: GraphStore,
+        backlogs: BacklogSource,
+        every_s: float = 1.0,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.store = store
+        self.backlogs = backlogs
+        self.every_s = every_s
+        self.recorder = Recorder(client, keys.metrics)
+        self.loop_lag_s = 0.0
+        self._stopping = anyio.Event()
+
+    def stop(self) -> None:
+        """End the loop after a last flush."""
+        self._stopping.set()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Flush and measure the loop's lag every `every_s` until stopped."""
+        task_status.started()
+        try:
+            while not self._stopping.is_set():
+                woke = anyio.current_time() + self.every_s
+                with anyio.move_on_after(self.every_s):
+                    await self._stopping.wait()
+                self.loop_lag_s = max(0.0, anyio.current_time() - woke)
+                await self.recorder.flush()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.recorder.flush()
+
+    async def render(self) -> bytes:
+        """The Prometheus text of every process's counters and the gauges measured now."""
+        await self.recorder.flush()
+        series = await stored(self.client, self.keys.metrics)
+        return render(series, await self.gauges())
+
+    async def gauges(self) -> list[Gauge]:
+        """What is measured at scrape time rather than counted."""
+        runs = await self._runs()
+        backlogs = await self.backlogs()
+        waiting = await self._unhandled()
+        dead = await self.client.xlen(self.keys.dead_events)
+        return [
+            Gauge(
+                "gencoach_runs",
+                "Runs this Redis knows, by state (active, finished, saved).",
+                ("state",),
+                runs,
+            ),
+            Gauge(
+                "gencoach_queue_jobs",
+                "Jobs waiting on each worker queue.",
+                ("queue",),
+                {(b.queue,): b.jobs for b in backlogs},
+            ),
+            Gauge(
+                "gencoach_queue_oldest_job_age_seconds",
+                "How long the oldest job waiting on each queue has waited.",
+                ("queue",),
+                {(b.queue,): round(b.oldest_wait_s, 3) for b in backlogs},
+            ),
+            Gauge(
+                "gencoach_queue_workers",
+                "Workers serving each queue.",
+                ("queue",),
+                {(b.queue,): b.workers for b in backlogs},
+            ),
+            Gauge(
+                "gencoach_stream_unhandled_entries",
+                "Entries of each stream the controllers have not acknowledged yet "
+                "(delivered and pending, or not delivered).",
+                ("stream",),
+                waiting,
+            ),
+            Gauge(
+                "gencoach_dead_letters",
+                "Refused events kept in the dead-letter stream.",
+                samples={(): dead},
+            ),
+            Gauge(
+                "gencoach_controller_loop_lag_seconds",
+                "How late the controller's event loop last ran a timer that was due.",
+                samples={(): round(self.loop_lag_s, 4)},
+            ),
+        ]
+
+    async def _runs(self) -> dict[tuple[str, ...], float]:
+        tally = Tally(await self.store.run_states())
+        return {(state,): tally[state] for state in RUN_STATES}
+
+    async def _unhandled(self) -> dict[tuple[str, ...], float]:
+        streams = {
+            "events": self.keys.events,
+            "terminals": self.keys.terminals,
+            "results": self.keys.results,
+        }
+        waiting: dict[tuple[str, ...], float] = {}
+        for name, key in streams.items():
+            try:
+                groups = await self.client.xinfo_groups(key)
+            except redis.exceptions.ResponseError:
+                groups = []  # no such stream yet
+            ours = [g for g in groups if as_text(g["name"]) == CONTROLLER_GROUP]
+            if ours:
+                group = ours[0]
+                lag = group.get("lag")
+                waiting[(name,)] = int(group["pending"]) + int(lag or 0)
+            else:
+                waiting[(name,)] = await self.client.xlen(key)
+        return waiting
