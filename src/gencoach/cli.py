@@ -246,11 +246,10 @@ def health(
     """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
     import httpx
 
+    from gencoach.config.urls import api_url
+
     settings = load_or_exit(config_path(ctx, config))
-    host = settings.api.host
-    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - a wildcard bind is reached on loopback
-        host = "127.0.0.1"
-    url = f"http://{host}:{settings.api.port}/health"
+    url = f"{api_url(settings.api.host, settings.api.port)}/health"
     try:
         response = httpx.get(url, timeout=timeout_s)
     except httpx.HTTPError as error:
@@ -260,6 +259,44 @@ def health(
         typer.echo(f"unhealthy: {url} answered {response.status_code}", err=True)
         raise typer.Exit(1)
     typer.echo(f"healthy: {url}")
+
+
+@app.command()
+def status(
+    ctx: typer.Context,
+    watch: Annotated[
+        bool, typer.Option("--watch", "-w", help="Redraw every --interval seconds until Ctrl-C.")
+    ] = False,
+    interval_s: Annotated[
+        float, typer.Option("--interval", min=0.2, help="Seconds between redraws.")
+    ] = 2.0,
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="The controller's API (default: api.host and api.port)."),
+    ] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Runs, the coaching funnel per route, jobs, queues and backends, from /metrics."""
+    from rich.console import Console
+
+    from gencoach.config.urls import api_url
+    from gencoach.status.command import StatusUnavailable, fetch, watch_status
+    from gencoach.status.view import render
+
+    if url is None:
+        settings = load_or_exit(config_path(ctx, config))
+        url = api_url(settings.api.host, settings.api.port)
+    url = url.rstrip("/")
+    console = Console()
+    if watch:
+        watch_status(console, url, interval_s, timeout_s=min(interval_s, 5.0))
+        return
+    try:
+        snapshot = fetch(url, timeout_s=5.0)
+    except StatusUnavailable as error:
+        typer.echo(str(error), err=True)
+        raise typer.Exit(1) from None
+    console.print(render(snapshot, url))
 
 
 @app.command()

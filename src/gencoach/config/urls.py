@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import SplitResult, urlsplit
 
 REDIS_EMBEDDED = "embedded"
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 - recognised, not bound
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -71,3 +72,12 @@ def url_has_prefix(url: str, prefix: str) -> bool:
     base = allowed.path.rstrip("/")
     path = target.path or "/"
     return not base or path == base or path.startswith(base + "/")
+
+
+def api_url(host: str, port: int) -> str:
+    """Where a local client reaches an API bound to `host:port` (a wildcard on loopback)."""
+    if host in _WILDCARDS:
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"

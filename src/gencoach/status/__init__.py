@@ -1,0 +1,1 @@
+"""`gencoach status`: a controller's `/metrics` at a glance in the terminal."""

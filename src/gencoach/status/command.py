@@ -1,0 +1,56 @@
+"""Fetching a controller's `/metrics` and printing it, once or refreshed until Ctrl-C."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.text import Text
+
+from gencoach.status.snapshot import Snapshot, parse
+from gencoach.status.view import render
+
+
+class StatusUnavailable(Exception):  # noqa: N818 - a state, reported in one line
+    """The controller could not be read; the message says where and why."""
+
+
+def fetch(url: str, timeout_s: float) -> Snapshot:
+    """One scrape of `url`/metrics, parsed."""
+    endpoint = f"{url}/metrics"
+    try:
+        response = httpx.get(endpoint, timeout=timeout_s)
+    except httpx.HTTPError as error:
+        raise StatusUnavailable(
+            f"no controller answers at {endpoint} ({error or type(error).__name__}); "
+            "is `gencoach serve` running with this config?"
+        ) from None
+    if response.status_code != httpx.codes.OK:
+        raise StatusUnavailable(f"{endpoint} answered {response.status_code}: {response.text}")
+    return parse(response.text)
+
+
+def view(url: str, timeout_s: float) -> RenderableType:
+    """The status, or the one line that says why there is none."""
+    try:
+        return render(fetch(url, timeout_s), url)
+    except StatusUnavailable as error:
+        return Text(str(error), style="red")
+
+
+def _frame(url: str, every_s: float, timeout_s: float) -> RenderableType:
+    stamp = Text(f"{time.strftime('%H:%M:%S')}, every {every_s:g} s; Ctrl-C ends", style="dim")
+    return Group(stamp, view(url, timeout_s))
+
+
+def watch_status(console: Console, url: str, every_s: float, timeout_s: float) -> None:
+    """Redraw the status every `every_s` until interrupted (a lost controller is shown)."""
+    with Live(_frame(url, every_s, timeout_s), console=console, auto_refresh=False) as live:
+        try:
+            while True:
+                time.sleep(every_s)
+                live.update(_frame(url, every_s, timeout_s), refresh=True)
+        except KeyboardInterrupt:
+            return  # Ctrl-C is how a watch ends
