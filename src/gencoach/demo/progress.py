@@ -6,7 +6,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
+from rich import box
+from rich.console import Group, RenderableType
 from rich.table import Table
+from rich.text import Text
 
 ROUTES = ("format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite")
 REACHED = {
@@ -75,9 +78,21 @@ def snapshot(api: str, client: httpx.Client) -> Snapshot:
     return seen
 
 
-def render(seen: Snapshot, title: str) -> Table:
-    """The table the demo shows, live and at the end."""
-    table = Table(title=title, title_justify="left")
+def render(seen: Snapshot, title: str) -> RenderableType:
+    """The table the demo shows, live and at the end, then its footer.
+
+    Without outer edges the table fits 80 columns. The footer wraps at the console's width,
+    never cut, even on a console that soft-wraps (as the demo's does, and Live then crops
+    each line at the terminal's width).
+    """
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     table.add_column("route")
     for column in ("seen", "limited", "skipped", "admitted", "corrected", "executed"):
         table.add_column(column, justify="right")
@@ -92,9 +107,13 @@ def render(seen: Snapshot, title: str) -> Table:
             str(seen.skipped_other[route]),
             *(str(seen.reached[stage][route]) for stage in REACHED),
         )
-    table.caption = (
+    return Group(table, Text(footer(seen), style="table.caption", no_wrap=False, overflow="fold"))
+
+
+def footer(seen: Snapshot) -> str:
+    """The line under the table: how far the runs are, and what its columns mean."""
+    return (
         f"runs {seen.finished}/{seen.runs} finished · situations {seen.situations} · "
         f"decisions {seen.decisions} · seen: opportunities · limited: refused by the "
         "stage limits · skipped: ruled out by config, agent or trajectory"
     )
-    return table

@@ -10,6 +10,7 @@ way out, also on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import time
 from collections.abc import Iterator
@@ -20,13 +21,13 @@ import anyio
 import httpx
 import yaml
 from rich.console import Console
-from rich.live import Live
 
 from gencoach.demo.causes import causes
+from gencoach.demo.display import fit_to_output, print_summary, watch
 from gencoach.demo.invocation import own_command
 from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
-from gencoach.demo.progress import Snapshot, render, snapshot
+from gencoach.demo.progress import Snapshot, snapshot
 from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
@@ -38,7 +39,7 @@ MUST_PROVE = ("format", "failure", "suboptimal")
 
 @dataclass(frozen=True)
 class DemoOptions:
-    """What the demo runs; the defaults finish in about a minute on two cores."""
+    """What the demo runs; the defaults finish in about half a minute on two idle cores."""
 
     output_dir: Path = Path("output")
     redis_url: str | None = None
@@ -157,22 +158,7 @@ async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> lis
 
 async def _watch(api: str, console: Console, done: anyio.Event) -> None:
     with httpx.Client(timeout=5) as client:
-        live = Live(console=console, auto_refresh=False) if console.is_terminal else None
-        last_line = 0.0
-        with live or contextlib.nullcontext():
-            while not done.is_set():
-                seen = await anyio.to_thread.run_sync(snapshot, api, client)
-                if live is not None:
-                    live.update(render(seen, "gencoach demo: coaching live"), refresh=True)
-                elif time.monotonic() - last_line > 5:
-                    last_line = time.monotonic()
-                    proven = sum(seen.reached["proven"].values())
-                    console.print(
-                        f"runs {seen.finished}/{seen.runs}, decisions {seen.decisions}, "
-                        f"requests {sum(seen.opportunities.values())}, proven {proven}"
-                    )
-                with anyio.move_on_after(1.0):
-                    await done.wait()
+        await watch(functools.partial(snapshot, api, client), console, done)
 
 
 async def _drive(
@@ -207,6 +193,7 @@ async def _drive(
 
 def run_demo(options: DemoOptions, console: Console) -> int:
     """Run the demo: 0 when it ran to its summary, 1 when a part failed, 130 on Ctrl-C."""
+    fit_to_output(console)
     folder = (options.output_dir / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
     folder.mkdir(parents=True)
     started = time.monotonic()
@@ -219,7 +206,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: every process the demo started was stopped[/]")
         return 130
-    console.print(render(seen, f"gencoach demo: done in {time.monotonic() - started:.0f} s"))
+    print_summary(console, seen, time.monotonic() - started)
     graphs = folder / "graphs"
     export = f"{own_command()} export {graphs} --format chat"
     console.print(f"saved graphs: {graphs}  (then: {export})")
