@@ -277,17 +277,16 @@ def status(
     config: ConfigOption = None,
 ) -> None:
     """Runs, the coaching funnel per route, jobs, queues and backends, from /metrics."""
-    from rich.console import Console
-
     from gencoach.config.urls import api_url
     from gencoach.status.command import StatusUnavailable, fetch, watch_status
     from gencoach.status.view import render
+    from gencoach.terminal import fitted_console
 
     if url is None:
         settings = load_or_exit(config_path(ctx, config))
         url = api_url(settings.api.host, settings.api.port)
     url = url.rstrip("/")
-    console = Console()
+    console = fitted_console()
     if watch:
         watch_status(console, url, interval_s, timeout_s=min(interval_s, 5.0))
         return

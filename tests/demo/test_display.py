@@ -11,13 +11,12 @@ from rich.console import Console
 
 from gencoach.demo.display import (
     LIVE_TITLE,
-    WIDTH_WHEN_NOT_A_TERMINAL,
-    fit_to_output,
     print_summary,
     progress_line,
     watch,
 )
 from gencoach.demo.progress import REACHED, ROUTES, Snapshot, footer
+from gencoach.terminal import WIDTH_WHEN_NOT_A_TERMINAL, fit_to_output
 from tests.demo.screen import screen
 
 SUMMARY_TITLE = "gencoach demo: done in 23 s"

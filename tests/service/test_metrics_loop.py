@@ -4,6 +4,8 @@ follow what the generator reported and what coaching did with it."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,3 +125,13 @@ async def test_counters_follow_the_events_and_the_coaching(
         "terminals",
         "results",
     }
+
+    # `gencoach status` prints the same funnel.
+    command = [sys.executable, "-m", "gencoach", "status", "--url", url]
+    with anyio.fail_after(30):
+        done = await anyio.run_process(command, check=False, env=os.environ | {"COLUMNS": "200"})
+    out = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
+    funnel = {stage: rows.get(stage) for stage in ("opportunities", "admitted", "proven", "failed")}
+    assert funnel == {"opportunities": ["4"], "admitted": ["4"], "proven": ["3"], "failed": ["1"]}

@@ -8,7 +8,6 @@ rich would lay them out for 80 columns, cutting what is wider.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -19,17 +18,8 @@ from rich.live import Live
 from gencoach.demo.progress import Snapshot, render
 
 LIVE_TITLE = "gencoach demo: coaching live"
-# Wide enough for the summary table and its footer on one line each, when not a terminal.
-WIDTH_WHEN_NOT_A_TERMINAL = 200
 REFRESH_S = 1.0
 LINE_EVERY_S = 5.0
-
-
-def fit_to_output(console: Console) -> None:
-    """Not a terminal: let lines run wide instead of cutting them at rich's 80 columns,
-    unless COLUMNS sets the width (rich has taken it then)."""
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        console.width = WIDTH_WHEN_NOT_A_TERMINAL
 
 
 async def watch(

@@ -23,7 +23,7 @@ import yaml
 from rich.console import Console
 
 from gencoach.demo.causes import causes
-from gencoach.demo.display import fit_to_output, print_summary, watch
+from gencoach.demo.display import print_summary, watch
 from gencoach.demo.invocation import own_command
 from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
@@ -32,6 +32,7 @@ from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
 from gencoach.sim.scenarios import SCENARIOS
+from gencoach.terminal import fit_to_output
 
 TEACHER = "gencoach.sim.teacher:diagnose"
 MUST_PROVE = ("format", "failure", "suboptimal")

@@ -174,11 +174,11 @@ def query(
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 5,
 ) -> None:
     """Print how many trajectories a query selects and the first few (index only)."""
-    from rich.console import Console
     from rich.table import Table
 
     from gencoach.library.query import DatasetQuery
     from gencoach.library.sampling import SamplingConfig
+    from gencoach.terminal import fitted_console
 
     criteria = {
         "scenarios": scenario, "targets": target, "task_keys": task_key,
@@ -205,4 +205,4 @@ def query(
         table.add_row(row.id, row.task_key, row.split, row.outcome, row.quality_tier,
                       str(row.rank), reward, row.provenance)  # fmt: skip
     if rows and limit > 0:
-        Console(width=200).print(table)
+        fitted_console().print(table)

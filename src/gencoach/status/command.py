@@ -46,11 +46,17 @@ def _frame(url: str, every_s: float, timeout_s: float) -> RenderableType:
 
 
 def watch_status(console: Console, url: str, every_s: float, timeout_s: float) -> None:
-    """Redraw the status every `every_s` until interrupted (a lost controller is shown)."""
-    with Live(_frame(url, every_s, timeout_s), console=console, auto_refresh=False) as live:
-        try:
+    """Show the status every `every_s` until Ctrl-C: redrawn in place on a terminal,
+    appended frame after frame to a pipe or a file. A lost controller is shown, not fatal."""
+    try:
+        if not console.is_terminal:
+            while True:
+                console.print(_frame(url, every_s, timeout_s), "")
+                console.file.flush()
+                time.sleep(every_s)
+        with Live(_frame(url, every_s, timeout_s), console=console, auto_refresh=False) as live:
             while True:
                 time.sleep(every_s)
                 live.update(_frame(url, every_s, timeout_s), refresh=True)
-        except KeyboardInterrupt:
-            return  # Ctrl-C is how a watch ends
+    except KeyboardInterrupt:
+        return  # Ctrl-C is how a watch ends

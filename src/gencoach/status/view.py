@@ -32,11 +32,20 @@ def _seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
 
 
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=None, pad_edge=False)
-    for index, column in enumerate(columns):
-        table.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
-    return table
+class _Section:
+    """A bold title line over a borderless table whose first column is left-aligned."""
+
+    def __init__(self, title: str, *columns: str) -> None:
+        self.title = Text(title, style="bold")
+        self.table = Table(box=None, pad_edge=False)
+        for index, column in enumerate(columns):
+            self.table.add_column(column, justify="left" if index == 0 else "right", no_wrap=True)
+
+    def add_row(self, *cells: str) -> None:
+        self.table.add_row(*cells)
+
+    def renderable(self) -> RenderableType:
+        return Group(self.title, self.table)
 
 
 def _overview(snap: Snapshot, url: str) -> Text:
@@ -48,8 +57,8 @@ def _overview(snap: Snapshot, url: str) -> Text:
         f"runs        {runs}",
         f"events      {_n(events.get('applied', 0))} applied, "
         f"{_n(events.get('duplicate', 0))} duplicate, "
-        f"{_n(events.get('dead_lettered', 0))} dead-lettered "
-        f"({_n(snap.dead_letters)} kept); {_n(unhandled)} stream entries not yet handled",
+        f"{_n(events.get('dead_lettered', 0))} dead-lettered ({_n(snap.dead_letters)} kept)",
+        f"streams     {_n(unhandled)} entries not yet handled by the controllers",
     ]
     return Text("\n".join(lines))
 
@@ -57,46 +66,47 @@ def _overview(snap: Snapshot, url: str) -> Text:
 def _funnel(snap: Snapshot) -> RenderableType:
     if not snap.funnels:
         return Text("coaching    no opportunity yet", style="dim")
-    table = _table("coaching funnel (requests per route)", "route", *FUNNEL)
-    for route, funnel in sorted(snap.funnels.items()):
-        table.add_row(route, *(_n(getattr(funnel, column)) for column in FUNNEL))
-    return table
+    routes = sorted(snap.funnels)
+    section = _Section("coaching funnel (requests per route)", "", *routes)
+    for stage in FUNNEL:
+        section.add_row(stage, *(_n(getattr(snap.funnels[route], stage)) for route in routes))
+    return section.renderable()
 
 
 def _skips(snap: Snapshot) -> RenderableType | None:
     if not snap.skips:
         return None
-    table = _table("why opportunities were skipped", "route", "reason", "count")
-    table.columns[1].justify = "left"
+    section = _Section("why opportunities were skipped", "route", "reason", "count")
+    section.table.columns[1].justify = "left"
     for (route, reason), count in sorted(snap.skips.items(), key=lambda item: -item[1]):
-        table.add_row(route, reason, _n(count))
-    return table
+        section.add_row(route, reason, _n(count))
+    return section.renderable()
 
 
 def _jobs(snap: Snapshot) -> RenderableType | None:
     if not snap.jobs:
         return None
-    table = _table("worker jobs", "kind", *JOB_OUTCOMES)
+    section = _Section("worker jobs", "kind", *JOB_OUTCOMES)
     for kind, outcomes in sorted(snap.jobs.items()):
-        table.add_row(kind, *(_n(outcomes.get(outcome, 0)) for outcome in JOB_OUTCOMES))
-    return table
+        section.add_row(kind, *(_n(outcomes.get(outcome, 0)) for outcome in JOB_OUTCOMES))
+    return section.renderable()
 
 
 def _queues(snap: Snapshot) -> RenderableType:
-    table = _table("queues", "queue", "waiting", "oldest", "workers")
+    section = _Section("queues", "queue", "waiting", "oldest", "workers")
     for name, queue in sorted(snap.queues.items()):
         oldest = _seconds(queue.oldest_s) if queue.waiting else "-"
-        table.add_row(name, _n(queue.waiting), oldest, _n(queue.workers))
-    return table
+        section.add_row(name, _n(queue.waiting), oldest, _n(queue.workers))
+    return section.renderable()
 
 
 def _backends(snap: Snapshot) -> RenderableType | None:
     if not snap.backends:
         return None
-    columns = ("backend", "calls", "failed", "mean latency", "prompt tok", "completion tok")
-    table = _table("backends", *columns, "answers refused")
+    columns = ("backend", "calls", "failed", "mean", "tokens in", "tokens out", "refused")
+    section = _Section("backends (mean: latency of the calls answered; refused: answers)", *columns)
     for name, calls in sorted(snap.backends.items()):
-        table.add_row(
+        section.add_row(
             name,
             _n(calls.ok + calls.failed),
             _n(calls.failed),
@@ -105,7 +115,7 @@ def _backends(snap: Snapshot) -> RenderableType | None:
             _n(calls.completion_tokens),
             _n(calls.refused_answers),
         )
-    return table
+    return section.renderable()
 
 
 def render(snap: Snapshot, url: str) -> Group:
