@@ -222,12 +222,13 @@ def test_worker_without_serve_embedded_redis_says_so(tmp_path: Path) -> None:
 
 
 def test_every_settings_command_takes_config_after_its_name(tmp_path: Path) -> None:
-    """`gencoach CMD --config F` reads F as `gencoach --config F CMD` does, for each command
-    that reads the settings; the same file given twice is fine, two different ones are not."""
+    """`gencoach CMD -c F` reads F as `gencoach --config F CMD` does, for each command that
+    reads the settings; the same file given twice is fine, two different ones are not."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("redis:\n  urll: x\n")
-    for command in (["serve"], ["worker"], ["health"], ["save", "r1"], ["config", "check"]):
-        after = _gencoach(*command, "--config", str(bad), cwd=tmp_path)
+    commands = (["serve"], ["worker"], ["health"], ["save", "r1"], ["config", "check"], ["status"])
+    for command in commands:
+        after = _gencoach(*command, "-c", str(bad), cwd=tmp_path)
         before = _gencoach("--config", str(bad), *command, cwd=tmp_path)
         assert (after.returncode, before.returncode) == (2, 2), command
         assert "redis.urll: unknown key" in after.stderr, command

@@ -353,7 +353,7 @@ def worker(
         int | None,
         typer.Option(
             "--concurrency",
-            "-c",
+            "-j",
             min=1,
             help="Jobs in flight per process, async mode (default: workers.concurrency).",
         ),

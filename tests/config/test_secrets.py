@@ -7,6 +7,7 @@ import json
 import pytest
 
 from gencoach.config import MASK, Settings, redacted
+from gencoach.config.redaction import is_secret_key
 
 from .checks import Load, Refuse, problem_at
 
@@ -74,6 +75,15 @@ def test_only_secret_like_headers_are_masked(load: Load, name: str) -> None:
     assert headers == {name: MASK, "Accept": "application/json"}
     assert SECRET not in repr(settings)
     assert settings.backends["local"].header_values()[name] == SECRET
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [("max_tokens", False), ("access_token", True), ("X-Auth-Token", True), ("tokens_s", False)],
+)
+def test_token_counts_are_not_secrets(key: str, *, secret: bool) -> None:
+    """`max_tokens` is a count `config check` shows; a token itself is masked."""
+    assert is_secret_key(key) is secret
 
 
 def test_variable_named_by_token_env_is_not_an_unknown_setting(load: Load) -> None:

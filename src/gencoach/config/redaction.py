@@ -16,9 +16,9 @@ MASK = "**********"
 
 # Keys whose value is a secret wherever they appear, including under keys nobody
 # declared (an unknown `api_key:` is echoed in its error otherwise). `*_env` keys only
-# name a variable, and are not secret themselves.
+# name a variable, and are not secret themselves; `tokens` counts them (`max_tokens`).
 _SECRET_KEY = re.compile(
-    r"auth(?!ors?\b)|api[_-]?key|token|secret|passw(or)?d|credential|cookie",
+    r"auth(?!ors?\b)|api[_-]?key|token(?!s)|secret|passw(or)?d|credential|cookie",
     re.IGNORECASE,
 )
 # Mappings an error message never echoes (a broken one may hold a secret anywhere); once
