@@ -18,6 +18,7 @@ from tests.support.coaching import coaching_settings, report_known, requests_of,
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, json_reply
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.slow
 
@@ -120,6 +121,12 @@ def test_limits_refusals_are_recorded_and_budgets_change_live(
     assert next(r for r in stage0 if r["state"] == "queued")["job"] in ("repair", "diagnosis")
     skipped = next(r for r in stage0 if r["state"] == "skipped")
     assert skipped["reason"] == "refused by the stage limits: pending 1 of 1"
+    samples = scrape(controller.url)
+    assert samples.by("gencoach_opportunities_total", "outcome") == {"admitted": 2, "refused": 1}
+    assert samples.value(
+        "gencoach_opportunities_total", route=skipped["route"], outcome="refused", reason="pending"
+    )
+    assert samples.total("gencoach_queue_jobs") == 2  # no worker: both wait
     stages = httpx.get(f"{controller.url}/v1/runs/tight/stages").json()["stages"]
     assert {(s["stage_id"], s["pending"], s["max_pending"]) for s in stages} == {
         (0, 1, 1),

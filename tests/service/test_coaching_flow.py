@@ -12,6 +12,7 @@ from tests.support.agent_server import ScriptedAgent, default_info
 from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.slow
 
@@ -106,6 +107,8 @@ def test_skip_rules_are_recorded_with_their_reasons(
     assert found["suboptimal"]["reason"] == "the agent does not offer suboptimal coaching"
     assert found["format"]["state"] == "reinjected"
     assert llm.requests == []
+    skips = scrape(controller.url).by("gencoach_opportunities_total", "reason", outcome="skipped")
+    assert skips == {"route_off": 1, "kind_not_offered": 1}
     ignored = [
         json.loads(line)
         for line in controller.log_text().splitlines()

@@ -16,6 +16,7 @@ from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.graph import read_save
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.slow
 
@@ -80,6 +81,17 @@ def test_bad_events_are_dead_lettered_and_intake_goes_on(
     )
     assert dead[0]["event"] == "{not json"
     assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+
+    # /metrics counts them: what never parsed has no type; a valid event keeps its own.
+    samples = scrape(controller.url)
+    assert samples.by("gencoach_events_total", "type", outcome="dead_lettered") == {
+        "unparsed": 3,
+        "run.finished": 1,
+    }
+    events = len(known_run_events())
+    assert samples.total("gencoach_events_total", outcome="applied") == events
+    assert samples.total("gencoach_events_total", outcome="duplicate") == events
+    assert samples.value("gencoach_dead_letters") == 4
 
 
 def test_sigkill_mid_stream_then_restart_applies_everything_once(
