@@ -15,6 +15,7 @@ def test_defaults_say_coaching_is_off_and_why(tmp_path: Path) -> None:
     assert lines == [
         "redis:    redis://127.0.0.1:6390/0 (embedded, stopped on exit), key prefix gencoach",
         "api:      http://127.0.0.1:8750/ (no token: reachable from this machine only)",
+        "metrics:  http://127.0.0.1:8750/metrics (Prometheus); `gencoach status` shows them",
         "agents:   runs may name agents under http://127.0.0.1, http://localhost",
         "coaching: off (coaching.enabled is false: runs are recorded and saved, "
         "nothing is coached)",

@@ -23,6 +23,8 @@ def startup_summary(settings: Settings, redis_url: str) -> list[str]:
     lines = [
         f"redis:    {mask_password(redis_url)}{redis_origin}, key prefix {prefix}",
         f"api:      http://{api.host}:{api.port}/ ({protection})",
+        f"metrics:  http://{api.host}:{api.port}/metrics (Prometheus); "
+        "`gencoach status` shows them",
         f"agents:   runs may name agents under {', '.join(settings.agents) or 'none'}",
     ]
     if not coaching.enabled:
