@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from benchmarks.common import bench_redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
+from gencoach.metrics import Recorder
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake, IntakeOptions
 from tests.support.graphs import known_run_events
@@ -68,12 +69,18 @@ async def _raw(client: Redis, keys: Keys, events: list[str], batch: int, prefill
     return time.perf_counter() - started
 
 
-async def _intake(client: Redis, keys: Keys, events: list[str], batch: int, prefill: bool) -> float:
+async def _intake(
+    client: Redis,
+    keys: Keys,
+    events: list[str],
+    batch: int,
+    prefill: bool,
+    metrics: Recorder | None = None,
+) -> float:
     if prefill:
         await _fill(client, keys.events, events)
-    intake = Intake(
-        client, keys, GraphStore(client, keys), IntakeOptions("bench", batch_size=batch)
-    )
+    options = IntakeOptions("bench", batch_size=batch)
+    intake = Intake(client, keys, GraphStore(client, keys), options, metrics=metrics)
     publisher = client
     async with anyio.create_task_group() as tg:
         await tg.start(intake.run)

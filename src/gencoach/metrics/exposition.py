@@ -49,7 +49,9 @@ async def stored(client: redis.asyncio.Redis, key: str) -> dict[Series, float]:
 
 class _Snapshot(Collector):
     def __init__(self, series: dict[Series, float], gauges: Iterable[Gauge]) -> None:
-        self.series = series
+        self.by_name: defaultdict[str, list[tuple[tuple[str, ...], float]]] = defaultdict(list)
+        for (name, labels), value in sorted(series.items()):
+            self.by_name[name].append((labels, value))
         self.gauges = tuple(gauges)
 
     def collect(self) -> Iterator[Metric]:
@@ -68,8 +70,8 @@ class _Snapshot(Collector):
         metric = CounterMetricFamily(
             counter.name.removesuffix("_total"), counter.help, labels=counter.labels
         )
-        for (name, labels), value in sorted(self.series.items()):
-            if name == counter.name and len(labels) == len(counter.labels):
+        for labels, value in self.by_name[counter.name]:
+            if len(labels) == len(counter.labels):
                 metric.add_metric(labels, value)
         return metric
 
@@ -77,10 +79,11 @@ class _Snapshot(Collector):
         counts: defaultdict[tuple[str, ...], dict[str, float]] = defaultdict(dict)
         sums: dict[tuple[str, ...], float] = {}
         width = len(histogram.labels)
-        for (name, labels), value in self.series.items():
-            if name == f"{histogram.name}_bucket" and len(labels) == width + 1:
+        for labels, value in self.by_name[f"{histogram.name}_bucket"]:
+            if len(labels) == width + 1:
                 counts[labels[:width]][labels[width]] = value
-            elif name == f"{histogram.name}_sum" and len(labels) == width:
+        for labels, value in self.by_name[f"{histogram.name}_sum"]:
+            if len(labels) == width:
                 sums[labels] = value
         metric = HistogramMetricFamily(histogram.name, histogram.help, labels=histogram.labels)
         bounds = [*(bound(upper) for upper in histogram.buckets), "+Inf"]
