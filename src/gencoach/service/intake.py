@@ -36,7 +36,7 @@ from gencoach.service.graphstore import Applied, GraphStore
 _EVENT_KEY = EVENT_FIELD.encode()
 # How much of an oversized event its dead letter keeps.
 _DEAD_EXCERPT = 4096
-# The `type` label of a dead-lettered entry that is not an event at all.
+# The type of a dead-lettered entry that is not an event at all (its metrics label).
 UNPARSED = "unparsed"
 
 log = get_logger("intake")
@@ -152,31 +152,30 @@ class Intake:
     async def process(self, entries: Sequence[Entry]) -> None:
         """Apply a batch, dead-letter what cannot be applied, then acknowledge all of it."""
         parsed: list[tuple[bytes, bytes, AnyEvent]] = []
-        dead: list[tuple[bytes, dict[bytes, bytes], str]] = []
-        dead_types: list[str] = []
+        # Each refused entry: its id, what its dead letter keeps, why, and its event type.
+        dead: list[tuple[bytes, dict[bytes, bytes], str, str]] = []
         for entry_id, fields in entries:
             if not fields:
                 continue  # trimmed from the stream while pending: nothing left to apply
             raw = fields.get(_EVENT_KEY)
             if raw is None:
-                dead.append((entry_id, fields, "the stream entry has no 'event' field"))
+                dead.append((entry_id, fields, "the stream entry has no 'event' field", UNPARSED))
                 continue
             if len(raw) > self.options.max_event_bytes:
                 reason = (
                     f"the event is {len(raw)} bytes; events are at most "
                     f"{self.options.max_event_bytes} bytes (controller.max_event_bytes)"
                 )
-                dead.append((entry_id, {_EVENT_KEY: raw[:_DEAD_EXCERPT]}, reason))
+                dead.append((entry_id, {_EVENT_KEY: raw[:_DEAD_EXCERPT]}, reason, UNPARSED))
                 continue
             try:
                 event = parse_event_json(raw)
             except ContractError as error:
-                dead.append((entry_id, fields, str(error)))
+                dead.append((entry_id, fields, str(error), UNPARSED))
                 continue
             refusal = self.refusal(event, len(raw))
             if refusal is not None:
-                dead.append((entry_id, fields, refusal[1]))
-                dead_types.append(event.type)
+                dead.append((entry_id, fields, refusal[1], event.type))
                 continue
             parsed.append((entry_id, raw, event))
         results = await self.store.apply([event for _, _, event in parsed]) if parsed else []
@@ -185,8 +184,7 @@ class Intake:
         for (entry_id, raw, event), applied in zip(parsed, results, strict=True):
             if applied.outcome == "err":
                 reason = f"{event.type} seq {event.seq} of run {event.run_id}: {applied.reason}"
-                dead.append((entry_id, {_EVENT_KEY: raw}, reason))
-                dead_types.append(event.type)
+                dead.append((entry_id, {_EVENT_KEY: raw}, reason, event.type))
                 continue
             if applied.outcome == "dup":
                 self.counters.duplicates += 1
@@ -199,7 +197,7 @@ class Intake:
         pipe = self.client.pipeline(transaction=False)
         for terminal in terminals:
             pipe.xadd(self.keys.terminals, terminal)  # type: ignore[arg-type]
-        for entry_id, fields, reason in dead:
+        for entry_id, fields, reason, _ in dead:
             payload = fields.get(_EVENT_KEY) or json.dumps(_decoded(fields)).encode()
             pipe.xadd(
                 self.keys.dead_events,
@@ -216,9 +214,7 @@ class Intake:
         for event, _ in done:
             self.counters.by_type[event.type] = self.counters.by_type.get(event.type, 0) + 1
             self.metrics.inc(EVENTS, event.type, "applied")
-        # What could not be parsed has no type to tell.
-        dead_types.extend([UNPARSED] * (len(dead) - len(dead_types)))
-        for type_ in dead_types:
+        for *_, type_ in dead:
             self.metrics.inc(EVENTS, type_, "dead_lettered")
         if done and self.on_applied is not None:
             await self.on_applied(done)
