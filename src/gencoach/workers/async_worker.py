@@ -29,6 +29,7 @@ are taken with `gencoach.workers.queues`' atomic, priority-ordered take.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import importlib
 import inspect
@@ -49,6 +50,7 @@ from rq.worker import BaseWorker, WorkerStatus
 from gencoach.constants import QUEUE_DOORBELL
 from gencoach.logs import get_logger
 from gencoach.workers.context import current_context
+from gencoach.workers.outage import REDIS_AWAY, RedisOutage, address_of
 from gencoach.workers.queues import (
     TAKE_SCRIPT,
     WAKE_S,
@@ -119,6 +121,7 @@ class AsyncWorker(BaseWorker):
         self.concurrency = concurrency
         self.shutdown_grace_s = shutdown_grace_s
         self.completed = 0
+        self._outage = RedisOutage(address_of(self.connection))
         self._running: dict[str, _Running] = {}  # by RQ execution id
         self._in_flight = 0  # jobs taken and not yet recorded, whatever their stage
         self._draining = False
@@ -139,7 +142,10 @@ class AsyncWorker(BaseWorker):
         try:
             anyio.run(self._work, burst, backend="asyncio")
         finally:
-            self.teardown()  # type: ignore[no-untyped-call]
+            try:
+                self.teardown()  # type: ignore[no-untyped-call]
+            except REDIS_AWAY as error:
+                log.warning("worker.death_unrecorded", redis=self._outage.url, error=str(error))
         return self.completed > 0
 
     async def _work(self, burst: bool) -> None:
@@ -163,7 +169,13 @@ class AsyncWorker(BaseWorker):
                     while True:
                         await slots.acquire()
                         wait_s = None if not burst else (WAKE_S if self._in_flight else 0.0)
-                        job_and_queue = await self._take(resources, wait_s)
+                        try:
+                            job_and_queue = await self._take(resources, wait_s)
+                        except REDIS_AWAY as error:
+                            slots.release()
+                            await self._outage.wait_until_back(resources.redis, error)
+                            await anyio.to_thread.run_sync(self._register_again)
+                            continue
                         if job_and_queue is None:
                             slots.release()
                             if burst and not self._in_flight:
@@ -175,6 +187,17 @@ class AsyncWorker(BaseWorker):
                 if self._in_flight:
                     log.info("worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s)
                     jobs.start_soon(self._cancel_after_grace)
+
+    def _register_again(self) -> None:
+        """After an outage: register this worker again if Redis lost it (a restart).
+
+        A heartbeat sent since may have made a partial worker hash: it goes first, or RQ
+        would take it for another live worker of the same name.
+        """
+        if not self.connection.sismember(self.redis_workers_keys, self.key):
+            self.connection.delete(self.key)
+            self.register_birth()  # type: ignore[no-untyped-call]
+            log.info("worker.registered_again", name=self.name)
 
     async def _cancel_after_grace(self) -> None:
         with anyio.move_on_after(self.shutdown_grace_s):
@@ -216,6 +239,10 @@ class AsyncWorker(BaseWorker):
             outcome = await self._perform(job, execution)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._finalize, job, queue, execution, outcome)
+        except REDIS_AWAY as error:
+            # The take loop reports the outage; this job's lease lapses and its request is
+            # retried by the controller.
+            log.warning("worker.job_unrecorded", job=job.id, error=str(error))
         except anyio.get_cancelled_exc_class():
             if execution is not None:
                 stopped = WorkerStoppedError("the worker stopped before the job finished")
@@ -278,7 +305,10 @@ class AsyncWorker(BaseWorker):
         while True:
             await anyio.sleep(self.job_monitoring_interval)
             running = list(self._running.values())
-            await anyio.to_thread.run_sync(self._beat, running)
+            try:
+                await anyio.to_thread.run_sync(self._beat, running)
+            except REDIS_AWAY:
+                continue  # the take loop reports the outage and waits it out
 
     def _beat(self, running: list[_Running]) -> None:
         for entry in running:
@@ -296,7 +326,8 @@ class AsyncWorker(BaseWorker):
                 if self._signals == 1:
                     log.info("worker.stopping", mode="warm", signal=name, jobs=len(self._running))
                     self._shutdown_requested_date = now()
-                    await anyio.to_thread.run_sync(self.set_shutdown_requested_date)
+                    with contextlib.suppress(*REDIS_AWAY):  # only RQ's record of the stop
+                        await anyio.to_thread.run_sync(self.set_shutdown_requested_date)
                     self._taking.cancel()
                 else:
                     log.warning(

@@ -1,0 +1,78 @@
+"""`gencoach worker` when its Redis goes away: one line naming that Redis, no traceback, no
+restarts; once an empty Redis is back, the worker registers again and takes jobs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import yaml
+from rq import Worker
+
+from tests.support.controller import wait_for
+from tests.support.processes import kill_tree
+from tests.support.restartable_redis import RestartableRedis
+from tests.workers.test_async_worker import put
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RestartableRedis]:
+    """A private Redis the test kills and starts again."""
+    redis_server = RestartableRedis(tmp_path / "redis")
+    redis_server.start()
+    yield redis_server
+    redis_server.kill()
+
+
+def events(log: Path, name: str) -> list[dict[str, object]]:
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("{") and json.loads(line).get("event") == name:
+            found.append(json.loads(line))
+    return found
+
+
+def test_a_worker_waits_out_a_redis_restart(server: RestartableRedis, tmp_path: Path) -> None:
+    config = tmp_path / "gencoach.yaml"
+    config.write_text(yaml.safe_dump({"redis": {"url": server.url}, "log": {"format": "json"}}))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "gencoach", "worker", "-c", str(config)],
+            stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    client = redis.Redis.from_url(server.url)
+    try:
+        wait_for(lambda: Worker.count(connection=client), 30, "the worker to register")
+        put(client, "record", server.url, "test:before", "taken")
+        wait_for(lambda: client.llen("test:before"), 30, "the worker to take jobs")
+        started = events(log, "worker.started")
+        server.kill()
+        (away,) = wait_for(lambda: events(log, "worker.redis_unreachable"), 15, "the warning")
+        assert away["redis"] == server.url
+        assert away["message"] == (
+            f"Redis at {server.url} does not answer; this worker takes jobs again once it does"
+        )
+
+        server.start()
+        wait_for(lambda: events(log, "worker.registered_again"), 30, "it to register again")
+        job = put(client, "record", server.url, "test:after", "taken")
+        wait_for(lambda: client.lrange("test:after", 0, -1) == [b"taken"], 15, "a job taken")
+        assert job.get_status(refresh=True) == "finished"
+        text = log.read_text(errors="replace")
+        assert "Traceback" not in text
+        assert len(events(log, "worker.redis_unreachable")) == 1
+        assert events(log, "worker.restarted") == []  # the same process all along
+        assert events(log, "worker.started") == started
+        (back,) = events(log, "worker.redis_back")
+        assert back["away_s"] > 0
+    finally:
+        kill_tree(worker.pid)
+        worker.wait(10)
