@@ -199,7 +199,7 @@ def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
     ) as process:
         try:
             assert process.stdout is not None
-            lines = [process.stdout.readline().rstrip("\n") for _ in range(7)]
+            lines = [process.stdout.readline().rstrip("\n") for _ in range(8)]
         finally:
             process.terminate()
             process.wait(timeout=30)
@@ -207,8 +207,11 @@ def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
     assert lines[1] == (
         f"api:      http://127.0.0.1:{port}/ (no token: reachable from this machine only)"
     )
-    assert lines[3].startswith("coaching: off (coaching.enabled is false")
-    assert lines[6] == f"output:   {tmp_path / 'output'}"
+    assert lines[2] == f"metrics:  http://127.0.0.1:{port}/metrics (Prometheus); " + (
+        "`gencoach status` shows them"
+    )
+    assert lines[4].startswith("coaching: off (coaching.enabled is false")
+    assert lines[7] == f"output:   {tmp_path / 'output'}"
 
 
 def test_worker_without_serve_embedded_redis_says_so(tmp_path: Path) -> None:

@@ -116,6 +116,10 @@ async def test_counters_follow_the_events_and_the_coaching(
     assert timed == calls
     assert samples.value("gencoach_job_duration_seconds_count", kind="repair") == jobs["repair"]
 
+    # Bounded labels: nothing names a run, a request or a candidate.
+    values = {value for _, labels in samples for _, value in labels}
+    assert not [value for value in values if RUN in value or ":" in value], values
+
     # Gauges measured at the scrape.
     assert samples.total("gencoach_runs") == 1
     assert samples.total("gencoach_queue_workers") >= 2
