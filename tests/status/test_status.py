@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from rich.console import Console
 from gencoach.metrics import Recorder
 from gencoach.metrics.catalog import EVENTS, LLM_CALLS, LLM_SECONDS, OPPORTUNITIES, REQUESTS
 from gencoach.metrics.exposition import Gauge, render
+from gencoach.status.command import StatusUnavailable, fetch
 from gencoach.status.snapshot import parse
 from gencoach.status.view import render as view
 from tests.support.controller import ControllerProcess
@@ -95,6 +98,35 @@ def test_no_controller_is_one_line_and_exit_1() -> None:
     (line,) = done.stderr.splitlines()
     assert line.startswith(f"no controller answers at {url}/metrics (")
     assert line.endswith("is `gencoach serve` running with this config?")
+
+
+class _NotMetrics(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = b"<html><body>a proxy's login page</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+def test_a_server_that_is_not_a_controller_is_named_in_one_line() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _NotMetrics)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(StatusUnavailable) as caught:
+            fetch(url, timeout_s=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert str(caught.value) == (
+        f"{url}/metrics did not answer in Prometheus text (invalid metric name:<html><body>a "
+        "proxy's login page</body></html>); is it a gencoach controller?"
+    )
 
 
 @pytest.mark.slow

@@ -18,14 +18,11 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.constants import CONTROLLER_GROUP, Keys
-from gencoach.logs import get_logger
 from gencoach.metrics import Recorder
 from gencoach.metrics.exposition import Gauge, render, stored
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.nodes import as_text
 from gencoach.service.queues import Backlog
-
-log = get_logger("metrics")
 
 # A run is active until run.finished, then finished until its graph is saved.
 RUN_STATES = ("active", "finished", "saved")

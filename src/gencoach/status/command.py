@@ -12,6 +12,9 @@ from rich.text import Text
 from gencoach.status.snapshot import Snapshot, parse
 from gencoach.status.view import render
 
+# How much of an unexpected answer an error quotes.
+_EXCERPT = 200
+
 
 class StatusUnavailable(Exception):  # noqa: N818 - a state, reported in one line
     """The controller could not be read; the message says where and why."""
@@ -28,8 +31,14 @@ def fetch(url: str, timeout_s: float) -> Snapshot:
             "is `gencoach serve` running with this config?"
         ) from None
     if response.status_code != httpx.codes.OK:
-        raise StatusUnavailable(f"{endpoint} answered {response.status_code}: {response.text}")
-    return parse(response.text)
+        excerpt = response.text[:_EXCERPT]
+        raise StatusUnavailable(f"{endpoint} answered {response.status_code}: {excerpt}")
+    try:
+        return parse(response.text)
+    except ValueError as error:
+        raise StatusUnavailable(
+            f"{endpoint} did not answer in Prometheus text ({error}); is it a gencoach controller?"
+        ) from None
 
 
 def view(url: str, timeout_s: float) -> RenderableType:
