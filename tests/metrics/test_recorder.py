@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 import redis.asyncio
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from gencoach.metrics import Recorder
 from gencoach.metrics.catalog import EVENTS, JOB_SECONDS, LLM_CALLS
@@ -42,7 +44,8 @@ async def test_two_recorders_add_to_the_same_totals(
 async def test_a_flush_that_fails_keeps_its_counts_for_the_next(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
-    nowhere = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=1)
+    no_retries = Retry(NoBackoff(), 0)
+    nowhere = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=1, retry=no_retries)
     recorder = Recorder(nowhere, KEY)
     recorder.inc(EVENTS, "run.started", "applied")
     await recorder.flush()  # logged, not raised
