@@ -43,6 +43,7 @@ _HASH_TAG_CHARS: Final = frozenset("{}")
 RefusedBy = Literal["pending", "unproven", "completed"]
 CompleteOutcome = Literal["completed", "late", "duplicate"]
 AdmitOutcome = Literal["admitted", "renewed", "refused"]
+Renewal = Literal["renewed", "expired", "absent"]
 
 
 def _script_text(name: str) -> str:
@@ -202,11 +203,16 @@ class StageLimits:
         return _admission(reply, limits)
 
     async def renew(self, run_id: str, stage_id: int, request_id: str, lease_s: float) -> bool:
-        """Extend a live lease to `lease_s` from now; False if it is gone (slot reclaimed)."""
+        """Extend a live lease to `lease_s` from now; False if it is gone."""
+        return await self.renewal(run_id, stage_id, request_id, lease_s) == "renewed"
+
+    async def renewal(self, run_id: str, stage_id: int, request_id: str, lease_s: float) -> Renewal:
+        """Extend a live lease to `lease_s` from now, or say why it cannot be: `expired`
+        (it lapsed before this renewal) or `absent` (released, completed or reclaimed)."""
         _check_ids(run_id, stage_id, request_id)
         args: list[str | int] = [request_id, _lease_ms(lease_s)]
         reply = await self._call(self._renew, run_id, stage_id, args)
-        return reply.outcome == "renewed"
+        return "renewed" if reply.outcome == "renewed" else cast(Renewal, reply.detail)
 
     async def lease_alive(self, run_id: str, stage_id: int, request_id: str) -> bool:
         """Whether the request holds a live lease now (its holder renewed it in time)."""

@@ -157,6 +157,23 @@ async def test_an_expired_lease_frees_its_slot(limits: StageLimits) -> None:
     assert await limits.renew(RUN, STAGE, "r1", LONG_S) is False
 
 
+async def test_a_failed_renewal_says_whether_the_lease_lapsed_or_was_taken(
+    limits: StageLimits,
+) -> None:
+    """`expired`: it lapsed before this renewal (which drops it); `absent`: released,
+    reclaimed by another admission, or never there."""
+    budget = _limits(pending=2)
+    await _admit(limits, "r1", budget, lease_s=SHORT_S)
+    await _admit(limits, "r2", budget, lease_s=SHORT_S)
+    await asyncio.sleep(SHORT_S + 0.1)
+    assert await limits.renewal(RUN, STAGE, "r1", LONG_S) == "expired"
+    assert await limits.renewal(RUN, STAGE, "r1", LONG_S) == "absent"
+    await _admit(limits, "r3", _limits(pending=1))  # reclaims r2's lapsed slot
+    assert await limits.renewal(RUN, STAGE, "r2", LONG_S) == "absent"
+    await limits.release(RUN, STAGE, "r3")
+    assert await limits.renewal(RUN, STAGE, "r3", LONG_S) == "absent"
+
+
 async def test_renewing_keeps_a_lease_alive(limits: StageLimits) -> None:
     """A lease renewed before it lapses is still pending after its first term."""
     await _admit(limits, "r1", _limits(), lease_s=0.3)

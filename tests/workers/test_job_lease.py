@@ -55,7 +55,8 @@ def test_a_job_whose_lease_is_gone_stops_early(
     (result,) = results(redis_client)
     assert result.status == "abandoned"
     assert result.reason == (
-        "lease of request req-1 is gone: the controller reclaimed its pending slot"
+        "lease of request req-1 is gone: the controller released or reclaimed its pending "
+        "slot (the request ended or was retried)"
     )
 
 

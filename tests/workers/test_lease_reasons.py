@@ -5,8 +5,10 @@ from __future__ import annotations
 import redis
 
 from gencoach.constants import Keys
+from gencoach.protocol.jobs import LeaseRef
 from gencoach.workers.context import WorkerContext
 from gencoach.workers.jobs import run_diagnosis
+from gencoach.workers.lease import LeaseHold
 from tests.support.llm_server import ScriptedLLMServer
 from tests.workers.builders import RUN, diagnosis_job, results
 
@@ -21,3 +23,14 @@ def test_a_job_started_after_its_run_finished_says_so(
     assert result.status == "abandoned"
     assert result.reason == "the job started after its run finished"
     assert llm_server.requests == []
+
+
+def test_a_lease_that_lapsed_is_not_blamed_on_the_controller() -> None:
+    """A renewal that came too late says so, naming the lease, rather than a reclaimed slot."""
+    hold = LeaseHold(
+        LeaseRef(run_id=RUN, stage_id=0, request_id="req-1", lease_s=30), lost_by="expired"
+    )
+    assert hold.reason == (
+        "lease of request req-1 lapsed before this worker renewed it (lease_s 30): "
+        "the worker or its Redis was held up that long"
+    )

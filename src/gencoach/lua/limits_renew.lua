@@ -1,8 +1,9 @@
 -- Extend a live lease by `lease ms` from now.
 --
 -- ARGV: 1 request id, 2 lease ms.
--- Outcomes: 'renewed'; 'gone' when the lease expired (its slot was reclaimed), was
--- released or completed, or never existed. A renewal never revives an expired lease.
+-- Outcomes: 'renewed'; 'gone' with detail 'expired' when the lease lapsed before this
+-- renewal (it is dropped now), or 'absent' when the controller released, completed or
+-- reclaimed it, or it never existed. A renewal never revives an expired lease.
 
 local request = ARGV[1]
 local problem = not_request(request) or not_integer(ARGV[2], 'the lease (ms)', 1)
@@ -13,11 +14,11 @@ end
 local now = now_ms()
 local key, expiry = lease_of(request)
 if not key then
-  return reply('gone', '', now)
+  return reply('gone', 'absent', now)
 end
 if expiry <= now then
   redis.call('ZREM', key, request)
-  return reply('gone', '', now)
+  return reply('gone', 'expired', now)
 end
 redis.call('ZADD', key, 'XX', now + tonumber(ARGV[2]), request)
 return reply('renewed', '', now)

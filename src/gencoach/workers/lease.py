@@ -2,9 +2,10 @@
 
 The controller admits a request with a lease on its stage's pending slot (see
 `gencoach.limits`); the job renews it every `lease_s / 3`. When a renewal finds
-the lease gone, the controller has reclaimed the slot and will not use the result: the
-job is cancelled. So is a work-horse whose worker process died (it was re-parented):
-RQ counts that job as lost, and a horse must never outlive its worker.
+the lease gone (lapsed before the renewal, or released or reclaimed by the controller),
+the controller will not use the result: the job is cancelled, and its result says which.
+So is a work-horse whose worker process died (it was re-parented): RQ counts that job as
+lost, and a horse must never outlive its worker.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import anyio.abc
 import redis.asyncio
 
 from gencoach.constants import Keys
-from gencoach.limits import StageLimits
+from gencoach.limits import Renewal, StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import LeaseRef
 
@@ -31,13 +32,13 @@ MIN_INTERVAL_S = 0.05
 
 log = get_logger("lease")
 
-LostBy = Literal["lease", "run", "worker"]
+LostBy = Literal["expired", "absent", "run", "worker"]
 
 
-async def renew_lease(client: redis.asyncio.Redis, keys: Keys, lease: LeaseRef) -> bool:
-    """Extend the lease to `lease_s` from now; False when it is gone (the slot was reclaimed)."""
+async def renew_lease(client: redis.asyncio.Redis, keys: Keys, lease: LeaseRef) -> Renewal:
+    """Extend the lease to `lease_s` from now, or say why it is gone."""
     limits = StageLimits(client, keys)
-    return await limits.renew(lease.run_id, lease.stage_id, lease.request_id, lease.lease_s)
+    return await limits.renewal(lease.run_id, lease.stage_id, lease.request_id, lease.lease_s)
 
 
 @dataclass
@@ -55,10 +56,15 @@ class LeaseHold:
             if self.renewals == 0:
                 return "the job started after its run finished"
             return "the run finished while the job was running"
-        if self.lost_by == "lease":
+        if self.lost_by == "expired":
             return (
-                f"lease of request {self.lease.request_id} is gone: "
-                "the controller reclaimed its pending slot"
+                f"lease of request {self.lease.request_id} lapsed before this worker renewed it "
+                f"(lease_s {self.lease.lease_s:g}): the worker or its Redis was held up that long"
+            )
+        if self.lost_by == "absent":
+            return (
+                f"lease of request {self.lease.request_id} is gone: the controller released "
+                "or reclaimed its pending slot (the request ended or was retried)"
             )
         if self.lost_by == "worker":
             return "the worker process running the job died"
@@ -128,19 +134,20 @@ async def _keep(
 async def _renew(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> bool:
     lease = hold.lease
     try:
-        renewed = await renew_lease(client, keys, lease)
+        renewal = await renew_lease(client, keys, lease)
     except (redis.RedisError, OSError) as error:
         # Not proof that the slot is gone: try again at the next tick, while it may hold.
         log.warning("lease.renew_failed", request_id=lease.request_id, error=str(error))
         return True
-    if not renewed:
-        hold.lost_by = "run" if await _run_ended(client, keys, lease.run_id) else "lease"
+    if renewal != "renewed":
+        hold.lost_by = "run" if await _run_ended(client, keys, lease.run_id) else renewal
         log.warning(
             "lease.lost",
             run_id=lease.run_id,
             stage=lease.stage_id,
             request_id=lease.request_id,
             renewals=hold.renewals,
+            lost_by=hold.lost_by,
         )
         return False
     hold.renewals += 1
