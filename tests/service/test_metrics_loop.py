@@ -18,10 +18,10 @@ from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
 from tests.sim.events import read_log
 from tests.sim.players import buttons_player
-from tests.sim.test_teacher_loop import TEACHER_SETTINGS, follow_the_diagnosis
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.metrics import Samples, scrape
+from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]
 
@@ -34,11 +34,8 @@ def coaching_controller(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
     """A controller with the teacher backend and two worker processes; killed after."""
-    process = ControllerProcess(tmp_path, redis_url, settings=TEACHER_SETTINGS)
-    process.start()
-    process.start_workers()
-    yield process
-    process.stop()
+    with teacher_controller(tmp_path, redis_url) as process:
+        yield process
 
 
 def applied(samples: Samples) -> float:

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import redis
 
-from gencoach.protocol import REPLACEMENT_POINT
-from gencoach.protocol.decision_text import parse_decision
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
 from tests.sim.events import Tree, read_log
@@ -21,31 +18,11 @@ from tests.sim.players import buttons_player
 from tests.sim.trajectories import sequence
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess
+from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]
 
 RUN = "sim-loop"
-TEACHER_SETTINGS: dict[str, Any] = {
-    "coaching": {
-        "enabled": True,
-        "lease_s": 5,
-        "routes": {"format": False, "suboptimal": False, "text_rewrite": False},
-    },
-    "backends": {"teacher": {"type": "python", "endpoint": "gencoach.sim.teacher:diagnose"}},
-    "workers": {"processes": 2, "job_timeout_s": 60},
-}
-
-
-def follow_the_diagnosis(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """The agent's repair: replace the faulty decision by the expected one, when it parses."""
-    diagnosis = request.get("diagnosis") or {}
-    decision = parse_decision(diagnosis.get("expected_decision") or "")
-    answer: dict[str, Any] = {"request_id": request["request_id"], "logs": [], "proposals": []}
-    if decision is None:
-        return 200, {**answer, "status": "abandoned", "reason": "no decision to follow"}
-    payload = {"kind": "replace_decision", "decision": decision.model_dump(mode="json")}
-    proposal = {"reinjection_point_id": REPLACEMENT_POINT, "extra_keys": payload}
-    return 200, {**answer, "status": "corrected", "proposals": [proposal], "reason": None}
 
 
 @pytest.fixture
@@ -53,11 +30,8 @@ def coaching_controller(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path
 ) -> Iterator[ControllerProcess]:
     """A controller with the teacher as its one backend, and its workers; killed after the test."""
-    process = ControllerProcess(tmp_path, redis_url, settings=TEACHER_SETTINGS)
-    process.start()
-    process.start_workers()
-    yield process
-    process.stop()
+    with teacher_controller(tmp_path, redis_url) as process:
+        yield process
 
 
 async def test_the_teacher_coaches_failures_into_proven_branches(
