@@ -278,24 +278,12 @@ def status(
 ) -> None:
     """Runs, the coaching funnel per route, jobs, queues and backends, from /metrics."""
     from gencoach.config.urls import api_url
-    from gencoach.status.command import StatusUnavailable, fetch, watch_status
-    from gencoach.status.view import render
-    from gencoach.terminal import fitted_console
+    from gencoach.status.command import show_status
 
     if url is None:
         settings = load_or_exit(config_path(ctx, config))
         url = api_url(settings.api.host, settings.api.port)
-    url = url.rstrip("/")
-    console = fitted_console()
-    if watch:
-        watch_status(console, url, interval_s, timeout_s=min(interval_s, 5.0))
-        return
-    try:
-        snapshot = fetch(url, timeout_s=5.0)
-    except StatusUnavailable as error:
-        typer.echo(str(error), err=True)
-        raise typer.Exit(1) from None
-    console.print(render(snapshot, url))
+    raise typer.Exit(show_status(url.rstrip("/"), watch=watch, every_s=interval_s))
 
 
 @app.command()

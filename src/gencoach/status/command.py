@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
 import httpx
@@ -11,6 +12,10 @@ from rich.text import Text
 
 from gencoach.status.snapshot import Snapshot, parse
 from gencoach.status.view import render
+from gencoach.terminal import fitted_console
+
+# How long one scrape may take (a watch's own interval, if shorter).
+TIMEOUT_S = 5.0
 
 # How much of an unexpected answer an error quotes.
 _EXCERPT = 200
@@ -69,3 +74,18 @@ def watch_status(console: Console, url: str, every_s: float, timeout_s: float) -
                 live.update(_frame(url, every_s, timeout_s), refresh=True)
     except KeyboardInterrupt:
         return  # Ctrl-C is how a watch ends
+
+
+def show_status(url: str, *, watch: bool, every_s: float) -> int:
+    """Print the status of the controller at `url` once (or `watch` it); the exit status."""
+    console = fitted_console()
+    if watch:
+        watch_status(console, url, every_s, timeout_s=min(every_s, TIMEOUT_S))
+        return 0
+    try:
+        snapshot = fetch(url, timeout_s=TIMEOUT_S)
+    except StatusUnavailable as error:
+        print(error, file=sys.stderr)
+        return 1
+    console.print(render(snapshot, url))
+    return 0
