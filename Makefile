@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm interop chaos openapi clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm test-promtool interop chaos openapi clean
 
 # The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
 MAGMA_VENV := .venv-magma
@@ -46,6 +46,12 @@ test-browser: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
 	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
+
+# /metrics through Prometheus's own linter (`promtool check metrics`, from Debian's
+# prometheus package, installed when missing).
+test-promtool: $(STAMP)
+	@if ! command -v promtool > /dev/null; then apt-get update && apt-get install -y --no-install-recommends prometheus; fi
+	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/metrics/test_promtool.py $(ARGS)
 
 # docs/openapi.json: the controller's OpenAPI document (tests/docs checks it is current).
 openapi: $(STAMP)
