@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
-from benchmarks.common import bench_redis
+from benchmarks.common import SHARED_URL_HELP, bench_redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
@@ -124,7 +124,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000, help="admissions per phase")
     parser.add_argument("--concurrency", type=int, default=32, help="concurrent admitters")
-    parser.add_argument("--redis-url", default=None, help="default: 127.0.0.1:6379/15 or embedded")
+    parser.add_argument("--redis-url", default=None, help=SHARED_URL_HELP)
     args = parser.parse_args()
-    with bench_redis(args.redis_url, "redis://127.0.0.1:6379/15") as redis_url:
+    with bench_redis(args.redis_url) as redis_url:
         asyncio.run(main(redis_url, args.n, args.concurrency))

@@ -11,27 +11,29 @@ from pathlib import Path
 import redis
 
 from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.logs import redact
 
-DEFAULT_URL = "redis://127.0.0.1:6379/14"
+FLUSHED_URL_HELP = "a Redis of its own (its database is flushed); default: an embedded one"
+SHARED_URL_HELP = "a Redis to use (only the benchmark's keys are deleted); default: an embedded one"
 
 
 @contextmanager
-def bench_redis(url: str | None, default: str = DEFAULT_URL) -> Iterator[str]:
-    """`url`, else the local server's `default` database when it answers, else an embedded one."""
-    candidate = url or default
-    try:
-        redis.Redis.from_url(candidate, socket_connect_timeout=0.5).ping()
-    except redis.RedisError:
-        if url:
-            raise
-        with (
-            tempfile.TemporaryDirectory() as folder,
-            EmbeddedRedis(Path(folder), persist=False) as server,
-        ):
-            assert server.url is not None
-            yield server.url
-            return
-    yield candidate
+def bench_redis(url: str | None) -> Iterator[str]:
+    """The Redis `url` names, when given (it must answer), else an embedded server of the
+    benchmark's own in a temporary folder; prints which one is used. Some benchmarks flush
+    their database: only an explicit URL reaches a server anyone else may use."""
+    if url:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+        print(f"redis: {redact(url)} (given by --redis-url)", flush=True)
+        yield url
+        return
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        EmbeddedRedis(Path(folder), persist=False) as server,
+    ):
+        assert server.url is not None
+        print(f"redis: embedded, {server.url} (pid {server.pid})", flush=True)
+        yield server.url
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

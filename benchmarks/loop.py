@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import redis
 from rq import Queue
 
-from benchmarks.common import bench_redis, p50, percentile
+from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
 from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, QUEUE_DIAGNOSIS, Keys
 from gencoach.workers.queues import ring
@@ -41,7 +43,9 @@ def _settings() -> dict[str, object]:
     }
 
 
-def _correction(client: redis.Redis, redis_url: str, run_id: str, agent_url: str) -> float:
+def _correction(
+    client: redis.Redis, redis_url: str, run_id: str, agent_url: str, wait_s: float = 30.0
+) -> float:
     events = known_run_events()[:-1]
     failing = next(
         i
@@ -60,7 +64,7 @@ def _correction(client: redis.Redis, redis_url: str, run_id: str, agent_url: str
         reporter.emit(kind, **fields)
         reporter.flush()
     stream = Keys().branches(run_id)
-    reply = client.xread({stream: "0"}, block=30_000)
+    reply = client.xread({stream: "0"}, block=int(wait_s * 1000))
     if not reply or ORDER_FIELD.encode() not in reply[0][1][0][1]:
         raise SystemExit(f"no branch order for {run_id}")
     return time.perf_counter() - started
@@ -108,8 +112,10 @@ def _round_trips(client: redis.Redis, agent_url: str, samples: int) -> dict[str,
     return medians
 
 
-def main(redis_url: str, corrections: int) -> None:
-    client = redis.Redis.from_url(redis_url)
+@contextmanager
+def coaching_loop(client: redis.Redis, redis_url: str) -> Iterator[str]:
+    """A controller, its workers and an instant agent (its URL), warmed up by one correction;
+    the database is emptied before and after."""
     client.flushdb()
     agent = ScriptedAgent()
     server = ThreadedServer(agent.app())
@@ -120,14 +126,18 @@ def main(redis_url: str, corrections: int) -> None:
             controller.start()
             controller.start_workers()
             _correction(client, redis_url, "warm-up", server.url)
-            loop = [
-                _correction(client, redis_url, f"loop-{i}", server.url) for i in range(corrections)
-            ]
-            trips = _round_trips(client, server.url, corrections)
+            yield server.url
         finally:
             controller.stop()
             server.stop()
             client.flushdb()
+
+
+def main(redis_url: str, corrections: int) -> None:
+    client = redis.Redis.from_url(redis_url)
+    with coaching_loop(client, redis_url) as agent_url:
+        loop = [_correction(client, redis_url, f"loop-{i}", agent_url) for i in range(corrections)]
+        trips = _round_trips(client, agent_url, corrections)
     total = sum(trips.values())
     print(f"corrections: {corrections}, redis {redis_url}")
     for name, value in trips.items():
@@ -142,7 +152,7 @@ def main(redis_url: str, corrections: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corrections", type=int, default=30)
-    parser.add_argument("--redis-url", default=None, help="default: 127.0.0.1:6379/13 or embedded")
+    parser.add_argument("--redis-url", default=None, help=FLUSHED_URL_HELP)
     args = parser.parse_args()
-    with bench_redis(args.redis_url, "redis://127.0.0.1:6379/13") as url:
+    with bench_redis(args.redis_url) as url:
         main(url, args.corrections)

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from redis.asyncio import Redis
 
-from benchmarks.common import bench_redis
+from benchmarks.common import FLUSHED_URL_HELP, bench_redis
 from benchmarks.intake import _events, _intake
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
@@ -171,7 +171,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=400, help="known runs of 23 events each")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of each")
-    parser.add_argument("--redis-url", default=None, help="default: 127.0.0.1:6379/14 or embedded")
+    parser.add_argument("--redis-url", default=None, help=FLUSHED_URL_HELP)
     args = parser.parse_args()
-    with bench_redis(args.redis_url, "redis://127.0.0.1:6379/14") as redis_url:
+    with bench_redis(args.redis_url) as redis_url:
         anyio.run(main, redis_url, args.runs, args.rounds)

@@ -5,15 +5,25 @@ coach N = `--per-slot`·W independent failures, each in its own run, each needin
 diagnosis from a scripted OpenAI-compatible LLM that answers after exactly D seconds
 (`--latency-s`) and a repair from a scripted agent that answers at once. The backend's
 `max_concurrency` is W; the worker runs up to 2·W jobs at once; the per-stage limits
-are out of the way. All N failures are published at once; the clock runs until the
-last branch order appears. Printed per W: throughput, its ratio to the ideal W/D and
-to MAGMA-GEN's one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per
-correction (controller, workers, Redis, from /proc), the peak RSS of the worker
-processes, and where the time beyond N·D/W went: the lead (publishing to the first LLM
-call) and the tail (the last LLM answer to the last branch order).
+are out of the way. The runs are reported up to their failing execution before the
+clock starts; then all N failures are sent at once, and the clock runs until the last
+branch order appears. `--via http` (the default) posts them as an integrator does, to
+the controller's `POST /v1/events`, `--runs-per-request` runs' events per request, from
+`--post-concurrency` threads sharing one keep-alive HTTP client; `--via stream` publishes
+them with `gencoach.client.Reporter` straight to the Redis events stream, one run after
+the other. Printed per W: throughput, its ratio to the ideal W/D and to MAGMA-GEN's
+one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per correction
+(controller, workers, Redis, from /proc), Redis commands per correction (the delta of
+`INFO commandstats`, which counts the commands Lua scripts run too, over the measured
+part, less the benchmark's own XREADs of the branch orders and its INFO), the peak RSS of
+the worker processes, and where the time beyond N·D/W went: the posting (the clock's
+start to the last failure accepted), the lead (to the first LLM call) and the tail (the
+last LLM answer to the last branch order). Under the table, per W, the 12 commands
+Redis ran most, per correction.
 
     .venv/bin/python -m benchmarks.throughput [--slots 1,2,4,8,16,32] [--per-slot 10]
-        [--latency-s 1.0] [--redis-url URL] [--log-level warning]
+        [--latency-s 1.0] [--via http|stream] [--runs-per-request 1]
+        [--post-concurrency 16] [--redis-url URL] [--log-level warning]
 """
 
 from __future__ import annotations
@@ -21,20 +31,21 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import redis
 from rq import Worker
 
-from benchmarks.common import p50, percentile
+from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
 from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, Keys
-from gencoach.embedded_redis import EmbeddedRedis
 from tests.support import llm_server
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import PRESS_SW4
@@ -46,6 +57,7 @@ from tests.support.processes import child_pids
 DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": PRESS_SW4}
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 SETUP_CHUNK = 16  # runs started at a time, before the measured part
+TOP_COMMANDS = 12  # the commands listed under the table, per W
 # The scripted LLM's listen backlog: socketserver's default of 5 drops connections when
 # 32 calls arrive at once, and a dropped SYN costs the caller a 1 s retransmission.
 llm_server._QuietServer.request_queue_size = 256
@@ -63,6 +75,8 @@ class Row:
     worker_peak_rss_mb: float
     lead_s: float  # from publishing the failures to the first LLM call
     tail_s: float  # from the last LLM answer to the last branch order
+    post_s: float  # from the clock's start to the last failure accepted
+    commands: dict[str, int]  # Redis commands run over the measured part, by name
 
 
 def _settings(llm: ScriptedLLMServer, slots: int, log_level: str) -> dict[str, object]:
@@ -127,6 +141,78 @@ def _publish(redis_url: str, runs: list[str], agent_url: str) -> tuple[str, dict
     return kind, fields, failing
 
 
+class _HttpPoster:
+    """Posts the failures to `POST /v1/events` from a thread pool, in the background.
+
+    One httpx client (thread-safe, keep-alive) with as many connections as threads; each
+    request carries the events of `runs_per_request` runs. `sent` gets each run's time
+    just before its request goes out.
+    """
+
+    def __init__(self, api_url: str, concurrency: int, runs_per_request: int) -> None:
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        self._http = httpx.Client(base_url=api_url, limits=limits, timeout=60)
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="post")
+        self._runs_per_request = runs_per_request
+        self._futures: list[Future[float]] = []
+        self._errors: list[str] = []
+        self._lock = threading.Lock()
+
+    def start(self, events: dict[str, dict[str, Any]], sent: dict[str, float]) -> None:
+        """Queue every request; return at once."""
+        runs = list(events)
+        for first in range(0, len(runs), self._runs_per_request):
+            batch = runs[first : first + self._runs_per_request]
+            self._futures.append(self._pool.submit(self._post, batch, events, sent))
+
+    def _post(
+        self, batch: list[str], events: dict[str, dict[str, Any]], sent: dict[str, float]
+    ) -> float:
+        now = time.monotonic()
+        for run_id in batch:
+            sent[run_id] = now
+        try:
+            response = self._http.post("/v1/events", json=[events[run_id] for run_id in batch])
+        except httpx.HTTPError as error:
+            problem = f"POST /v1/events for {batch[0]}: {error!r}"
+        else:
+            if response.status_code == httpx.codes.ACCEPTED:
+                return time.monotonic()
+            problem = f"POST /v1/events for {batch[0]}: {response.status_code} {response.text}"
+        with self._lock:
+            self._errors.append(problem)
+        return time.monotonic()
+
+    def check(self) -> None:
+        """Stop the measurement when a request failed."""
+        with self._lock:
+            if self._errors:
+                raise SystemExit(
+                    f"{len(self._errors)} requests failed, the first: {self._errors[0]}"
+                )
+
+    def finish(self) -> float:
+        """Wait for every request; when the last one was accepted."""
+        accepted = max(future.result() for future in self._futures)
+        self.check()
+        return accepted
+
+    def close(self) -> None:
+        """Stop the threads and close the connections."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._http.close()
+
+
+def _command_calls(client: redis.Redis) -> dict[str, int]:
+    """The calls of every command Redis ran since its start (or CONFIG RESETSTAT)."""
+    stats = client.info("commandstats")
+    return {
+        name.removeprefix("cmdstat_"): int(value["calls"])
+        for name, value in stats.items()
+        if name.startswith("cmdstat_")
+    }
+
+
 def _wait_intake(client: redis.Redis, timeout_s: float = 120) -> None:
     """Wait until the controller has read and acknowledged every event published so far."""
     stream = Keys().events
@@ -141,20 +227,28 @@ def _wait_intake(client: redis.Redis, timeout_s: float = 120) -> None:
 
 
 def _wait_orders(
-    client: redis.Redis, runs: list[str], sent: dict[str, float], timeout_s: float
-) -> dict[str, float]:
+    client: redis.Redis,
+    runs: list[str],
+    sent: dict[str, float],
+    timeout_s: float,
+    check: Callable[[], None] = lambda: None,
+) -> tuple[dict[str, float], int]:
+    """Each run's latency to its branch order, and the XREADs it took to see them all."""
     streams = {Keys().branches(run_id): run_id for run_id in runs}
     done: dict[str, float] = {}
+    reads = 0
     deadline = time.monotonic() + timeout_s
     while len(done) < len(runs):
+        check()
         if time.monotonic() > deadline:
             raise SystemExit(f"only {len(done)} of {len(runs)} corrections in {timeout_s} s")
         waiting = {stream: "0" for stream, run_id in streams.items() if run_id not in done}
+        reads += 1
         for stream, entries in client.xread(waiting, block=50) or []:
             name = stream.decode() if isinstance(stream, bytes) else stream
             if any(ORDER_FIELD.encode() in fields for _, fields in entries):
                 done[streams[name]] = time.monotonic()
-    return {run_id: done[run_id] - sent[run_id] for run_id in runs}
+    return {run_id: done[run_id] - sent[run_id] for run_id in runs}, reads
 
 
 def measure(
@@ -164,8 +258,14 @@ def measure(
     latency_s: float,
     folder: Path,
     log_level: str = "warning",
+    via: str = "http",
+    runs_per_request: int = 1,
+    post_concurrency: int = 16,
 ) -> Row:
-    """Coach `per_slot`·`slots` failures with `slots` LLM slots; their measurements."""
+    """Coach `per_slot`·`slots` failures with `slots` LLM slots; their measurements.
+
+    `via` is how the failures are sent: "http" to the controller's `POST /v1/events`,
+    "stream" with a Reporter straight to the Redis events stream."""
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     redis_pid = int(client.info("server")["process_id"])
@@ -173,6 +273,7 @@ def measure(
     agent = ThreadedServer(ScriptedAgent().app())
     agent.start()
     controller = ControllerProcess(folder, redis_url, settings=_settings(llm, slots, log_level))
+    poster: _HttpPoster | None = None
     try:
         controller.start()
         workers = controller.start_workers()
@@ -190,16 +291,30 @@ def measure(
         assert controller.process is not None
         pids = {"controller": [controller.process.pid], "redis": [redis_pid]}
         pids["workers"] = _tree(workers.pid)
-        before = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
+        failures = {
+            run_id: {"type": kind, "run_id": run_id, "seq": seq, **fields} for run_id in runs
+        }
+        if via == "http":
+            poster = _HttpPoster(controller.url, post_concurrency, runs_per_request)
         sent: dict[str, float] = {}
+        commands_before = _command_calls(client)
+        before = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
         started = time.monotonic()
-        for run_id in runs:
-            with Reporter(run_id, redis_url=redis_url, start_seq=seq) as reporter:
-                sent[run_id] = time.monotonic()
-                reporter.emit(kind, **fields)
+        if poster is not None:
+            poster.start(failures, sent)
+        else:
+            for run_id in runs:
+                with Reporter(run_id, redis_url=redis_url, start_seq=seq) as reporter:
+                    sent[run_id] = time.monotonic()
+                    reporter.emit(kind, **fields)
+            posted = time.monotonic()
         timeout_s = 60 + 4 * per_slot * latency_s
-        latencies = _wait_orders(client, runs, sent, timeout_s)
+        check = poster.check if poster is not None else lambda: None
+        latencies, own_reads = _wait_orders(client, runs, sent, timeout_s, check)
         elapsed = time.monotonic() - started
+        if poster is not None:
+            posted = poster.finish()
+        commands_after = _command_calls(client)
         calls = sorted(request.received_at for request in llm.requests)
         lead_s = calls[0] - started
         tail_s = started + elapsed - (calls[-1] + latency_s)
@@ -212,46 +327,97 @@ def measure(
             print(log.read_text()[-6000:])
         raise
     finally:
+        if poster is not None:
+            poster.close()
         controller.stop()
         agent.stop()
         llm.stop()
     cpu = {name: after[name] - before[name] for name in before}
+    # The benchmark's own commands are not the service's: its XREADs of the branch orders
+    # and the first INFO (counted once it ran, so in the second snapshot).
+    own = {"xread": own_reads, "info": 1}
+    commands = {
+        name: count - commands_before.get(name, 0) - own.get(name, 0)
+        for name, count in commands_after.items()
+    }
+    commands = {name: count for name, count in commands.items() if count > 0}
     latency_list = list(latencies.values())
-    return Row(slots, len(runs), elapsed, latency_list, cpu, peak_rss, lead_s, tail_s)
+    return Row(
+        slots,
+        len(runs),
+        elapsed,
+        latency_list,
+        cpu,
+        peak_rss,
+        lead_s,
+        tail_s,
+        posted - started,
+        commands,
+    )
 
 
-@contextmanager
-def _redis(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with (
-        tempfile.TemporaryDirectory() as folder,
-        EmbeddedRedis(Path(folder), persist=False) as server,
-    ):
-        assert server.url is not None
-        yield server.url
+def _top_commands(row: Row) -> str:
+    per_correction = sorted(
+        ((calls / row.corrections, name) for name, calls in row.commands.items()), reverse=True
+    )
+    listed = ", ".join(f"{name} {value:.1f}" for value, name in per_correction[:TOP_COMMANDS])
+    total = sum(row.commands.values()) / row.corrections
+    return f"W = {row.slots}: {total:.1f} Redis commands per correction; top: {listed}"
 
 
 def main() -> None:
-    """Measure every W given and print one line each."""
+    """Measure every W given and print one line each, then each W's top Redis commands."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", default="1,2,4,8,16,32", help="W values, comma-separated")
     parser.add_argument("--per-slot", type=int, default=10, help="corrections per slot (N/W)")
     parser.add_argument("--latency-s", type=float, default=1.0, help="the LLM's latency D")
-    parser.add_argument("--redis-url", default=None, help="default: an embedded redis-server")
+    parser.add_argument("--redis-url", default=None, help=FLUSHED_URL_HELP)
     parser.add_argument("--log-level", default="warning", help="of the controller and worker")
+    parser.add_argument(
+        "--via",
+        choices=("http", "stream"),
+        default="http",
+        help="send the failures to POST /v1/events (default) or to the Redis events stream",
+    )
+    parser.add_argument(
+        "--runs-per-request", type=int, default=1, help="runs' events per POST (--via http)"
+    )
+    parser.add_argument(
+        "--post-concurrency", type=int, default=16, help="requests at once (--via http)"
+    )
     options = parser.parse_args()
     d = options.latency_s
+    if options.via == "http":
+        how = (
+            f"POST /v1/events, {options.runs_per_request} run(s) per request,"
+            f" {options.post_concurrency} at once"
+        )
+    else:
+        how = "Reporter to the Redis events stream, one run after the other"
     print(f"D = {d} s, N = {options.per_slot}·W, one worker process, worker concurrency 2·W")
+    print(f"failures sent via {options.via}: {how}")
     print(
         f"{'W':>3} {'N':>4} {'corr/s':>7} {'/ideal':>7} {'/GEN':>6} {'p50 s':>6} {'p99 s':>6}"
-        f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'worker peak RSS':>16} {'lead s':>6} {'tail s':>6}"
+        f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'redis cmds/corr':>15}"
+        f" {'worker peak RSS':>16} {'post s':>6} {'lead s':>6} {'tail s':>6}"
     )
-    with _redis(options.redis_url) as url:
+    rows: list[Row] = []
+    with bench_redis(options.redis_url) as url:
         for slots in (int(value) for value in options.slots.split(",")):
             with tempfile.TemporaryDirectory() as folder:
-                row = measure(url, slots, options.per_slot, d, Path(folder), options.log_level)
+                row = measure(
+                    url,
+                    slots,
+                    options.per_slot,
+                    d,
+                    Path(folder),
+                    options.log_level,
+                    via=options.via,
+                    runs_per_request=options.runs_per_request,
+                    post_concurrency=options.post_concurrency,
+                )
+            rows.append(row)
+            commands = sum(row.commands.values()) / row.corrections
             rate = row.corrections / row.elapsed_s
             cpu = {name: 1000 * value / row.corrections for name, value in row.cpu_s.items()}
             parts = f"{cpu['controller']:.1f}+{cpu['workers']:.1f}+{cpu['redis']:.1f}"
@@ -259,10 +425,14 @@ def main() -> None:
                 f"{row.slots:>3} {row.corrections:>4} {rate:>7.2f} {rate * d / row.slots:>7.3f}"
                 f" {rate * d:>6.2f} {p50(row.latencies):>6.2f}"
                 f" {percentile(row.latencies, 0.99):>6.2f}"
-                f" {sum(cpu.values()):>8.1f} = {parts:<18} {row.worker_peak_rss_mb:>12.0f} MB"
-                f" {row.lead_s:>6.2f} {row.tail_s:>6.2f}",
+                f" {sum(cpu.values()):>8.1f} = {parts:<18} {commands:>15.1f}"
+                f" {row.worker_peak_rss_mb:>13.0f} MB"
+                f" {row.post_s:>6.2f} {row.lead_s:>6.2f} {row.tail_s:>6.2f}",
                 flush=True,
             )
+    print()
+    for row in rows:
+        print(_top_commands(row))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ CONTROLLER_GROUP = "controllers"
 # The one field of an events-stream entry (the event's JSON) and of a branch-order entry.
 EVENT_FIELD = "event"
 ORDER_FIELD = "order"
+# The field of a branch-stream entry that answers a settle probe (a RunSettled's JSON).
+SETTLED_FIELD = "settled"
+TEACHER_STATE_MAX_BYTES = 65536
+"""The largest teacher state one situation may keep (bytes of JSON)."""
 # The one field of a results-stream entry: a JobResult's JSON.
 RESULT_FIELD = "result"
 
@@ -40,6 +44,22 @@ class Keys:
         return f"{self.prefix}:events:dead"
 
     @property
+    def gaps(self) -> str:
+        """Sorted set of runs whose events wait for a missing seq (gencoach.service.sequencing):
+        run id scored by when the wait times out (Redis time, s)."""
+        return f"{self.prefix}:gaps"
+
+    def lease(self, consumer: str) -> str:
+        """A live controller's lease, renewed while it runs (gencoach.service.leases); its
+        stream consumer is taken for dead once the key has expired."""
+        return f"{self.prefix}:controller:{consumer}"
+
+    @property
+    def write_probe(self) -> str:
+        """A short-lived key the controller writes to learn whether Redis takes writes."""
+        return f"{self.prefix}:write-probe"
+
+    @property
     def terminals(self) -> str:
         """Stream of candidates whose events may open coaching or prove an attempt."""
         return f"{self.prefix}:terminals"
@@ -57,16 +77,41 @@ class Keys:
         """
         return f"{self.prefix}:run:{{{run_id}}}:{part}"
 
+    def reinjecting(self, run_id: str, request_id: str) -> str:
+        """Which controller reinjects a request now (its consumer name, with an expiry), so
+        that no two controllers ask the agent for the same branch at once."""
+        return self.run(run_id, f"reinjecting:{request_id}")
+
     def branches(self, run_id: str) -> str:
         """Stream of branch orders for one run's generator (in the run's hash slot)."""
         return self.run(run_id, "branches")
 
-    def sim_states(self, run_id: str) -> str:
-        """Hash of the reference simulator's saved situations: input id -> episode state JSON.
+    def requests(self, run_id: str) -> str:
+        """Hash of a run's coaching requests: request id -> JSON record."""
+        return self.run(run_id, "requests")
 
-        Written by the reference generator, read by its privileged teacher backend.
+    def settle(self, run_id: str) -> str:
+        """Hash of a run's settle probe: `asked` (the generator's last seq when it asked),
+        `expected` (JSON list of the terminals it reported since its last answer) and
+        `answered` (the `asked` the last `run.settled` answered); see gencoach.settling."""
+        return self.run(run_id, "settle")
+
+    def routed(self, run_id: str) -> str:
+        """Set of a run's terminals (`<candidate_id>:created|executed`) gencoach has routed."""
+        return self.run(run_id, "routed")
+
+    def generator_state(self, run_id: str) -> str:
+        """Hash a generator keeps to resume the run after a restart: `next_seq` (written with
+        each batch of events) and the fields it remembers (`AsyncReporter.remember`)."""
+        return self.run(run_id, "generator")
+
+    def teacher_state(self, run_id: str) -> str:
+        """Hash of a run's privileged teacher states: input id -> JSON (docs/backends.md).
+
+        Written by the generator (`Reporter.save_teacher_state`); the worker hands the
+        states of a job's steps to `type: python` backends in their context.
         """
-        return self.run(run_id, "sim_states")
+        return self.run(run_id, "teacher_state")
 
     def stages(self, run_id: str) -> str:
         """Set of the ids of a run's stages that have per-stage coaching limits state."""
@@ -91,9 +136,19 @@ class Keys:
         """Hash of coaching budgets changed over HTTP, applied over the config file's."""
         return f"{self.prefix}:budgets"
 
+    def runs_index(self, part: str) -> str:
+        """One key of the runs index (see gencoach.service.runindex).
+
+        The parts are `entries`, `combinations`, `counts`, `expiries` and, per
+        combination of state, scenario and agent, `by:<JSON of the three>`. The hash tag
+        `{index}` keeps them in one Redis Cluster slot, for the index's scripts.
+        """
+        return f"{self.prefix}:runs:{{index}}:{part}"
+
     @property
-    def runs(self) -> str:
-        """Sorted set of known run ids, scored by the time their run started."""
+    def legacy_runs(self) -> str:
+        """The sorted set of run ids earlier versions kept as the runs index; adopted, then
+        dropped."""
         return f"{self.prefix}:runs"
 
     @property

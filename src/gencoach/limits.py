@@ -19,6 +19,7 @@ Call `complete` before handing out the branch order: `prove` counts completed at
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -46,7 +47,10 @@ AdmitOutcome = Literal["admitted", "renewed", "refused"]
 Renewal = Literal["renewed", "expired", "absent"]
 
 
-def _script_text(name: str) -> str:
+@functools.cache
+def script_text(name: str) -> str:
+    """The Lua of one limit script (`lua/limits_<name>.lua`), its shared head prepended
+    (read once per process: a worker builds `StageLimits` for every lease renewal)."""
     common = _LUA.joinpath("limits_common.lua").read_text()
     return common + "\n" + _LUA.joinpath(f"limits_{name}.lua").read_text()
 
@@ -113,25 +117,22 @@ class StageBudget(BaseModel):
 
 
 @dataclass(frozen=True)
-class _Reply:
+class LimitsReply:
+    """What every limit script answers: its outcome and detail, and the stage's counts
+    (zeros from the scripts that answer only an outcome: renew, lease, release, prove)."""
+
     outcome: str
     detail: str
     counts: StageCounts
 
 
-def _parse(raw: Sequence[Any]) -> _Reply:
+def parse_reply(raw: Sequence[Any]) -> LimitsReply:
     outcome, detail, pending, human, completed, proven = raw
-    return _Reply(
+    return LimitsReply(
         outcome.decode(),
         detail.decode(),
         StageCounts(int(pending), int(human), int(completed), int(proven)),
     )
-
-
-def _lease_ms(lease_s: float) -> int:
-    if not math.isfinite(lease_s) or lease_s <= 0:
-        raise ValueError(f"lease_s must be a positive number of seconds, got {lease_s!r}")
-    return max(1, math.ceil(lease_s * 1000))
 
 
 def _check_ids(run_id: str, stage_id: int, request_id: str | None = None) -> None:
@@ -141,6 +142,20 @@ def _check_ids(run_id: str, stage_id: int, request_id: str | None = None) -> Non
         raise ValueError(f"stage_id must be an integer of at least 0, got {stage_id!r}")
     if request_id is not None and not request_id:
         raise ValueError("request_id must not be empty")
+
+
+def stage_keys(keys: Keys, run_id: str, stage_id: int) -> list[str]:
+    """The keys the limit scripts of one stage use, in their KEYS order."""
+    _check_ids(run_id, stage_id)
+    parts = [keys.stage(run_id, stage_id, part) for part in STAGE_PARTS]
+    return [*parts, keys.stages(run_id)]
+
+
+def lease_ms(lease_s: float) -> int:
+    """A lease in whole milliseconds, as the scripts take it (at least 1)."""
+    if not math.isfinite(lease_s) or lease_s <= 0:
+        raise ValueError(f"lease_s must be a positive number of seconds, got {lease_s!r}")
+    return max(1, math.ceil(lease_s * 1000))
 
 
 def _check_attempt(attempt_id: int) -> None:
@@ -156,24 +171,23 @@ class StageLimits:
         self.keys = keys
         # register_script runs EVALSHA and loads the script again after a NOSCRIPT
         # (server restart, failover, SCRIPT FLUSH).
-        self._admit = client.register_script(_script_text("admit"))
-        self._renew = client.register_script(_script_text("renew"))
-        self._release = client.register_script(_script_text("release"))
-        self._complete = client.register_script(_script_text("complete"))
-        self._prove = client.register_script(_script_text("prove"))
-        self._counts = client.register_script(_script_text("counts"))
-        self._lease = client.register_script(_script_text("lease"))
+        self._admit = client.register_script(script_text("admit"))
+        self._renew = client.register_script(script_text("renew"))
+        self._release = client.register_script(script_text("release"))
+        self._complete = client.register_script(script_text("complete"))
+        self._prove = client.register_script(script_text("prove"))
+        self._counts = client.register_script(script_text("counts"))
+        self._lease = client.register_script(script_text("lease"))
 
     def stage_keys(self, run_id: str, stage_id: int) -> list[str]:
         """The keys the scripts of one stage use, in their KEYS order."""
-        parts = [self.keys.stage(run_id, stage_id, part) for part in STAGE_PARTS]
-        return [*parts, self.keys.stages(run_id)]
+        return stage_keys(self.keys, run_id, stage_id)
 
     async def _call(
         self, script: AsyncScript, run_id: str, stage_id: int, args: Sequence[str | int]
-    ) -> _Reply:
+    ) -> LimitsReply:
         raw = await script(keys=self.stage_keys(run_id, stage_id), args=list(args))
-        return _parse(raw)
+        return parse_reply(raw)
 
     async def admit(
         self,
@@ -193,14 +207,14 @@ class StageLimits:
         _check_ids(run_id, stage_id, request_id)
         args: list[str | int] = [
             request_id,
-            _lease_ms(lease_s),
+            lease_ms(lease_s),
             limits.max_pending_per_stage,
             limits.max_unproven_per_stage,
             int(human),
             stage_id,
         ]
         reply = await self._call(self._admit, run_id, stage_id, args)
-        return _admission(reply, limits)
+        return admission_of(reply, limits)
 
     async def renew(self, run_id: str, stage_id: int, request_id: str, lease_s: float) -> bool:
         """Extend a live lease to `lease_s` from now; False if it is gone."""
@@ -210,7 +224,7 @@ class StageLimits:
         """Extend a live lease to `lease_s` from now, or say why it cannot be: `expired`
         (it lapsed before this renewal) or `absent` (released, completed or reclaimed)."""
         _check_ids(run_id, stage_id, request_id)
-        args: list[str | int] = [request_id, _lease_ms(lease_s)]
+        args: list[str | int] = [request_id, lease_ms(lease_s)]
         reply = await self._call(self._renew, run_id, stage_id, args)
         return "renewed" if reply.outcome == "renewed" else cast(Renewal, reply.detail)
 
@@ -284,7 +298,7 @@ class StageLimits:
         replies = await pipe.execute()
         budgets = []
         for stage_id, raw in zip(stage_ids, replies, strict=True):
-            counts = _parse(raw).counts
+            counts = parse_reply(raw).counts
             budgets.append(
                 StageBudget(
                     stage_id=stage_id,
@@ -304,7 +318,8 @@ class StageLimits:
         return keys
 
 
-def _admission(reply: _Reply, limits: Limits) -> Admission:
+def admission_of(reply: LimitsReply, limits: Limits) -> Admission:
+    """The admission an admit script's reply (or a move's, `limits_move.lua`) tells of."""
     # The admit script answers only these outcomes, and refusals as "pending",
     # "unproven" or "completed:<attempt id>".
     kind, _, attempt = reply.detail.partition(":")

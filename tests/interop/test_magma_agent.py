@@ -49,6 +49,25 @@ def _start_agent(
     return url, log
 
 
+def simulate_until_proven(
+    gencoach: Path, agent_url: str, redis_url: str, stack: Stack, run_id: str, folder: Path
+) -> list[dict[str, Any]]:
+    """Run the reference simulator on buttons against the agent; the proven requests."""
+    sim = subprocess.run(
+        [str(gencoach), "sim", "run", "--agent-url", agent_url, "--scenario", "buttons",
+         "--redis-url", redis_url, "--key-prefix", stack.key_prefix, "--run-id", run_id,
+         "--seed", "3", "--branches", "1", "--max-wall-s", "30", "--branch-grace-s", "30"],
+        capture_output=True, text=True, timeout=150, check=False, cwd=folder,
+    )  # fmt: skip
+    assert sim.returncode == 0, sim.stdout + sim.stderr
+    proven: list[dict[str, Any]] = wait_until(
+        lambda: [r for r in stack.requests_of(run_id) if r["state"] == "proven"],
+        60,
+        f"a proven failure request (requests: {stack.requests_of(run_id)})",
+    )
+    return proven
+
+
 def _inputs(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -67,19 +86,7 @@ def test_a_magma_agent_applies_the_correction_it_proposed_and_its_branch_is_prov
     stack = gencoach_stack(_settings(llm_stub))
     agent_url, log = _start_agent(magma_python, processes, tmp_path)
 
-    sim = subprocess.run(
-        [str(gencoach_bin), "sim", "run", "--agent-url", agent_url, "--scenario", "buttons",
-         "--redis-url", redis_url, "--key-prefix", stack.key_prefix, "--run-id", RUN, "--seed", "3",
-         "--branches", "1", "--max-wall-s", "30", "--branch-grace-s", "30"],
-        capture_output=True, text=True, timeout=150, check=False, cwd=tmp_path,
-    )  # fmt: skip
-    assert sim.returncode == 0, sim.stdout + sim.stderr
-
-    proven = wait_until(
-        lambda: [r for r in stack.requests_of(RUN) if r["state"] == "proven"],
-        60,
-        f"a proven failure request (requests: {stack.requests_of(RUN)})",
-    )
+    proven = simulate_until_proven(gencoach_bin, agent_url, redis_url, stack, RUN, tmp_path)
     assert proven[0]["route"] == "failure"
 
     coached = [item for item in _inputs(log) if "coaching" in item["extra_keys"]]

@@ -193,8 +193,13 @@ def test_magma_gen_client_code_drives_the_reference_agent_through_a_reinjection(
             ],
         }
         for injection in injections:
-            # The proposal's extra_keys is the payload itself, as MAGMA-GEN expects it.
-            assert injection.extra_keys == {"kind": "replace_decision", "decision": expected}
+            # The proposal's extra_keys is the payload itself, as MAGMA-GEN expects it; the
+            # reference agent says where its decision came from (MAGMA-GEN passes it on).
+            assert injection.extra_keys == {
+                "kind": "replace_decision",
+                "decision": expected,
+                "decision_source": "expected_decision",
+            }
 
             # The reinjection, as MAGMA-GEN makes it, and the agent's answer to it.
             coaching_manager = manager.agent_coaching_manager

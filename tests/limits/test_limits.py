@@ -18,7 +18,9 @@ from gencoach.limits import Admission, StageBudget, StageLimits
 pytestmark = pytest.mark.asyncio
 
 RUN, STAGE = "run-1", 3
-LONG_S, SHORT_S = 30.0, 0.2
+# A short lease is only ever given to a lease the test means to see lapse; every check
+# that needs a live lease runs on a long one (a loaded machine can stall a test for seconds).
+LONG_S, LATER_S, SHORT_S = 30.0, 300.0, 0.2
 
 
 def _limits(pending: int = 5, unproven: int = 5) -> Limits:
@@ -37,6 +39,19 @@ async def _admit(
     limits: StageLimits, request_id: str, budget: Limits, lease_s: float = LONG_S
 ) -> Admission:
     return await limits.admit(RUN, STAGE, request_id, budget, lease_s)
+
+
+def _expiry_ms(limits: StageLimits, client: redis.Redis, request_id: str) -> int:
+    """The expiry of the request's automatic lease as stored in Redis (ms since the epoch)."""
+    score = client.zscore(limits.stage_keys(RUN, STAGE)[0], request_id)
+    assert score is not None, f"{request_id} holds no automatic lease"
+    return int(score)
+
+
+def _server_ms(client: redis.Redis) -> int:
+    """Redis's clock (TIME), the one the scripts read, in ms since the epoch."""
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
 
 
 async def test_admits_until_pending_reaches_the_limit(limits: StageLimits) -> None:
@@ -67,14 +82,21 @@ async def test_completed_attempts_count_as_unproven_until_proven(limits: StageLi
     assert admitted.counts.unproven == 2
 
 
-async def test_admitting_twice_renews_the_lease_and_takes_one_slot(limits: StageLimits) -> None:
-    """A repeated admission answers renewed, extends the lease and keeps pending at one."""
+async def test_admitting_twice_renews_the_lease_and_takes_one_slot(
+    limits: StageLimits, redis_client: redis.Redis
+) -> None:
+    """A repeated admission answers renewed, sets the lease's expiry to its own term from
+    now and keeps pending at one."""
     budget = _limits(pending=1)
-    await _admit(limits, "r1", budget, lease_s=SHORT_S)
-    again = await _admit(limits, "r1", budget, lease_s=LONG_S)
+    await _admit(limits, "r1", budget)
+    first = _expiry_ms(limits, redis_client, "r1")
+    before = _server_ms(redis_client)
+    again = await _admit(limits, "r1", budget, lease_s=LATER_S)
+    after = _server_ms(redis_client)
     assert (again.outcome, again.admitted, again.counts.pending) == ("renewed", True, 1)
-    await asyncio.sleep(SHORT_S + 0.1)
-    assert (await limits.counts(RUN, STAGE)).pending == 1
+    renewed = _expiry_ms(limits, redis_client, "r1")
+    assert before + LATER_S * 1000 <= renewed <= after + LATER_S * 1000
+    assert renewed > first
 
 
 async def test_releasing_twice_is_harmless(limits: StageLimits) -> None:
@@ -147,9 +169,11 @@ async def test_proof_counts_once_and_only_for_completed_attempts(limits: StageLi
 async def test_an_expired_lease_frees_its_slot(limits: StageLimits) -> None:
     """Once a lease lapses unrenewed, its slot goes to the next request and renewing fails."""
     budget = _limits(pending=1)
-    await _admit(limits, "r1", budget, lease_s=SHORT_S)
+    await _admit(limits, "r1", budget)
     assert (await _admit(limits, "r2", budget)).refused_by == "pending"
     assert await limits.lease_alive(RUN, STAGE, "r1") is True
+    # Shortened only now: however slow the machine, the checks above ran on a live lease.
+    assert await limits.renew(RUN, STAGE, "r1", SHORT_S) is True
     await asyncio.sleep(SHORT_S + 0.1)
     assert await limits.lease_alive(RUN, STAGE, "r1") is False
     assert (await limits.counts(RUN, STAGE)).pending == 0
@@ -174,14 +198,19 @@ async def test_a_failed_renewal_says_whether_the_lease_lapsed_or_was_taken(
     assert await limits.renewal(RUN, STAGE, "r3", LONG_S) == "absent"
 
 
-async def test_renewing_keeps_a_lease_alive(limits: StageLimits) -> None:
-    """A lease renewed before it lapses is still pending after its first term."""
-    await _admit(limits, "r1", _limits(), lease_s=0.3)
-    await asyncio.sleep(0.2)
-    assert await limits.renew(RUN, STAGE, "r1", 0.3) is True
-    await asyncio.sleep(0.2)
+async def test_renewing_keeps_a_lease_alive(limits: StageLimits, redis_client: redis.Redis) -> None:
+    """A renewal moves a live lease's expiry to its new term from the server's now, past
+    the first term's end; renewing a lease nobody holds fails."""
+    await _admit(limits, "r1", _limits())
+    first = _expiry_ms(limits, redis_client, "r1")
+    before = _server_ms(redis_client)
+    assert await limits.renew(RUN, STAGE, "r1", LATER_S) is True
+    after = _server_ms(redis_client)
+    renewed = _expiry_ms(limits, redis_client, "r1")
+    assert before + LATER_S * 1000 <= renewed <= after + LATER_S * 1000
+    assert renewed > first
     assert (await limits.counts(RUN, STAGE)).pending == 1
-    assert await limits.renew(RUN, STAGE, "unknown", 0.3) is False
+    assert await limits.renew(RUN, STAGE, "unknown", SHORT_S) is False
 
 
 async def test_changed_limits_apply_to_the_next_admission(limits: StageLimits) -> None:

@@ -1,4 +1,4 @@
-"""Valid agent, coaching and LLM payloads in DESIGN.md's shapes, and the refusal check."""
+"""Valid agent, coaching and LLM payloads in protocol 2.0's shapes, and the refusal check."""
 
 from __future__ import annotations
 

@@ -187,6 +187,10 @@ def run_finished() -> Json:
     return {"type": "run.finished", "run_id": "run-1", "seq": 4, "reason": None}
 
 
+def run_settled() -> Json:
+    return {"type": "run.settled", "run_id": "run-1", "through_seq": 57}
+
+
 def branch_order() -> Json:
     return {
         "type": "branch.order",

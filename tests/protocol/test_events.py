@@ -36,7 +36,7 @@ def test_event_is_parsed_by_its_type(
 
 
 def test_event_types() -> None:
-    """The event types are the five DESIGN.md lists."""
+    """The event types are the five of events format 1."""
     assert set(p.EVENT_TYPES) == {
         "run.started",
         "situation.created",

@@ -61,6 +61,7 @@ EXAMPLES: list[tuple[Model, Callable[[], Any]]] = [
     (p.RunFinished, rx.run_finished),
     (p.BranchAnchor, lambda: rx.branch_order()["anchor"]),
     (p.BranchOrder, rx.branch_order),
+    (p.RunSettled, rx.run_settled),
     (p.FailureDiagnosisAnswer, ex.failure_diagnosis),
     (p.SuboptimalDiagnosisAnswer, ex.suboptimal_diagnosis),
     (p.CaseSelectionAnswer, ex.case_selection),

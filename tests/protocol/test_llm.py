@@ -52,7 +52,8 @@ def test_answer_that_is_not_json_is_refused(text: str) -> None:
         ({"decision_index": 2.0}, "decision_index"),
         ({"reason": "  "}, "reason"),
         ({"expected_decision": ""}, "expected_decision"),
-        ({"expected_decision": "grasp the cup"}, "expected_decision"),
+        ({"expected_decision": " "}, "expected_decision"),
+        ({"expected_decision": 3}, "expected_decision"),
         (
             {"expected_decision": {"tool_calls": [{"name": "grasp"}]}},
             "expected_decision.tool_calls.0.target_robot_name",
@@ -62,9 +63,31 @@ def test_answer_that_is_not_json_is_refused(text: str) -> None:
 )
 def test_failure_diagnosis_refusals(change: dict[str, Any], field: str) -> None:
     """Indexes are integers from 1; the reason is not blank; the expected decision is a
-    decision object (free text is refused), or null."""
+    decision object, text that is not blank, or null."""
     text = json.dumps({**ex.failure_diagnosis(), **change})
     expect_refusal(lambda: p.parse_llm_answer(p.FailureDiagnosisAnswer, text), field)
+
+
+def test_magma_gens_text_form_of_the_expected_decision_is_accepted() -> None:
+    """MAGMA-GEN's answer, whose expected decision is text, parses; the text is kept."""
+    text = json.dumps(
+        {
+            "decision_index": 1,
+            "reason": "pressed the wrong button first",
+            "expected_decision": "press_button(id='sw0') with panda",
+        }
+    )
+    answer = p.parse_llm_answer(p.FailureDiagnosisAnswer, text)
+    assert answer.expected_decision == "press_button(id='sw0') with panda"
+
+
+def test_a_refused_expected_decision_names_the_forms_it_may_take() -> None:
+    """A number where a decision belongs is refused with the three forms allowed."""
+    text = json.dumps({**ex.failure_diagnosis(), "expected_decision": 3})
+    error = expect_refusal(
+        lambda: p.parse_llm_answer(p.FailureDiagnosisAnswer, text), "expected_decision"
+    )
+    assert "expected a decision object, a line of text, or null" in str(error)
 
 
 def test_suboptimal_decline_needs_no_index() -> None:

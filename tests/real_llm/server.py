@@ -9,16 +9,12 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from tests.support.processes import free_port, kill_tree
+from tests.support.processes import answers_200, free_port, kill_tree, wait_started
 
 MODEL_ALIAS = "smollm2"
-START_TIMEOUT_S = 60.0
 
 
 def missing_extra() -> str | None:
@@ -75,15 +71,10 @@ def start_server(log_path: Path) -> LlamaServer:
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     server = LlamaServer(process, port, log_path)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"llama.cpp server exited:\n{log_path.read_text(errors='replace')}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1.0).status_code == 200:
-                return server
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    server.stop()
-    raise RuntimeError(f"llama.cpp server not ready within {START_TIMEOUT_S} s")
+    models = f"http://127.0.0.1:{port}/v1/models"
+    try:
+        wait_started(lambda: answers_200(models), process, log_path, "the llama.cpp server")
+    except RuntimeError:
+        server.stop()
+        raise
+    return server

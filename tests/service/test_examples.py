@@ -42,6 +42,22 @@ def test_at_most_five_cases_per_key(tmp_path: Path) -> None:
     ]
 
 
+def test_a_cache_holding_either_form_of_expected_decision_loads(tmp_path: Path) -> None:
+    """Cases written with MAGMA's text or with a decision object load; an object reads as
+    its line of text."""
+    call = {"name": "press_button", "arguments": {"id": "sw1"}, "target_robot_name": "panda"}
+    cases = [
+        {**_case(1).model_dump(), "expected_decision": "press sw1 with panda"},
+        {**_case(2).model_dump(), "expected_decision": {"say": "", "tool_calls": [call]}},
+    ]
+    (tmp_path / KEY.file_name()).write_text(json.dumps({"key": KEY.model_dump(), "cases": cases}))
+    loaded = ExampleStore(tmp_path).load(KEY).cases
+    assert [case.expected_decision for case in loaded] == [
+        "press sw1 with panda",
+        'panda.press_button(id="sw1")',
+    ]
+
+
 def test_first_optimal_trajectory_is_kept(tmp_path: Path) -> None:
     """The first optimal trajectory of a key stays; later ones do not replace it."""
     store = ExampleStore(tmp_path)

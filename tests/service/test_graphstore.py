@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
+from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, CoachingMarker, parse_event
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.trajectory import (
@@ -74,30 +76,40 @@ async def test_storage_ids_follow_creation_order(store: GraphStore) -> None:
 async def test_unapplicable_events_are_refused_with_a_reason(
     store: GraphStore, event: tuple[str, dict[str, Any]], reason: str
 ) -> None:
-    """An event naming an unknown or repeated node is refused, and nothing is written."""
+    """An event naming an unknown or repeated node at its turn is refused, and nothing is
+    written; its seq is not recorded, so the same event sent again is refused again."""
     before = await apply_known(store)
     kind, fields = event
-    (result,) = await store.apply([_event(kind, 100, **fields)])
+    turn = len(known_events())
+    (result,) = await store.apply([_event(kind, turn, **fields)])
     assert (result.outcome, result.reason) == ("err", reason)
     assert await store.load("r1") == before
-    (retry,) = await store.apply([_event(kind, 100, **fields)])
+    (retry,) = await store.apply([_event(kind, turn, **fields)])
     assert retry.outcome == "err", "a refused seq is not recorded as applied"
 
 
-async def test_events_of_an_unknown_run_are_refused(store: GraphStore) -> None:
-    """An event for a run that never started is refused, naming the cause."""
-    (result,) = await store.apply([_event("run.finished", 0, run_id="nobody")])
-    assert result.reason == "unknown run: no run.started event was applied for it"
+async def test_events_of_an_unknown_run_are_refused_once_their_wait_ends(
+    async_redis: Redis,
+) -> None:
+    """An event for a run that never started waits for its run.started; refused when the
+    wait ends, it names the cause."""
+    store = GraphStore(async_redis, Keys(), gap_timeout_s=0)
+    done = await store.sequencer.apply([_event("run.finished", 0, run_id="nobody")])
+    assert done.results[0].outcome == "parked"
+    (released,) = done.released
+    assert released.applied.reason == "unknown run: no run.started event was applied for it"
+    assert released.missing == "run.started"
 
 
 async def test_events_after_the_run_finished_are_refused(store: GraphStore) -> None:
     """Once run.finished is applied, later events are refused with the finishing seq."""
     await apply_known(store)
-    await store.apply([_event("run.finished", 50)])
+    turn = len(known_events())
+    await store.apply([_event("run.finished", turn)])
     (late,) = await store.apply(
-        [_event("candidate.executed", 51, candidate_id="c5", status="ongoing")]
+        [_event("candidate.executed", turn + 1, candidate_id="c5", status="ongoing")]
     )
-    assert late.reason.startswith("the run is finished (run.finished was seq 50)")
+    assert late.reason.startswith(f"the run is finished (run.finished was seq {turn})")
 
 
 async def test_trajectory_crosses_a_linked_stage(store: GraphStore) -> None:
@@ -136,6 +148,34 @@ async def test_lineage_reads_only_the_ancestors(store: GraphStore) -> None:
     assert sorted(lineage.candidates) == [0, 2, 5, 6]
     assert trajectory(lineage, 6) == trajectory(graph, 6)
     assert await store.lineage("r1", 99) is None
+
+
+async def test_a_lineage_read_again_is_remembered_until_the_run_id_starts_again(
+    store: GraphStore,
+) -> None:
+    """The second read of a lineage costs one command (the run's state; the executions
+    and nodes are remembered); a run started again under the same id after its keys went
+    is read afresh, not from the memory of its namesake."""
+    await apply_known(store)
+    first = await store.lineage("r1", 6)
+    before = await _commands(store)
+    again = await store.lineage("r1", 6)
+    assert again == first
+    assert await _commands(store) - before == 1 + 1  # the HMGET, and the INFO that counts
+    await store.client.delete(*store.run_keys("r1"))
+    events = known_events("r1")
+    events[1] = events[1].model_copy(
+        update={"stage": events[1].stage.model_copy(update={"goal": "new"})}
+    )
+    assert {result.outcome for result in await store.apply(events)} == {"ok"}
+    fresh = await store.lineage("r1", 6)
+    assert fresh is not None
+    assert fresh.situations[0].stage.goal == "new"
+
+
+async def _commands(store: GraphStore) -> int:
+    stats = await store.client.info("commandstats")
+    return sum(int(value["calls"]) for value in stats.values())
 
 
 async def test_saved_runs_expire(store: GraphStore) -> None:

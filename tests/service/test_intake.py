@@ -14,6 +14,7 @@ import redis
 from gencoach.client import Reporter
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.graph import read_save
+from gencoach.service.graphstore import META
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.metrics import scrape
@@ -54,7 +55,8 @@ def test_bad_events_are_dead_lettered_and_intake_goes_on(
     controller: ControllerProcess, redis_client: redis.Redis, redis_url: str
 ) -> None:
     """Malformed, unknown-reference and duplicate events never stop intake; each bad one
-    lands on the dead-letter stream with its payload and a reason a person can act on."""
+    lands on the dead-letter stream with its payload and a reason a person can act on (an
+    event of a run that never started once no pending event could start it)."""
     redis_client.xadd(KEYS.events, {EVENT_FIELD: "{not json"})
     redis_client.xadd(KEYS.events, {"payload": "x"})
     redis_client.xadd(
@@ -77,7 +79,8 @@ def test_bad_events_are_dead_lettered_and_intake_goes_on(
     assert json.loads(dead[1]["event"]) == {"payload": "x"}
     assert "seq: Input should be a valid integer" in reasons[2]
     assert reasons[3] == (
-        "run.finished seq 0 of run ghost: unknown run: no run.started event was applied for it"
+        "run.finished seq 0 of run ghost: unknown run: no run.started event was applied for "
+        "it; it waited for the run's run.started, which was never applied"
     )
     assert dead[0]["event"] == "{not json"
     assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
@@ -88,6 +91,7 @@ def test_bad_events_are_dead_lettered_and_intake_goes_on(
         "unparsed": 3,
         "run.finished": 1,
     }
+    assert samples.by("gencoach_events_total", "type", outcome="parked") == {"run.finished": 1}
     events = len(known_run_events())
     assert samples.total("gencoach_events_total", outcome="applied") == events
     assert samples.total("gencoach_events_total", outcome="duplicate") == events
@@ -110,26 +114,45 @@ def test_sigkill_mid_stream_then_restart_applies_everything_once(
     assert not _all_saved(controller.output_dir, run_ids), "killed too late to test anything"
     pending = redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"]
     controller.start()
-    wait_for(lambda: _all_saved(controller.output_dir, run_ids), timeout_s=30, what="all saves")
+    # Saved as Redis says, not only on disk: a run whose save the stop interrupted before
+    # it was marked saved is saved once more after the restart (its folder rewritten).
+    wait_for(
+        lambda: (
+            _all_saved(controller.output_dir, run_ids)
+            and all(
+                redis_client.hget(KEYS.run(run_id, META), "state") == b"saved" for run_id in run_ids
+            )
+        ),
+        timeout_s=60,
+        what="all saves, marked saved",
+    )
     _assert_complete_saves(controller.output_dir, run_ids)
     assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
     assert _dead(redis_client) == []
     print(f"entries pending at the kill: {pending}")
 
 
-def test_entries_of_a_consumer_that_never_returns_are_claimed(
+def test_a_dead_consumers_run_started_is_taken_over_and_its_run_loses_nothing(
     controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis, redis_url: str
 ) -> None:
-    """Entries another consumer read and never acknowledged are applied once they idle out."""
+    """A consumer that read a run's run.started and died (no lease) holds it while a live
+    controller reads the run's other events: they wait for it instead of being refused,
+    the dead consumer's entry is taken over once it has idled `lease_s`, long before
+    `claim_idle_s`, and the run is saved whole with no dead letter."""
     _publish_runs(redis_url, ["orphaned"])
     redis_client.xgroup_create(KEYS.events, CONTROLLER_GROUP, id="0", mkstream=True)
-    taken = redis_client.xreadgroup(CONTROLLER_GROUP, "vanished-host", {KEYS.events: ">"})
-    assert len(taken[0][1]) == len(known_run_events())
-    controller = controller_factory(claim_idle_s=0.5)
+    taken = redis_client.xreadgroup(CONTROLLER_GROUP, "vanished-host", {KEYS.events: ">"}, 1)
+    assert json.loads(taken[0][1][0][1][EVENT_FIELD.encode()])["type"] == "run.started"
+    controller = controller_factory(lease_s=1, gap_timeout_s=60, claim_idle_s=600)
     controller.start()
     wait_for(lambda: _all_saved(controller.output_dir, ["orphaned"]), what="the orphaned run")
     _assert_complete_saves(controller.output_dir, ["orphaned"])
+    assert _dead(redis_client) == []
     assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
+    taken_over = [e for e in controller.log_events() if e["event"] == "stream.taken_over"]
+    assert [(e["dead"], e["count"]) for e in taken_over] == [("vanished-host", 1)], taken_over
+    consumers = {c["name"] for c in redis_client.xinfo_consumers(KEYS.events, CONTROLLER_GROUP)}
+    assert consumers == {b"test-controller"}
 
 
 def test_sigterm_finishes_the_batch_and_exits_cleanly(
@@ -151,5 +174,16 @@ def test_sigterm_finishes_the_batch_and_exits_cleanly(
     assert redis_client.xpending(KEYS.events, CONTROLLER_GROUP)["pending"] == 0
     assert any(event["event"] == "controller.stopped" for event in controller.log_events())
     controller.start()
-    wait_for(lambda: _all_saved(controller.output_dir, run_ids), timeout_s=30, what="all saves")
+    # Saved as Redis says, not only on disk: a run whose save the stop interrupted before
+    # it was marked saved is saved once more after the restart (its folder rewritten).
+    wait_for(
+        lambda: (
+            _all_saved(controller.output_dir, run_ids)
+            and all(
+                redis_client.hget(KEYS.run(run_id, META), "state") == b"saved" for run_id in run_ids
+            )
+        ),
+        timeout_s=60,
+        what="all saves, marked saved",
+    )
     _assert_complete_saves(controller.output_dir, run_ids)

@@ -62,7 +62,7 @@ async def test_counters_follow_the_events_and_the_coaching(
         redis_url=redis_url,
         run_id=RUN,
         log_path=log,
-        branch_grace_s=15.0,
+        branch_grace_s=120.0,  # a bound: the run ends on gencoach's settled answer
         max_wall_s=100.0,
     )
     during: list[float] = []
@@ -85,9 +85,12 @@ async def test_counters_follow_the_events_and_the_coaching(
         samples = scrape(url)
         counted = samples.by("gencoach_events_total", "type", outcome="applied")
         proven = samples.value("gencoach_proofs_total", route="failure", outcome="proven")
-        return samples if counted == reported and proven == 3 else None
+        # Workers flush their counts every second: wait for the jobs' counts too.
+        jobs = samples.by("gencoach_jobs_total", "kind")
+        worked = jobs.get("repair", 0) >= 3 and jobs.get("diagnosis", 0) >= 3
+        return samples if counted == reported and proven == 3 and worked else None
 
-    samples = wait_for(caught_up, timeout_s=30, what="the events and proofs to be counted")
+    samples = wait_for(caught_up, timeout_s=30, what="the events, proofs and jobs to be counted")
 
     # The coaching funnel: four failures, three proven, the fourth abandoned by rule.
     assert samples.by("gencoach_opportunities_total", "outcome", route="failure") == {"admitted": 4}
@@ -134,5 +137,5 @@ async def test_counters_follow_the_events_and_the_coaching(
     out = done.stdout.decode()
     assert done.returncode == 0, done.stderr.decode()
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.strip()}
-    funnel = {stage: rows.get(stage) for stage in ("opportunities", "admitted", "proven", "failed")}
-    assert funnel == {"opportunities": ["4"], "admitted": ["4"], "proven": ["3"], "failed": ["1"]}
+    funnel = {stage: rows.get(stage) for stage in ("seen", "admitted", "proven", "failed")}
+    assert funnel == {"seen": ["4"], "admitted": ["4"], "proven": ["3"], "failed": ["1"]}

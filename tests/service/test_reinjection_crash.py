@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable
 
 import httpx
@@ -47,13 +48,13 @@ def test_killed_while_the_agent_answers(
 ) -> None:
     """SIGKILL while the agent is producing the reinjected answer; after a restart the
     request is reinjected once, with one branch and one order."""
-    scripted_agent.response_delay_s = 2.0
+    scripted_agent.responses_gate = answer = threading.Event()
     controller = _start(controller_factory, llm)
     report_known(redis_url, "crash", scripted_agent.url)
     wait_for(lambda: scripted_agent.response_requests, timeout_s=60, what="the reinjection call")
     controller.signal(signal.SIGKILL)
     controller.wait()
-    scripted_agent.response_delay_s = 0.0
+    answer.set()  # the killed call's connection is gone: only the retried call is answered
     controller.start()
     wait_for(_state(controller, "crash", "failure", "reinjected"), timeout_s=30, what="reinjection")
     assert redis_client.xlen(KEYS.branches("crash")) == 1

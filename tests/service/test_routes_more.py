@@ -1,4 +1,5 @@
-"""The remaining routes end to end (no_action, exceeded, text rewrite), and a worker
+"""The remaining routes end to end (no_action, exceeded, text rewrite, a person's
+decision) to proven and unproven, with the funnel adding up over them, and a worker
 killed in the middle of a job: its request is retried, never lost."""
 
 from __future__ import annotations
@@ -7,24 +8,45 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from gencoach.client import Reporter
+from gencoach.funnel import funnel_row
+from gencoach.protocol import BranchOrder
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known, requests_of, settled
 from tests.support.controller import ControllerProcess, wait_for
+from tests.support.funnel import assert_funnel_adds_up, metrics_funnel
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
+from tests.support.metrics import scrape
 from tests.support.processes import kill_tree
 
 pytestmark = pytest.mark.slow
 
+SUCCESS = {"event": "success", "state": "optimal"}
 PRESS = {
     "say": "",
     "tool_calls": [
         {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
     ],
 }
+
+
+def _orders(reporter: Reporter, count: int) -> list[BranchOrder]:
+    """The run's first `count` branch orders, as its generator reads them."""
+    orders: list[BranchOrder] = []
+    wait_for(lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count)
+    return orders
+
+
+def _branches_executed(controller: ControllerProcess, run_id: str) -> Callable[[], bool]:
+    """A condition: every request of the run has its branch executed (or proven)."""
+    return lambda: all(
+        request["state"] in ("executed", "proven")
+        for request in requests_of(controller, run_id).values()
+    )
 
 
 def _two_step_run(
@@ -51,8 +73,8 @@ def _two_step_run(
     emit("candidate.executed", candidate_id=f"{prefix}-c1", status="error", stage_end=end)
 
 
-@pytest.mark.timeout(150)
-def test_no_action_exceeded_and_text_rewrite_routes(
+@pytest.mark.timeout(240)
+def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
     controller_factory: Callable[..., ControllerProcess],
     scripted_agent: ScriptedAgent,
     llm: ScriptedLLMServer,
@@ -60,7 +82,9 @@ def test_no_action_exceeded_and_text_rewrite_routes(
 ) -> None:
     """no_action and exceeded ends are diagnosed and repaired as failure coaching with
     their own types; a failed text-only stage is rewritten by the LLM and reinjected as
-    replace_say."""
+    replace_say; a person's decision is reinjected too; once the generator executes the
+    branches, each request ends proven or unproven, and the funnel adds up and is the same
+    in `gencoach status`, the console and `/metrics` at both points."""
     diagnosis = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
     llm.script(diagnosis, diagnosis)
     controller = controller_factory(settings=coaching_settings(llm))
@@ -96,7 +120,84 @@ def test_no_action_exceeded_and_text_rewrite_routes(
     prompt = json.dumps(llm.requests[-1].body["messages"])
     assert "I am done" in prompt
     reinjected = scripted_agent.response_requests[-1]["inputs"][0]["extra_keys"]["coaching"]
-    assert reinjected == {"kind": "replace_say", "text": "the answer is 42"}
+    assert reinjected == {
+        "kind": "replace_say",
+        "text": "the answer is 42",
+        "decision_source": "rewrite",
+    }
+
+    # A person's decision on the same run, then the funnel: with the operator test's runs
+    # (format, failure, no_action, suboptimal) every row has been seen on a real run.
+    body = {
+        "candidate_id": "text-c0",
+        "diagnosis": {"explanation": "say the answer", "expected_decision": "say 42"},
+        "decision": {"say": "42", "tool_calls": []},
+    }
+    accepted = httpx.post(f"{controller.url}/v1/runs/text/interventions", json=body, timeout=10)
+    assert accepted.status_code == 202, accepted.text
+    human = wait_for(
+        lambda: (
+            (r := requests_of(controller, "text").get("failure"))
+            and r["state"] == "reinjected"
+            and r
+        ),
+        timeout_s=30,
+        what="the person's decision reinjected",
+    )
+    assert human["human"]
+    rows = ("no_action", "exceeded", "text_rewrite", "human")
+    samples = wait_for(
+        lambda: (
+            (found := scrape(controller.url))
+            and all(metrics_funnel(found)[row]["reinjected"] == 1 for row in rows)
+            and found
+        ),
+        timeout_s=30,
+        what="the four reinjections in /metrics (flushed every few seconds)",
+    )
+    funnel = assert_funnel_adds_up(controller.url, samples)
+    assert all(funnel[row]["admitted"] == funnel[row]["open"] == 1 for row in rows), funnel
+
+    # The generator executes the four branches it is ordered to: the exceeded and the text
+    # rewrite ones end their stages in success (proven); the no_action one and the
+    # person's go on without an end, so they end unproven when their runs finish (once
+    # the controller has seen them executed).
+    proving = {"exceeded", "text_rewrite"}
+    for run_id in ("routes", "text"):
+        by_attempt = {
+            attempt: funnel_row(route, request["human"])
+            for route, request in requests_of(controller, run_id).items()
+            for attempt in request["attempt_ids"]
+        }
+        with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
+            for order in _orders(generator, 2):
+                if by_attempt[order.attempt_id] in proving:
+                    generator.emit("candidate.executed", candidate_id=order.candidate_id,
+                                   status="optimal", stage_end=SUCCESS)  # fmt: skip
+                else:
+                    generator.emit(
+                        "candidate.executed", candidate_id=order.candidate_id, status="ongoing"
+                    )
+            generator.flush()
+            wait_for(_branches_executed(controller, run_id), timeout_s=60,
+                     what=f"the branches of {run_id} executed")  # fmt: skip
+            generator.emit("run.finished")
+    outcomes = {"exceeded": "proven", "text_rewrite": "proven", "no_action": "unproven",
+                "human": "unproven"}  # fmt: skip
+    samples = wait_for(
+        lambda: (
+            (found := scrape(controller.url))
+            and all(metrics_funnel(found)[row][end] == 1 for row, end in outcomes.items())
+            and found
+        ),
+        timeout_s=60,
+        what="the four outcomes in /metrics",
+    )
+    funnel = assert_funnel_adds_up(controller.url, samples)
+    for row, end in outcomes.items():
+        counts = funnel[row]
+        assert (counts["executed"], counts[end], counts["open"]) == (1, 1, 0), (row, funnel)
+    assert funnel["failure"]["seen"] == 0, funnel  # the executed branches opened nothing new
 
 
 @pytest.mark.timeout(150)

@@ -14,7 +14,8 @@ from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.service.graphstore import META, GraphStore
-from gencoach.service.requests import CoachingRequest, RequestState, RequestStore
+from gencoach.service.lifecycle import RequestState
+from gencoach.service.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.runends import RunEnds
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known, requests_of
@@ -48,6 +49,13 @@ def _request(state: RequestState, index: int) -> CoachingRequest:
     ).moved(state)
 
 
+async def _stored(client: Redis, keys: Keys, request: CoachingRequest) -> None:
+    """Leave a request in its state, as the controller that moved it there would have."""
+    await client.hset(
+        keys.run(request.run_id, REQUESTS), request.request_id, request.model_dump_json()
+    )
+
+
 @pytest.mark.asyncio
 async def test_open_requests_of_a_finished_run_end_with_what_the_end_interrupted(
     store: GraphStore, async_redis: Redis
@@ -59,10 +67,12 @@ async def test_open_requests_of_a_finished_run_end_with_what_the_end_interrupted
     limits = StageLimits(async_redis, keys)
     for index, state in enumerate(OPEN):
         request = _request(state, index)
-        await requests.save(request)
+        await _stored(async_redis, keys, request)
+        if state == "opportunity":
+            continue  # admitted in the step that moves it on: it holds no slot
         await limits.admit("r1", 0, request.request_id, Limits(max_pending_per_stage=20), 60.0)
-    await requests.save(_request("proven", 99))
-    ends = RunEnds(async_redis, keys, requests, limits)
+    await _stored(async_redis, keys, _request("proven", 99))
+    ends = RunEnds(async_redis, keys, requests)
 
     assert await ends.settle("r1", after_s=0.0)
 
@@ -79,8 +89,8 @@ async def test_requests_wait_for_the_settling_delay(store: GraphStore, async_red
     await store.apply(known_events("r1", finished=True))
     keys = Keys()
     requests = RequestStore(async_redis, keys)
-    await requests.save(_request("reinjected", 1))
-    ends = RunEnds(async_redis, keys, requests, StageLimits(async_redis, keys))
+    await _stored(async_redis, keys, _request("reinjected", 1))
+    ends = RunEnds(async_redis, keys, requests)
     assert not await ends.settle("r1", after_s=60.0)
     assert (await requests.get("r1", "r1:1:failure")).state == "reinjected"  # type: ignore[union-attr]
 
@@ -92,9 +102,7 @@ async def test_a_silent_run_is_abandoned_and_an_active_one_is_not(
     """Only a run that heard nothing for the idle time is finished, with the reason recorded."""
     await store.apply(known_events("quiet"))
     keys = Keys()
-    ends = RunEnds(
-        async_redis, keys, RequestStore(async_redis, keys), StageLimits(async_redis, keys)
-    )
+    ends = RunEnds(async_redis, keys, RequestStore(async_redis, keys))
     assert not await ends.abandon_if_idle("quiet", 3600.0)
     await async_redis.hset(keys.run("quiet", META), "last_event_at", 0)
     assert await ends.abandon_if_idle("quiet", 3600.0)

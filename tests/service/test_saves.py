@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,7 @@ def _assert_known_save(folder: Path, run_id: str) -> None:
         "coaching_hint": None,
     }  # fmt: skip
     assert config["producer"]["package"] == "gencoach"
+    assert abs(config["producer"]["started_at"] - time.time()) < 600  # the run's start
     assert config["error_statistics"] == {
         "active_errors": {"injection_error": 1},
         "invalid_answers": 1,

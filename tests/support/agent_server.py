@@ -23,7 +23,7 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from tests.support.processes import free_port
+from tests.support.processes import STARTUP_S, free_port
 
 Json = dict[str, Any]
 DEFAULT_DECISION: Json = {
@@ -78,7 +78,8 @@ class ScriptedAgent:
         self.coaching_requests: list[Json] = []
         self.response_requests: list[Json] = []
         self.coaching_replies: deque[Callable[[Json], tuple[int, Json]]] = deque()
-        self.response_delay_s = 0.0  # how long /v1/responses waits before answering
+        # When set, /v1/responses answers only once this event is (a reinjection held open).
+        self.responses_gate: threading.Event | None = None
         self.response_status: int | None = None  # answer /v1/responses with this error
         # Scripted answers: fields replacing those of the default output (e.g. "output",
         # "memory", or "status" with "error"), given the input (coaching included) and the
@@ -99,7 +100,7 @@ class ScriptedAgent:
         async def info() -> Json:
             return self.info
 
-        @app.put("/v1/coaching/sessions/{run_id}")
+        @app.put("/v1/coaching/sessions/{run_id:path}")
         async def open_session(run_id: str, request: Request) -> Response:
             body = await request.json()
             if self.session_status is not None:
@@ -109,7 +110,7 @@ class ScriptedAgent:
             self.sessions[run_id] = body
             return Response(status_code=204)
 
-        @app.delete("/v1/coaching/sessions/{run_id}")
+        @app.delete("/v1/coaching/sessions/{run_id:path}")
         async def close_session(run_id: str) -> Response:
             if self.sessions.pop(run_id, None) is None:
                 return JSONResponse({"detail": "unknown run"}, 404)
@@ -129,8 +130,8 @@ class ScriptedAgent:
             body = await request.json()
             with self.lock:
                 self.response_requests.append(body)
-            if self.response_delay_s:
-                await anyio.sleep(self.response_delay_s)
+            if self.responses_gate is not None:
+                await anyio.to_thread.run_sync(self.responses_gate.wait, abandon_on_cancel=True)
             if self.response_status is not None:
                 return JSONResponse({"detail": "scripted outage"}, self.response_status)
             outputs = []
@@ -175,10 +176,10 @@ class ThreadedServer:
     def start(self) -> None:
         """Start serving and wait until it listens."""
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + STARTUP_S
         while not self.server.started:
             if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the threaded server did not start")
+                raise RuntimeError(f"the threaded server did not start in {STARTUP_S} s")
             time.sleep(0.01)
 
     def stop(self) -> None:

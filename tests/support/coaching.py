@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 
 from gencoach.client import Reporter
-from tests.support.controller import ControllerProcess
+from gencoach.graph import SavedGraph, read_save
+from gencoach.protocol import BranchOrder
+from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer
 
@@ -69,3 +72,41 @@ def settled(controller: ControllerProcess, run_id: str, count: int) -> Callable[
         return found if done else None
 
     return check
+
+
+def succeed_after(generator: Reporter, order: BranchOrder) -> None:
+    """Report a branch order's candidate executed and a next decision, `c9` in `S_f`,
+    that ends the stage in an optimal success: the branch's attempt is proven."""
+    attempt = order.attempt_id
+    generator.emit("candidate.executed", candidate_id=order.candidate_id, status="ongoing")
+    generator.emit(
+        "situation.created",
+        situation_id="S_f",
+        parent_candidate_id=order.candidate_id,
+        stage={"id": 0, "goal": "press sw0 then sw4"},
+        input={"id": 9, "instruction": {"type": "env", "content": "{}"}},
+        coaching_attempt_ids=[attempt],
+    )
+    generator.emit(
+        "candidate.created",
+        candidate_id="c9",
+        situation_id="S_f",
+        response_status="completed",
+        output={"say": "done"},
+        coaching_attempt_ids=[attempt],
+    )
+    generator.emit(
+        "candidate.executed",
+        candidate_id="c9",
+        status="optimal",
+        stage_end={"event": "success", "state": "optimal"},
+    )
+    generator.flush()
+
+
+def complete_save(controller: ControllerProcess, run_id: str) -> SavedGraph:
+    """The run's save, once the controller wrote it whole (`export_complete`)."""
+    folder = controller.output_dir / run_id
+    config = folder / "config.json"
+    wait_for(lambda: config.is_file() and json.loads(config.read_text())["export_complete"])
+    return read_save(folder)

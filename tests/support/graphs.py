@@ -179,3 +179,30 @@ async def apply_known(store: GraphStore, run_id: str = "r1") -> RunGraph:
     graph = await store.load(run_id)
     assert graph is not None
     return graph
+
+
+_PRESS_SW0 = {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
+
+
+def chain_run_events(run_id: str, situations: int) -> list[AnyEvent]:
+    """A long run still going: a chain of situations, each answered by a candidate that
+    goes on and one that fails its stage, parsed and numbered from seq 0."""
+    raw: list[dict[str, object]] = [
+        {"type": "run.started", "agent_url": "http://127.0.0.1:1", "scenario": "buttons",
+         "target": "sw0", "target_kind": "button", "task_description": "press",
+         "generator": {"name": "bench", "version": "1"}},
+    ]  # fmt: skip
+    stage = {"id": 0, "goal": "press sw0"}
+    for sid in range(situations):
+        parent = None if sid == 0 else f"c{sid - 1}"
+        instruction = {"type": "env", "content": f"step {sid}: " + "feedback " * 20}
+        raw.append({"type": "situation.created", "situation_id": f"s{sid}",
+                    "parent_candidate_id": parent, "stage": stage,
+                    "input": {"id": sid, "instruction": instruction}})  # fmt: skip
+        for cid, output in ((f"c{sid}", {"tool_calls": [_PRESS_SW0]}), (f"x{sid}", {"say": "no"})):
+            raw.append({"type": "candidate.created", "candidate_id": cid, "situation_id": f"s{sid}",
+                        "response_status": "completed", "output": output})  # fmt: skip
+        raw.append({"type": "candidate.executed", "candidate_id": f"c{sid}", "status": "ongoing"})
+        raw.append({"type": "candidate.executed", "candidate_id": f"x{sid}", "status": "error",
+                    "stage_end": {"event": "failure", "state": "exceeded"}})  # fmt: skip
+    return [parse_event({**event, "run_id": run_id, "seq": seq}) for seq, event in enumerate(raw)]

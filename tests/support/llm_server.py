@@ -14,10 +14,12 @@ exact prompt, headers and `response_format`::
         ...  # a backend with endpoint=server.endpoint
         assert server.requests[1].body["messages"][0]["content"] == "..."
 
-A reply can be delayed (to exceed a client's timeout), carry any status, headers or raw
-body, or drop the connection without answering. When the script runs out, the server
-answers `default` (a 500 saying so, unless given), so a test that asks more than it
-scripted fails visibly. `max_in_flight` is the most requests it served at once.
+A reply can be delayed (to exceed a client's timeout), held until the test lets it go
+(`held`), carry any status, headers or raw body, or drop the connection without
+answering. When the script runs out, the server answers `responder(body)` when given one
+(a reply made from the request's JSON body), else `default` (a 500 saying so, unless
+given), so a test that asks more than it scripted fails visibly. `max_in_flight` is the
+most requests it served at once.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class ScriptedReply:
     body: bytes | None = None  # sent as is instead of a completion built from `content`
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # wait before answering
+    gate: threading.Event | None = field(default=None, compare=False)  # answer once set
     usage: tuple[int, int] | None = (10, 5)  # prompt and completion tokens; None: no usage
     model: str = "scripted-model"
     drop: bool = False  # close the connection without any answer
@@ -77,9 +80,31 @@ def raw(body: bytes | str, *, status: int = 200, **options: Any) -> ScriptedRepl
     return ScriptedReply(status=status, body=data, **options)
 
 
+def tool_calls_reply(
+    *calls: tuple[str, str | dict[str, Any]], content: str | None = None
+) -> ScriptedReply:
+    """A completion whose assistant message holds these function calls (name, arguments)."""
+    message = {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+            for i, (name, args) in enumerate(calls)
+        ],
+    }
+    body = {"id": "x", "object": "chat.completion", "model": "m", "choices": [
+        {"index": 0, "message": message, "finish_reason": "tool_calls"}]}  # fmt: skip
+    return raw(json.dumps(body))
+
+
 def delayed(delay_s: float, then: ScriptedReply | None = None) -> ScriptedReply:
     """`then` (a plain completion of "{}" by default), answered after `delay_s` seconds."""
     return replace(then if then is not None else reply("{}"), delay_s=delay_s)
+
+
+def held(gate: threading.Event, then: ScriptedReply | None = None) -> ScriptedReply:
+    """`then` (a plain completion of "{}" by default), answered once the test sets `gate`."""
+    return replace(then if then is not None else reply("{}"), gate=gate)
 
 
 def dropped() -> ScriptedReply:
@@ -134,8 +159,13 @@ def completion_body(reply: ScriptedReply, number: int) -> bytes:
 class ScriptedLLMServer:
     """The server; `start()` it (or use it as a context manager), then `script()` replies."""
 
-    def __init__(self, default: ScriptedReply | None = None) -> None:
+    def __init__(
+        self,
+        default: ScriptedReply | None = None,
+        responder: Callable[[Any], ScriptedReply] | None = None,
+    ) -> None:
         self.default = default or error(500, "the scripted server has no reply left")
+        self.responder = responder
         self._script: deque[ScriptedReply] = deque()
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -204,20 +234,28 @@ class ScriptedLLMServer:
         with self._lock:
             self._requests.append(request)
 
-    def _next(self) -> tuple[ScriptedReply, int]:
+    def _next(self, request: RecordedRequest) -> tuple[ScriptedReply, int]:
         with self._lock:
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
-            chosen = self._script.popleft() if self._script else self.default
+            if self._script:
+                chosen = self._script.popleft()
+            elif self.responder is not None:
+                chosen = self.responder(request.body)
+            else:
+                chosen = self.default
             return chosen, next(self._numbers)
 
     def _done(self) -> None:
         with self._lock:
             self._in_flight -= 1
 
-    def _wait(self, delay_s: float) -> None:
-        if delay_s > 0:
-            self._stopping.wait(delay_s)
+    def _wait(self, scripted: ScriptedReply) -> None:
+        if scripted.delay_s > 0:
+            self._stopping.wait(scripted.delay_s)
+        while scripted.gate is not None and not self._stopping.is_set():
+            if scripted.gate.wait(0.05):
+                return
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -246,9 +284,9 @@ def _handler_for(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             if self.path != CHAT_PATH:
                 self._send(404, b'{"error": {"message": "not found"}}', {})
                 return
-            scripted, number = server._next()
+            scripted, number = server._next(request)
             try:
-                server._wait(scripted.delay_s)
+                server._wait(scripted)
                 if scripted.drop:
                     self.close_connection = True
                     return

@@ -36,9 +36,12 @@ def follow_the_diagnosis(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 
 @contextmanager
-def teacher_controller(folder: Path, redis_url: str) -> Iterator[ControllerProcess]:
-    """A controller with the teacher as its one backend, and its workers; killed after."""
-    process = ControllerProcess(folder, redis_url, settings=TEACHER_SETTINGS)
+def teacher_controller(
+    folder: Path, redis_url: str, settings: dict[str, Any] | None = None
+) -> Iterator[ControllerProcess]:
+    """A controller with a teacher (the reference one by default) as its one backend, and
+    its workers; killed after."""
+    process = ControllerProcess(folder, redis_url, settings=settings or TEACHER_SETTINGS)
     process.start()
     process.start_workers()
     try:

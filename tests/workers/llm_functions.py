@@ -19,6 +19,17 @@ def diagnose(messages: list[dict[str, str]], *, schema: Any, model: str | None) 
     )
 
 
+def diagnose_as_magma(messages: list[dict[str, str]], *, schema: Any, model: str | None) -> str:
+    """Answer as MAGMA-GEN's diagnosis does: the expected decision as free text."""
+    return json.dumps(
+        {
+            "decision_index": 1,
+            "reason": "pressed the wrong button first",
+            "expected_decision": "press_button(id='sw0') with panda",
+        }
+    )
+
+
 async def diagnose_async(messages: list[dict[str, str]], *, schema: Any, model: str | None) -> str:
     """The same as `diagnose`, as a coroutine function."""
     await anyio.lowlevel.checkpoint()

@@ -14,7 +14,7 @@ from pathlib import Path
 import redis
 from rq import Queue, Worker
 
-from tests.support.processes import child_pids, pid_alive, wait_gone
+from tests.support.processes import child_pids, pid_alive, wait_gone, wait_started
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,12 +26,6 @@ def wait_until(check: Callable[[], object], timeout_s: float, what: str) -> None
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
         time.sleep(0.05)
-
-
-def wait_workers(client: redis.Redis, queue: str, count: int = 1) -> None:
-    """Wait until `count` workers listen on `queue` (a short lease must not lapse at start-up)."""
-    listening = Queue(queue, connection=client)
-    wait_until(lambda: Worker.count(queue=listening) >= count, 30, f"workers on {queue}")
 
 
 class PoolProcess:
@@ -69,6 +63,17 @@ class PoolProcess:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
 
+    def wait_workers(self, client: redis.Redis, queue: str, count: int = 1) -> None:
+        """Wait until `count` workers listen on `queue` (a short lease must not lapse at
+        start-up), or fail quoting the pool's output."""
+        assert self.process is not None
+        listening = Queue(queue, connection=client)
+
+        def ready() -> bool:
+            return Worker.count(queue=listening) >= count
+
+        wait_started(ready, self.process, self.log_path, f"the pool's workers on {queue}")
+
     @property
     def pid(self) -> int:
         """The pool's process id."""
@@ -98,9 +103,12 @@ class PoolProcess:
     def events(self, name: str) -> list[dict[str, object]]:
         """The JSON log events called `name`."""
         found = []
+        decoder = json.JSONDecoder()
         for line in self.log().splitlines():
-            if line.startswith("{"):
-                event = json.loads(line)
+            # Several worker processes share the log: two of their lines can meet on one.
+            at = 0
+            while line.startswith("{", at):
+                event, at = decoder.raw_decode(line, at)
                 if event.get("event") == name:
                     found.append(event)
         return found

@@ -23,7 +23,7 @@ from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.workers.queues import RESULT_TTL_S, enqueue, ring
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
 from tests.workers.builders import FAILURE_ANSWER, admit, counts, diagnosis_job, settings_data
-from tests.workers.pools import PoolProcess, wait_until, wait_workers
+from tests.workers.pools import PoolProcess, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -201,7 +201,7 @@ def test_sigkill_with_several_jobs_in_flight_frees_every_slot_within_the_lease(
     lease_s (the controller then retries them) and the pool starts a new worker."""
     lease_s = 2.0
     pool = start_pool(processes=1, concurrency=8)
-    wait_workers(redis_client, QUEUE_DIAGNOSIS)
+    pool.wait_workers(redis_client, QUEUE_DIAGNOSIS)
     jobs = [diagnosis_job(request_id=f"req-{i}", lease_s=lease_s) for i in range(3)]
     llm_server.script(*[delayed(60.0, json_reply(FAILURE_ANSWER))] * 3)
     for job in jobs:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -9,7 +10,7 @@ import redis
 
 from gencoach.workers.context import WorkerContext, worker_context
 from gencoach.workers.jobs import run_diagnosis
-from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
+from tests.support.llm_server import ScriptedLLMServer, delayed, held, json_reply
 from tests.workers.builders import (
     FAILURE_ANSWER,
     admit,
@@ -19,19 +20,23 @@ from tests.workers.builders import (
     results,
     settings_for,
 )
+from tests.workers.pools import wait_until
 
 
 def test_the_lease_is_renewed_while_a_slow_job_runs(
     context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
 ) -> None:
-    """A 2.5 s LLM reply outlives a 1 s lease, yet the slot stays pending until the job ends."""
+    """An LLM reply held past a 1 s lease: the slot stays pending until the job ends."""
     job = diagnosis_job(lease_s=1.0)
     admit(context.redis_url, job.lease)
-    llm_server.script(delayed(2.5, json_reply(FAILURE_ANSWER)))
+    answer = threading.Event()
+    llm_server.script(held(answer, json_reply(FAILURE_ANSWER)))
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(run_diagnosis, job.model_dump_json())
-        time.sleep(2.0)
+        wait_until(lambda: llm_server.requests, 30, "the job to call the LLM")
+        time.sleep(2 * job.lease.lease_s)  # the scenario: the job outlives its first lease
         assert counts(context.redis_url, job.lease).pending == 1
+        answer.set()
         running.result(timeout=15)
     (result,) = results(redis_client)
     assert result.status == "done"

@@ -26,7 +26,7 @@ from tests.workers.builders import (
     results,
     settings_data,
 )
-from tests.workers.pools import PoolProcess, child_pids, wait_until, wait_workers
+from tests.workers.pools import PoolProcess, child_pids, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,8 @@ def test_a_second_signal_stops_at_once(
     wait_until(lambda: llm_server.requests, 30, "the job to call the LLM")
     pool.workers()
     pool.process.send_signal(signal.SIGINT)  # type: ignore[union-attr]
-    time.sleep(0.3)
+    # Two signals before the pool handles the first would count as one.
+    wait_until(lambda: pool.events("pool.stopping"), 30, "the pool's warm shutdown")
     pool.process.send_signal(signal.SIGINT)  # type: ignore[union-attr]
     started = time.monotonic()
     assert pool.wait(15) == 0, pool.log()
@@ -163,7 +164,7 @@ def test_a_killed_forking_worker_frees_the_pending_slot_within_the_lease(
     lease_s = 2.0
     pool = pool_factory()
     pool.start(QUEUE_DIAGNOSIS, processes=1, mode="fork")
-    wait_workers(redis_client, QUEUE_DIAGNOSIS)
+    pool.wait_workers(redis_client, QUEUE_DIAGNOSIS)
     job = diagnosis_job(lease_s=lease_s)
     admit(redis_url, job.lease)
     llm_server.script(delayed(60.0, json_reply(FAILURE_ANSWER)))

@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 import redis
 import yaml
 from rq import Worker
 
 from tests.support.controller import wait_for
-from tests.support.processes import kill_tree
+from tests.support.processes import kill_tree, wait_started
 from tests.support.restartable_redis import RestartableRedis
 from tests.workers.test_async_worker import put
 
@@ -23,12 +23,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RestartableRedis]:
+def server(private_redis: RestartableRedis) -> RestartableRedis:
     """A private Redis the test kills and starts again."""
-    redis_server = RestartableRedis(tmp_path / "redis")
-    redis_server.start()
-    yield redis_server
-    redis_server.kill()
+    return private_redis
 
 
 def events(log: Path, name: str) -> list[dict[str, object]]:
@@ -50,7 +47,7 @@ def test_a_worker_waits_out_a_redis_restart(server: RestartableRedis, tmp_path: 
         )  # fmt: skip
     client = redis.Redis.from_url(server.url)
     try:
-        wait_for(lambda: Worker.count(connection=client), 30, "the worker to register")
+        wait_started(lambda: Worker.count(connection=client), worker, log, "the worker")
         put(client, "record", server.url, "test:before", "taken")
         wait_for(lambda: client.llen("test:before"), 30, "the worker to take jobs")
         started = events(log, "worker.started")
@@ -76,3 +73,17 @@ def test_a_worker_waits_out_a_redis_restart(server: RestartableRedis, tmp_path: 
     finally:
         kill_tree(worker.pid)
         worker.wait(10)
+
+
+def test_a_job_ending_as_redis_goes_leaves_the_worker_waiting(
+    server: RestartableRedis,
+) -> None:
+    """The worker tells RQ it is idle after its last job; with Redis gone at that moment
+    the write fails and the worker goes on (it waits in its take loop), instead of dying
+    with the error (seen under load, when the last job ended as Redis was killed)."""
+    from gencoach.workers.async_worker import AsyncWorker
+
+    client = redis.Redis.from_url(server.url)
+    worker = AsyncWorker(["q"], concurrency=1, shutdown_grace_s=1.0, connection=client)
+    server.kill()
+    anyio.run(worker._show_idle)  # returns: nothing raised

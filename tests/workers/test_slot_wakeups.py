@@ -95,7 +95,9 @@ async def test_each_release_lets_one_more_waiter_in(aredis: redis.asyncio.Redis)
         assert await semaphore.try_acquire("first")
         for index, name in enumerate(("a", "b", "c")):
             group.start_soon(wait_in_turn, semaphore, name, got, taken[index])
-            await anyio.sleep(0.1)  # in line one after the other
+            with anyio.fail_after(10):  # in line one after the other: wait for its place
+                while len(wakeups._lines.get(semaphore.channel, ())) <= index:  # noqa: ASYNC110 - a count, no event
+                    await anyio.sleep(0.01)
         holder = "first"
         for index in range(3):
             assert await semaphore.release(holder)

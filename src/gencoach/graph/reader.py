@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,23 +27,34 @@ class SavedGraph:
         return self.situations[self.candidate_situation[candidate_id]].input
 
 
-def _file(folder: Path, name: str) -> Path:
-    path = folder / name
-    if path.resolve().parent != folder:
-        raise SaveError(path, "resolves outside the save folder")
-    if path.is_symlink():
+def _read(folder: Path, name: str) -> bytes:
+    """A file's bytes. `folder` is resolved and `name` a plain file name: only a
+    symlink can lead out. Works on strings: pathlib costs more than the read."""
+    location = os.path.join(folder, name)
+    try:
+        mode = os.lstat(location).st_mode
+    except OSError:
+        raise SaveError(folder / name, "is missing") from None
+    if stat.S_ISLNK(mode):
+        path = folder / name
+        if path.resolve().parent != folder:
+            raise SaveError(path, "resolves outside the save folder")
         raise SaveError(path, "is a symlink; saves must hold regular files only")
-    if not path.is_file():
-        raise SaveError(path, "is missing")
-    return path
+    if not stat.S_ISREG(mode):
+        raise SaveError(folder / name, "is missing")
+    try:
+        with open(location, "rb") as handle:
+            return handle.read()
+    except OSError as error:
+        raise SaveError(folder / name, f"cannot be read: {error.strerror}") from None
 
 
 def read_config(folder: Path) -> RunConfig:
     """The run config of a save folder, refusing an incomplete save."""
     folder = folder.resolve()
-    path = _file(folder, CONFIG_FILE)
+    path = folder / CONFIG_FILE
     try:
-        config = RunConfig.parse_json(path.read_bytes())
+        config = RunConfig.parse_json(_read(folder, CONFIG_FILE))
     except ContractError as error:
         raise SaveError(path, str(error)) from None
     if not config.export_complete:
@@ -65,21 +78,22 @@ def read_save(folder: Path) -> SavedGraph:
             raise SaveError(
                 folder, f"situation {situation_id} is reached twice (a cycle or a shared child)"
             )
-        path = _file(folder, f"{situation_id}.json")
+        name = f"{situation_id}.json"
         try:
-            record = SituationRecord.parse_json(path.read_bytes())
+            record = SituationRecord.parse_json(_read(folder, name))
         except ContractError as error:
-            raise SaveError(path, str(error)) from None
+            raise SaveError(folder / name, str(error)) from None
         if record.id != situation_id:
-            raise SaveError(path, f"holds situation {record.id}, not {situation_id}")
+            raise SaveError(folder / name, f"holds situation {record.id}, not {situation_id}")
         if record.parent_id != parent_id:
             raise SaveError(
-                path, f"parent_id is {record.parent_id} but candidate {parent_id} links to it"
+                folder / name,
+                f"parent_id is {record.parent_id} but candidate {parent_id} links to it",
             )
         graph.situations[situation_id] = record
         for candidate in record.candidates:
             if candidate.id in graph.candidates:
-                raise SaveError(path, f"candidate id {candidate.id} is used twice")
+                raise SaveError(folder / name, f"candidate id {candidate.id} is used twice")
             graph.candidates[candidate.id] = candidate
             graph.candidate_situation[candidate.id] = situation_id
             pending.extend((link.situation_id, candidate.id) for link in candidate.links)

@@ -21,29 +21,5 @@ local lease_ms, max_pending, max_unproven = tonumber(ARGV[2]), tonumber(ARGV[3])
 local human = ARGV[5] == '1'
 
 local now = now_ms()
-purge(now)
-
-local attempt = redis.call('HGET', attempts_key, request)
-if attempt then
-  return reply('refused', 'completed:' .. attempt, now)
-end
-
-local held = lease_of(request)
-if held then
-  redis.call('ZADD', held, 'XX', now + lease_ms, request)
-  return reply('renewed', '', now)
-end
-
-if not human then
-  local pending, _, completed, proven = counts(now)
-  if pending >= max_pending then
-    return reply('refused', 'pending', now)
-  end
-  if pending + completed - proven >= max_unproven then
-    return reply('refused', 'unproven', now)
-  end
-end
-
-redis.call('ZADD', human and human_key or auto_key, now + lease_ms, request)
-redis.call('SADD', stages_key, stage)
-return reply('admitted', '', now)
+local outcome, detail = admit(request, stage, lease_ms, max_pending, max_unproven, human, now)
+return reply(outcome, detail, now)

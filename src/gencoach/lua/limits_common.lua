@@ -7,8 +7,10 @@
 --   4 proven attempt ids (SET, a subset of 3)
 --   5 completed requests (HASH: request id -> attempt id)
 --   6 the run's stage index (SET of stage ids)
--- Every script replies {outcome, detail, pending, human pending, completed, proven}, the
--- counts taken after the script's writes. Time is the server's (TIME), never a client's.
+-- Every script replies {outcome, detail, pending, human pending, completed, proven}: the
+-- counts taken after the script's writes (`reply`), or zeros (`bare`) from the scripts
+-- whose callers need only the outcome (renew, lease, release, prove), which spares four
+-- commands a call. Time is the server's (TIME), never a client's.
 -- Scripts check their arguments before the first write: Lua writes are not rolled back.
 
 local auto_key, human_key, completed_key, proven_key, attempts_key, stages_key =
@@ -66,4 +68,54 @@ end
 local function reply(outcome, detail, now)
   local pending, human, completed, proven = counts(now)
   return {outcome, detail, pending, human, completed, proven}
+end
+
+local function bare(outcome, detail)
+  return {outcome, detail, 0, 0, 0, 0}
+end
+
+-- The admission of `request` (the limits check and the lease it grants), at `now`:
+-- returns the outcome ('admitted', 'renewed' or 'refused') and the refusal's detail.
+local function admit(request, stage, lease_ms, max_pending, max_unproven, human, now)
+  purge(now)
+  local attempt = redis.call('HGET', attempts_key, request)
+  if attempt then
+    return 'refused', 'completed:' .. attempt
+  end
+  local held = lease_of(request)
+  if held then
+    redis.call('ZADD', held, 'XX', now + lease_ms, request)
+    return 'renewed', ''
+  end
+  if not human then
+    local pending, _, completed, proven = counts(now)
+    if pending >= max_pending then
+      return 'refused', 'pending'
+    end
+    if pending + completed - proven >= max_unproven then
+      return 'refused', 'unproven'
+    end
+  end
+  redis.call('ZADD', human and human_key or auto_key, now + lease_ms, request)
+  redis.call('SADD', stages_key, stage)
+  return 'admitted', ''
+end
+
+-- Drop the request's lease, if any: 'released' when a live one was dropped, else 'absent'.
+local function release(request, now)
+  purge(now)
+  local removed = redis.call('ZREM', auto_key, request) + redis.call('ZREM', human_key, request)
+  return removed > 0 and 'released' or 'absent'
+end
+
+-- Count a completed attempt as proven, once: 'proven', 'duplicate' or 'unknown' (never
+-- completed in this stage: nothing is recorded).
+local function prove(attempt)
+  if redis.call('SISMEMBER', completed_key, attempt) == 0 then
+    return 'unknown'
+  end
+  if redis.call('SADD', proven_key, attempt) == 1 then
+    return 'proven'
+  end
+  return 'duplicate'
 end

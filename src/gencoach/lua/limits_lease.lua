@@ -10,4 +10,4 @@ end
 
 local now = now_ms()
 local key, expiry = lease_of(request)
-return reply((key and expiry > now) and 'alive' or 'gone', '', now)
+return bare((key and expiry > now) and 'alive' or 'gone', '')

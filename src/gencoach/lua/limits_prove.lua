@@ -11,10 +11,4 @@ if problem then
 end
 
 local now = now_ms()
-if redis.call('SISMEMBER', completed_key, attempt) == 0 then
-  return reply('unknown', '', now)
-end
-if redis.call('SADD', proven_key, attempt) == 1 then
-  return reply('proven', '', now)
-end
-return reply('duplicate', '', now)
+return bare(prove(attempt), '')

@@ -11,6 +11,4 @@ if problem then
 end
 
 local now = now_ms()
-purge(now)
-local removed = redis.call('ZREM', auto_key, request) + redis.call('ZREM', human_key, request)
-return reply(removed > 0 and 'released' or 'absent', '', now)
+return bare(release(request, now), '')

@@ -14,11 +14,11 @@ end
 local now = now_ms()
 local key, expiry = lease_of(request)
 if not key then
-  return reply('gone', 'absent', now)
+  return bare('gone', 'absent')
 end
 if expiry <= now then
   redis.call('ZREM', key, request)
-  return reply('gone', 'expired', now)
+  return bare('gone', 'expired')
 end
 redis.call('ZADD', key, 'XX', now + tonumber(ARGV[2]), request)
-return reply('renewed', '', now)
+return bare('renewed', '')

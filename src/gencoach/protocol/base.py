@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Annotated, Any, Self, TypeVar, cast, get_args, get_origin
 
@@ -55,8 +56,36 @@ class ContractModel(BaseModel):
 
     @classmethod
     def parse_json(cls, raw: str | bytes) -> Self:
-        """Validate a JSON document or raise ContractError."""
+        """Validate a JSON document or raise ContractError.
+
+        A document that cannot hold a non-finite number is validated straight from its
+        text (one pass in pydantic-core); any other, and any invalid one, takes the
+        decoding path, which refuses NaN/Infinity and words the error.
+        """
+        if not maybe_non_finite(raw if isinstance(raw, bytes) else raw.encode()):
+            try:
+                return cls.model_validate_json(raw, strict=True)
+            except ValidationError:
+                pass
         return _validate_python(cls, decode_json(raw, cls.__name__), cls.__name__)
+
+
+# What a non-finite float can be written as in a document pydantic-core decodes: the
+# NaN/Infinity literals, or a number too large for a double (an exponent of 3 digits or
+# more, or a run of 300 digits or more).
+_LARGE_EXPONENT = re.compile(rb"[eE][+-]?[0-9]{3}")
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x2E for byte in range(256))
+_LONG_RUN = b"0" * 300
+
+
+def maybe_non_finite(raw: bytes) -> bool:
+    """Whether a JSON text may hold a NaN or infinite number (never false when it does)."""
+    return (
+        b"NaN" in raw
+        or b"Infinity" in raw
+        or _LARGE_EXPONENT.search(raw) is not None
+        or _LONG_RUN in raw.translate(_DIGITS_AS_ZERO)
+    )
 
 
 class ContractRootModel(RootModel[RootT]):

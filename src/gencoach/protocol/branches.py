@@ -31,6 +31,16 @@ class BranchOrder(ContractModel):
     attempt_id: int
 
 
+class RunSettled(ContractModel):
+    """gencoach's answer to a generator that asked whether its run is settled: through the
+    generator's event `through_seq`, no coaching request of the run can still produce a
+    branch order. Written on the run's branch stream after every order it published."""
+
+    type: Literal["run.settled"] = "run.settled"
+    run_id: NonEmptyStr
+    through_seq: int
+
+
 def parse_branch_order(data: object) -> BranchOrder:
     """Parse a decoded branch order, or raise ContractError."""
     return BranchOrder.parse(data)

@@ -120,10 +120,16 @@ class CandidateCreated(EventBase):
 
 
 class StageEnd(ContractModel):
-    """How a stage ended after a candidate's execution."""
+    """How a stage ended after a candidate's execution.
+
+    `faulty_candidate_id` is the decision the generator knows to be truly at fault for a
+    stage that did not end optimally (a mistake it seeded, an oracle's verdict), when it
+    knows one: the truth a diagnosis is measured against. Null when it does not know.
+    """
 
     event: Literal["success", "failure", "no_action", "exceeded"]
     state: Literal["optimal", "acceptable", "exceeded"]
+    faulty_candidate_id: Identifier | None = None
 
 
 class CandidateExecuted(EventBase):
@@ -158,14 +164,26 @@ _EVENT_TYPES: dict[str, type[AnyEvent]] = {
 EVENT_TYPES: Final = tuple(_EVENT_TYPES)
 
 
+def terminal_of(event: AnyEvent) -> str | None:
+    """The terminal an event reports, as `<candidate_id>:created` (a candidate the generator
+    rejected) or `<candidate_id>:executed` (an execution that ended its stage); None for an
+    event that cannot open coaching. gencoach routes each terminal once."""
+    if isinstance(event, CandidateCreated) and event.invalid_reason is not None:
+        return f"{event.candidate_id}:created"
+    if isinstance(event, CandidateExecuted) and event.stage_end is not None:
+        return f"{event.candidate_id}:executed"
+    return None
+
+
 def parse_event(data: object) -> AnyEvent:
     """Parse one decoded event by its `type`, or raise ContractError."""
     return parse_tagged(data, "type", _EVENT_TYPES, "GenerationEvent")
 
 
 _EVENT_ADAPTER: TypeAdapter[AnyEvent] = TypeAdapter(GenerationEvent)
-# Text that might hold a non-finite number (or a number that overflows to one).
-_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}|[0-9]{300}")
+# Text that might hold a non-finite number (or a number that overflows to one). A run of
+# digits is tried from its first digit only, so a long run is not rescanned 300 times.
+_MAYBE_NON_FINITE = re.compile(rb"NaN|Infinity|[eE]\+?[0-9]{3}|(?<![0-9])[0-9]{300}")
 
 
 def parse_event_json(raw: str | bytes) -> AnyEvent:

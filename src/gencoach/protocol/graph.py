@@ -9,10 +9,13 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput
 from gencoach.protocol.base import ContractModel, FieldError, JsonObject
+from gencoach.protocol.coaching import DECISION_SOURCE_KEY, DecisionSource, as_decision_source
 
 GRAPH_FORMAT_MAJOR: Final = 2
 GRAPH_FORMAT_VERSION: Final = "2.0"
 """The `generator_version` gencoach writes: the MAGMA-GEN format version, not its own."""
+UNKNOWN_AGENT: Final = "unknown"
+"""The `agent_id` and `agent_version` of a run whose agent never announced its identity."""
 
 # PEP 440, as MAGMA-GEN parses `generator_version` (with `packaging.version.Version`).
 _PEP440 = re.compile(
@@ -38,6 +41,9 @@ class Producer(ContractModel):
 
     package: str
     version: str
+    # When the run started (seconds since the epoch); saves written before it was kept
+    # do not say.
+    started_at: float | None = None
 
 
 class StageDescription(ContractModel):
@@ -180,6 +186,14 @@ class CandidateRecord(ContractModel):
     coaching_attempt_ids: list[int] = Field(default_factory=list)
     origin: Literal["model", "coaching", "simulation"]
     links: list[SituationLink] = Field(default_factory=list)
+
+    @property
+    def decision_source(self) -> DecisionSource | None:
+        """Where a correction's decision came from (`coaching_source.decision_source`;
+        `unknown` when the save does not say); None for a candidate that is no correction."""
+        if self.origin != "coaching":
+            return None
+        return as_decision_source(self.coaching_source.get(DECISION_SOURCE_KEY))
 
     @model_validator(mode="after")
     def _consistent(self) -> CandidateRecord:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput
 from gencoach.protocol.base import ContractModel, FieldError, JsonObject, NonEmptyStr
@@ -20,10 +20,12 @@ from gencoach.protocol.coaching import (
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 )
+from gencoach.protocol.decision_text import decision_line
 
 DiagnosisRoute = Literal["failure", "no_action", "exceeded", "suboptimal"]
 JobName = Literal["diagnosis", "repair", "rewrite"]
 PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class LeaseRef(ContractModel):
@@ -49,13 +51,24 @@ class JobStep(ContractModel):
 
 
 class ExampleCase(ContractModel):
-    """A validated earlier case offered to the LLM: goal, trajectory text, diagnosis."""
+    """A validated earlier case offered to the LLM: goal, trajectory text, diagnosis.
+
+    `expected_decision` is kept as text; a case written with a decision object (the form
+    gencoach's prompts ask for) reads as that decision's line of text.
+    """
 
     stage_goal: str
     trajectory: str
     decision_index: PositiveInt
     reason: str
     expected_decision: str
+
+    @field_validator("expected_decision", mode="before")
+    @classmethod
+    def _as_text(cls, value: object) -> object:
+        if isinstance(value, dict):
+            return decision_line(AgentDecision.parse(value))
+        return value
 
 
 class DiagnosisJob(ContractModel):
@@ -151,6 +164,8 @@ class JobResult(ContractModel):
     reason: str | None = None
     logs: list[CoachingLog] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    duration_s: NonNegativeFloat | None = None
+    """How long the job ran, from its start on the worker to its result."""
 
     @model_validator(mode="after")
     def _product_matches(self) -> JobResult:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Protocol, Self, TypeVar
 
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, Discriminator, Field, Tag, model_validator
 
 from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import ContractModel, ContractRootModel, FieldError
@@ -22,6 +21,24 @@ PositiveInt = Annotated[int, Field(ge=1)]
 Text = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
 
 
+def _decision_form(value: object) -> str | None:
+    if isinstance(value, str):
+        return "text"
+    return "object" if isinstance(value, dict | BaseModel) else None
+
+
+# MAGMA-GEN's diagnoses give the expected decision as text; gencoach's prompts ask for an
+# object. Either form is one branch of the union, so a refusal speaks of that form only.
+ExpectedDecision = Annotated[
+    Annotated[AgentDecision, Tag("object")] | Annotated[Text, Tag("text")],
+    Discriminator(
+        _decision_form,
+        custom_error_type="expected_decision_form",
+        custom_error_message="expected a decision object, a line of text, or null",
+    ),
+]
+
+
 class _JsonParsable(Protocol):
     @classmethod
     def parse_json(cls, raw: str | bytes) -> Self: ...
@@ -29,19 +46,20 @@ class _JsonParsable(Protocol):
 
 AnswerT = TypeVar("AnswerT", bound=_JsonParsable)
 
-_FENCE = re.compile(r"```(?:json)?[ \t]*\n?(?P<body>.*?)\s*```", re.DOTALL | re.IGNORECASE)
+_FENCE = "```"
 
 
 class FailureDiagnosisAnswer(ContractModel):
     """Diagnosis of a failed, idle or exhausted stage: which decision caused it, and the fix.
 
-    `expected_decision` is the decision the agent should have made there (words or tool
-    calls, as an agent answers), or null when the model cannot name one.
+    `expected_decision` is the decision the agent should have made there: an agent
+    decision object (words or tool calls, as an agent answers), or text (MAGMA-GEN's
+    form, `DiagnosisResult.expected_decision`), or null when the model cannot name one.
     """
 
     decision_index: PositiveInt
     reason: Text
-    expected_decision: AgentDecision | None
+    expected_decision: ExpectedDecision | None
 
 
 class SuboptimalDiagnosisAnswer(ContractModel):
@@ -84,8 +102,19 @@ def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 def parse_llm_answer(model: type[AnswerT], text: str) -> AnswerT:
     """Parse an LLM's text answer (JSON, bare or in one ```json fence) or raise ContractError."""
-    body = text.strip()
-    fenced = _FENCE.fullmatch(body)
-    if fenced is not None:
-        body = fenced["body"]
-    return model.parse_json(body)
+    return model.parse_json(_unfenced(text.strip()))
+
+
+def _unfenced(body: str) -> str:
+    """The inside of one ```json fence around all of `body`, or `body` when it has none.
+
+    Plain string operations, not a pattern: a lazy body followed by optional whitespace
+    rescans a long run of spaces from every position.
+    """
+    if len(body) < 2 * len(_FENCE) or not (body.startswith(_FENCE) and body.endswith(_FENCE)):
+        return body
+    inside = body[len(_FENCE) : -len(_FENCE)]
+    if inside[:4].lower() == "json":
+        inside = inside[4:]
+    inside = inside.lstrip(" \t")
+    return inside.removeprefix("\n").rstrip()

@@ -1,10 +1,11 @@
-"""The coaching state machine: opportunities become admitted requests, jobs, answers.
+"""Routing, admission and jobs: opportunities become admitted requests, jobs, answers.
 
-Terminal candidates (from the terminals stream) are routed; a request the limits
-admit gets its first job (diagnosis, rewrite, or repair for a format error); each
-job's result (from the results stream) moves the request on, to the repair job or
-to an end. Every step is keyed by the request id and checks the request's state
-first, so re-delivered entries and stale results change nothing.
+Terminal candidates (from the terminals stream, through the runs' lanes) are routed;
+a request the limits admit gets its first job (diagnosis, rewrite, or repair for a
+format error); each job's result (from the results stream) moves the request on, to
+the repair job or to an end. Every move is a transition of the request's table
+(`gencoach.service.lifecycle`) from the state it was read in, so re-delivered entries,
+stale results and a reconciliation pass working from an older copy change nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import guarded, isolated
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
+from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph, as_text
 from gencoach.service.queues import Backlog, JobState
 from gencoach.service.registry import AgentRegistry
@@ -42,6 +44,7 @@ from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import (
     RUNNING,
     CoachingRequest,
+    JobRecord,
     RequestStore,
     job_of,
     request_id_for,
@@ -50,9 +53,6 @@ from gencoach.service.router import Routed, Skip, route
 from gencoach.service.trajectory import Step, trajectory
 
 log = get_logger("coach")
-
-# How long a terminal waits for its run's agent to say what coaching it offers.
-REGISTRATION_WAIT_S = 60.0
 
 
 class Dispatcher(Protocol):
@@ -113,18 +113,6 @@ class Coach:
         self.counters = CoachCounters()
         self.tasks: TaskGroup | None = None  # where reinjections run; set by the controller
 
-    async def on_terminals(self, entries: Sequence[Entry]) -> None:
-        """Handle a batch of the terminals stream, then acknowledge it."""
-        for _, fields in entries:
-            if fields:
-                run_id = as_text(fields[b"run_id"])
-                candidate = as_text(fields[b"candidate_id"])
-                with bound(run_id=run_id):
-                    async with isolated("coach.terminal_failed", candidate_id=candidate):
-                        await self.on_terminal(run_id, candidate)
-        ids = [entry_id for entry_id, _ in entries]
-        await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, *ids)
-
     async def _steps(self, run_id: str, candidate_id: int) -> tuple[list[Step], RunGraph] | None:
         graph = await self.store.lineage(run_id, candidate_id)
         if graph is None:
@@ -133,7 +121,10 @@ class Coach:
         return trajectory(graph, candidate_id, markers), graph
 
     async def on_terminal(self, run_id: str, gen_candidate_id: str) -> None:
-        """Route a terminal candidate; open, admit and dispatch its request."""
+        """Route a terminal candidate; open, admit and dispatch its request.
+
+        The caller has waited for the run's agent registration to end (`TerminalLanes`).
+        """
         settings = self.settings()
         if not settings.coaching.enabled:
             return
@@ -149,8 +140,6 @@ class Coach:
             await self.reinjector.outcome(run_id, terminal.candidate.coaching_attempt_ids, end)
         if end is not None and (end.event, end.state) == ("success", "optimal"):
             await self.examples.optimal(graph, steps)
-        if not await self.registry.wait_registered(run_id, REGISTRATION_WAIT_S):
-            log.warning("coach.agent_unknown", reason="the run's agent was not asked in time")
         decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
         if decision is None:
             return
@@ -158,6 +147,7 @@ class Coach:
         request = await self.requests.get(run_id, request_id)
         if request is None:
             self.counters.opportunities += 1
+            faulty = end.faulty_candidate_id if end is not None else None
             request = CoachingRequest(
                 request_id=request_id,
                 run_id=run_id,
@@ -168,6 +158,8 @@ class Coach:
                 candidate_gen_id=gen_candidate_id,
                 stage_id=steps[-1].stage_id,
                 state="opportunity",
+                faulty_candidate_id=await self.store.storage_id(run_id, faulty) if faulty else None,
+                faulty_gen_id=faulty,
             ).moved("opportunity")
             await self.requests.create(request)
         if request.state != "opportunity":
@@ -182,7 +174,17 @@ class Coach:
     async def _admit(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
     ) -> None:
-        admission = await self.admit_lease(request)
+        job_name: JobName = "diagnosis"
+        if request.route == "format":
+            job_name = "repair"
+        elif request.route == "text_rewrite":
+            job_name = "rewrite"
+        queued = _queued(request.moved("admitted"), job_name)
+        admission = await self.requests.admit(
+            request, queued, await self.budgets.current(), settings.coaching.lease_s
+        )
+        if admission is None:
+            return  # another writer moved it first (a second controller, a re-delivery)
         if not admission.admitted:
             self.counters.refused_by_limits += 1
             refused_by = admission.refused_by or "limits"
@@ -192,10 +194,13 @@ class Coach:
         self.counters.admitted += 1
         self.metrics.inc(OPPORTUNITIES, request.route, "admitted", "")
         log.info("coaching.admitted", route=request.route, stage=request.stage_id)
-        await self._first_job(request.moved("admitted"), steps, graph, settings)
+        # Built once the request is queued: a crash before the dispatch leaves a queued
+        # request whose lease lapses, and the reconciler retries it.
+        await self.dispatcher.dispatch(await self._job(queued, steps, graph, settings))
 
     async def admit_lease(self, request: CoachingRequest) -> Admission:
-        """Take (or renew) the request's pending slot under the budgets in force."""
+        """Take (or renew) the pending slot of a request whose job waits on its queue,
+        under the budgets in force (its record does not change)."""
         return await self.limits.admit(
             request.run_id,
             request.stage_id,
@@ -205,43 +210,29 @@ class Coach:
             human=request.human,
         )
 
-    async def _first_job(
+    async def _job(
         self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
-    ) -> None:
-        job: JobName = "diagnosis"
-        if request.route == "format":
-            job = "repair"
-        elif request.route == "text_rewrite":
-            job = "rewrite"
-        await self._dispatch(_queued(request, job), steps, graph, settings)
-
-    async def _dispatch(
-        self, request: CoachingRequest, steps: list[Step], graph: RunGraph, settings: Settings
-    ) -> None:
-        """Save the queued request, then enqueue the job it waits for."""
+    ) -> AnyJob:
+        """The job a queued request waits for."""
         lease_s = settings.coaching.lease_s
         backend = next(iter(settings.backends))
-        job: AnyJob
         if request.job == "diagnosis":
             cases, optimal = await self.examples.for_diagnosis(
                 graph, request.route, request.stage_id
             )
-            job = diagnosis_job(request, graph, steps, backend, lease_s, cases, optimal)
-        elif request.job == "rewrite":
-            job = rewrite_job(request, steps, backend, lease_s)
-        else:
-            selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
-            timeout_s = settings.workers.job_timeout_s
-            job = repair_job(request, graph, steps, selected, timeout_s, lease_s)
-        await self.requests.save(request)
-        await self.dispatcher.dispatch(job)
+            return diagnosis_job(request, graph, steps, backend, lease_s, cases, optimal)
+        if request.job == "rewrite":
+            return rewrite_job(request, steps, backend, lease_s)
+        selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
+        timeout_s = settings.workers.job_timeout_s
+        return repair_job(request, graph, steps, selected, timeout_s, lease_s)
 
     async def started(self, request: CoachingRequest) -> None:
         """Show a queued request as running once a worker has taken its job."""
         if request.state != "queued" or request.job is None:
             return
         running = request.moved(RUNNING[request.job], "a worker took the job")
-        if await self.requests.move_if(request, running):
+        if await self.requests.move(request, running):
             log.info("coaching.started", job=request.job, attempt=request.attempt)
 
     async def retry(self, request: CoachingRequest, reason: str, max_attempts: int) -> None:
@@ -251,29 +242,34 @@ class Coach:
                 request, "abandoned", f"{reason}; gave up after {request.attempt} attempts"
             )
             return
-        settings = self.settings()
-        admission = await self.admit_lease(request)
-        if not admission.admitted:  # the stage is full now: a later pass tries again
-            log.info("coaching.retry_waiting", reason=admission.reason)
-            return
         found = await self._steps(request.run_id, request.candidate_id)
         if found is None:
             await self._end(request, "abandoned", f"{reason}; the run's graph is gone")
             return
         steps, graph = found
-        job = job_of(request) or "diagnosis"
-        retried = _queued(request, job, f"retry: {reason}", attempt=request.attempt + 1)
+        settings = self.settings()
+        retried = _queued(
+            request, job_of(request) or "diagnosis", f"retry: {reason}", attempt=request.attempt + 1
+        )
+        admission = await self.requests.admit(
+            request, retried, await self.budgets.current(), settings.coaching.lease_s
+        )
+        if admission is None:
+            return  # its result arrived meanwhile: nothing to retry
+        if not admission.admitted:  # the stage is full now: a later pass tries again
+            log.info("coaching.retry_waiting", reason=admission.reason)
+            return
         log.warning("coaching.retry", attempt=retried.attempt, reason=reason)
-        await self._dispatch(retried, steps, graph, settings)
+        await self.dispatcher.dispatch(await self._job(retried, steps, graph, settings))
 
-    async def _end(self, request: CoachingRequest, state: str, reason: str) -> None:
-        ended = request.moved(state, reason)  # type: ignore[arg-type]
-        await self.requests.save(ended)
+    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> None:
+        """End the request (its slot goes back in the same step), unless it moved on."""
+        if not await self.requests.move(request, request.moved(state, reason)):
+            return
         if state == "skipped":
             self.counters.skipped += 1
         else:
             self.counters.ended += 1
-            await self.limits.release(request.run_id, request.stage_id, request.request_id)
         log.info("coaching.ended", state=state, reason=reason, route=request.route)
 
     async def on_results(self, entries: Sequence[Entry]) -> None:
@@ -303,6 +299,14 @@ class Coach:
         if not waiting and request.state != RUNNING[result.job]:
             return
         await self.store.add_logs(result.run_id, result.logs, result.request_id)
+        record = JobRecord(
+            job=result.job,
+            attempt=result.attempt,
+            status=result.status,
+            duration_s=result.duration_s,
+        )
+        tokens = request.tokens + result.usage.total_tokens
+        request = request.model_copy(update={"jobs": [*request.jobs, record], "tokens": tokens})
         if result.status in ("abandoned", "error"):
             await self._end(request, result.status, result.reason or result.status)
         elif result.status == "declined":
@@ -310,7 +314,9 @@ class Coach:
         elif result.job == "diagnosis" and result.diagnosis is not None:
             await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
         elif result.job == "rewrite" and result.rewrite is not None:
-            payload = ReplaceSay(text=result.rewrite).model_dump(mode="json")
+            payload = ReplaceSay(text=result.rewrite, decision_source="rewrite").model_dump(
+                mode="json"
+            )
             proposal = CoachingProposal(reinjection_point_id=REPLACEMENT_POINT, extra_keys=payload)
             await self._corrected(request, [proposal], rewrite=result.rewrite)
         elif result.job == "repair" and result.coaching is not None:
@@ -329,7 +335,8 @@ class Coach:
             return
         steps, graph = found
         queued = _queued(request, "repair", f"diagnosed step {diagnosis.step_id}")
-        await self._dispatch(queued, steps, graph, self.settings())
+        if await self.requests.move(request, queued):
+            await self.dispatcher.dispatch(await self._job(queued, steps, graph, self.settings()))
 
     async def _corrected(
         self,
@@ -337,9 +344,10 @@ class Coach:
         proposals: list[CoachingProposal],
         rewrite: str | None = None,
     ) -> None:
-        self.counters.corrected += 1
         corrected = request.moved("corrected", None, proposals=proposals, rewrite=rewrite)
-        await self.requests.save(corrected)
+        if not await self.requests.move(request, corrected):
+            return
+        self.counters.corrected += 1
         log.info("coaching.corrected", proposals=len(proposals), route=request.route)
         self.reinject_soon(corrected)
 

@@ -13,20 +13,19 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import anyio
 import httpx
 from anyio.abc import TaskGroup, TaskStatus
 from fastapi import FastAPI
-from redis.asyncio import Redis
 
 from gencoach.config import Settings, scrubbing
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
+from gencoach.metrics import Recorder as MetricsRecorder
 from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.api import ApiContext, create_app
 from gencoach.service.branches import BranchRecorder
@@ -34,19 +33,23 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.coach import Coach, Dispatcher
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.examples import Examples
-from gencoach.service.graphstore import Applied, GraphStore
+from gencoach.service.graphstore import GraphStore
 from gencoach.service.housekeeping import Housekeeper
-from gencoach.service.httpserver import BodyLimit, HttpServer
+from gencoach.service.httpserver import BodyLimit, Concurrency, ConnectionLimits, HttpServer
 from gencoach.service.intake import Intake, IntakeOptions
 from gencoach.service.interventions import Interventions
 from gencoach.service.isolation import guarded
+from gencoach.service.lanes import TerminalLanes
+from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.persist import Persister
+from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import RequestStore
 from gencoach.service.saves import SaveLoop
+from gencoach.service.sequencing import Applied
 
 log = get_logger("controller")
 
@@ -86,11 +89,22 @@ class Controller:
         scrubbing.install(scrubbing.secret_values(options.settings))
         section = options.settings.controller
         self.keys = Keys(options.settings.redis.key_prefix)
-        self.client = Redis.from_url(options.redis_url)
+        api = options.settings.api
+        self.client = pooled_client(options.redis_url, LOOP_CONNECTIONS, LOOP_WAIT_S)
+        self.api_client = pooled_client(
+            options.redis_url, api.max_concurrent_requests, api.busy_wait_s
+        )
         self.http_client = httpx.AsyncClient(timeout=30.0)
-        self.store = GraphStore(self.client, self.keys)
+        self.store = GraphStore(self.client, self.keys, section.gap_timeout_s)
+        self.lease = Lease(self.client, self.keys, options.consumer, section.lease_s)
         dispatcher = options.dispatcher()
-        self.metrics = ControllerMetrics(self.client, self.keys, self.store, dispatcher.backlogs)
+        self.metrics = ControllerMetrics(
+            self.client,
+            self.api_client,
+            self.keys,
+            dispatcher.backlogs,
+            lambda: self.lanes.gauges(),
+        )
         recorder = self.metrics.recorder
         self.requests = RequestStore(self.client, self.keys, recorder)
         self.limits = StageLimits(self.client, self.keys)
@@ -110,6 +124,7 @@ class Controller:
             self.budgets,
             self.examples,
             metrics=recorder,
+            claims=self.lease,
         )
         self.coach = Coach(
             self.client,
@@ -133,15 +148,25 @@ class Controller:
                 consumer=options.consumer,
                 batch_size=section.batch_size,
                 claim_idle_s=section.claim_idle_s,
+                lease_s=section.lease_s,
                 max_event_bytes=section.max_event_bytes,
                 dead_letters_kept=section.dead_letters_kept,
             ),
             on_applied=self._after_apply,
             agent_allowed=options.settings.agent_allowed,
             metrics=recorder,
+            alive=self.lease.alive,
         )
         self.saves = SaveLoop(self.store, self.persister)
-        self.terminals = self._consumer(self.keys.terminals, self.coach.on_terminals)
+        self.lanes = TerminalLanes(
+            self.client,
+            self.keys,
+            options.consumer,
+            self.registry,
+            self.coach.on_terminal,
+            self.settings,
+        )
+        self.terminals = self._consumer(self.keys.terminals, self.lanes.on_terminals)
         self.results = self._consumer(self.keys.results, self.coach.on_results)
         self.reconciler = Reconciler(
             self.store,
@@ -157,34 +182,45 @@ class Controller:
         self.housekeeper = Housekeeper(
             self.client, self.keys, section.saved_ttl_s, section.housekeeping_s
         )
-        interventions = Interventions(
-            self.store,
-            self.requests,
-            self.limits,
-            self.budgets,
-            self.recorder,
-            self.settings,
-            self.coach.reinject_soon,
-        )
-        context = ApiContext(
-            self.client,
-            self.keys,
-            self.store,
-            self.intake,
-            self.limits,
-            self.requests,
-            self.budgets,
-            interventions,
-            options.api_token,
-            self.metrics.render,
-        )
+        context = self._api_context(recorder)
         app = create_app(context)
         if options.extend_api is not None:
             options.extend_api(app, context)
-        api = options.settings.api
-        self.http = HttpServer(BodyLimit(app, api.max_body_bytes), api.host, api.port)
+        served = Concurrency(
+            BodyLimit(app, api.max_body_bytes), api.max_concurrent_requests, api.busy_wait_s
+        )
+        bounds = ConnectionLimits(api.header_timeout_s, api.body_timeout_s, api.max_connections)
+        self.http = HttpServer(served, api.host, api.port, bounds)
         self._stop_requested = anyio.Event()
         self._stopping = False
+
+    def _api_context(self, recorder: MetricsRecorder) -> ApiContext:
+        """What the routes work with, on the API's own Redis pool (not the loops')."""
+        client = self.api_client
+        store = GraphStore(client, self.keys)
+        requests = RequestStore(client, self.keys, recorder)
+        limits = StageLimits(client, self.keys)
+        budgets = Budgets(client, self.keys, lambda: self._settings.coaching.limits)
+        interventions = Interventions(
+            store,
+            requests,
+            budgets,
+            BranchRecorder(client, self.keys, store, recorder),
+            self.settings,
+            self.coach.reinject_soon,
+        )
+        return ApiContext(
+            client,
+            self.keys,
+            store,
+            self.intake,
+            limits,
+            requests,
+            budgets,
+            interventions,
+            self.options.api_token,
+            self.metrics.render,
+        )
 
     def settings(self) -> Settings:
         """The settings in force (reloaded on SIGHUP)."""
@@ -198,8 +234,14 @@ class Controller:
             consumer=self.options.consumer,
             batch_size=50,
             claim_idle_s=section.claim_idle_s,
+            lease_s=section.lease_s,
         )
-        return StreamConsumer(self.client, options, handler)  # type: ignore[arg-type]
+        return StreamConsumer(
+            self.client,
+            options,
+            handler,  # type: ignore[arg-type]
+            alive=self.lease.alive,
+        )
 
     async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
         for event, _ in done:
@@ -242,7 +284,9 @@ class Controller:
                 self._tasks = tg
                 self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
+                await tg.start(self.lease.run)  # given up when the group ends
                 await tg.start(self.saves.run, tg)
+                await tg.start(self.lanes.run)
                 loops = (self.intake, self.terminals, self.results, self.reconciler)
                 for loop in (*loops, self.housekeeper, self.metrics):
                     await tg.start(loop.run)
@@ -259,13 +303,20 @@ class Controller:
             with anyio.CancelScope(shield=True):
                 await self.http_client.aclose()
                 await self.client.aclose()
+                await self.api_client.aclose()
             log.info(
                 "controller.stopped", **vars(self.intake.counters), **vars(self.coach.counters)
             )
 
     async def _wait_drained(self) -> None:
         await self._stop_requested.wait()
-        loops: tuple[_Loop, ...] = (self.intake, self.terminals, self.results, self.http)
+        loops: tuple[_Loop, ...] = (
+            self.intake,
+            self.terminals,
+            self.lanes,
+            self.results,
+            self.http,
+        )
         while any(loop.running for loop in loops):  # noqa: ASYNC110 - they are flags
             await anyio.sleep(0.05)
         await self.saves.close()  # the save loop writes what is queued, then ends
@@ -276,7 +327,14 @@ class Controller:
             return
         self._stopping = True
         self._stop_requested.set()
-        stopping = (self.intake, self.terminals, self.results, self.reconciler, self.http)
+        stopping = (
+            self.intake,
+            self.terminals,
+            self.lanes,
+            self.results,
+            self.reconciler,
+            self.http,
+        )
         for loop in (*stopping, self.housekeeper, self.metrics):
             loop.stop()
 
@@ -322,16 +380,3 @@ class Controller:
 async def run_controller(options: ControllerOptions) -> None:
     """Run a controller until it is stopped by a signal."""
     await Controller(options).run()
-
-
-async def save_run(settings: Settings, redis_url: str, run_id: str) -> Path | None:
-    """Save one run now (a finished one is also marked saved); None for an unknown run."""
-    client = Redis.from_url(redis_url)
-    try:
-        keys = Keys(settings.redis.key_prefix)
-        store = GraphStore(client, keys)
-        limits = StageLimits(client, keys)
-        persister = Persister(store, limits, settings.output_dir, settings.controller.saved_ttl_s)
-        return await persister.save(run_id)
-    finally:
-        await client.aclose()

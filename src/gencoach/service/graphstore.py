@@ -1,34 +1,31 @@
 """A run's interaction graph in Redis: events applied exactly once, nodes read back.
 
 Each run's state lives in a handful of hashes under the run's hash tag (see
-`Keys.run`). Generator ids (strings) map to integer storage ids, allocated in event
-order by the same Lua script that records the node, so a re-delivered event, or one
-applied by another controller, changes nothing.
+`Keys.run`). Generator ids (strings) map to integer storage ids, allocated in seq
+order by the same Lua script that records the node (`gencoach.service.sequencing`), so
+a re-delivered event, or one applied by another controller, changes nothing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
+import anyio.lowlevel
 from redis.asyncio import Redis
 
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
 from gencoach.protocol import (
+    UNKNOWN_AGENT,
     AnyEvent,
-    CandidateCreated,
-    CandidateExecuted,
     CoachingLog,
     CoachingMarker,
     JsonObject,
-    RunFinished,
     RunStarted,
-    SituationCreated,
 )
+from gencoach.service.nodecache import WriteOnceCache
 from gencoach.service.nodes import (
     RunGraph,
     StoredCandidate,
@@ -36,37 +33,28 @@ from gencoach.service.nodes import (
     StoredSituation,
     as_text,
 )
+from gencoach.service.runindex import RunIndex
+from gencoach.service.sequencing import CANDIDATE_IDS as CANDIDATE_IDS
+from gencoach.service.sequencing import CANDIDATES as CANDIDATES
+from gencoach.service.sequencing import DEFAULT_GAP_TIMEOUT_S, SCRIPT_PARTS, Applied, Sequencer
+from gencoach.service.sequencing import EXECUTIONS as EXECUTIONS
+from gencoach.service.sequencing import LINKS as LINKS
+from gencoach.service.sequencing import MEMBERS as MEMBERS
+from gencoach.service.sequencing import META as META
+from gencoach.service.sequencing import SEQS as SEQS
+from gencoach.service.sequencing import SITUATIONS as SITUATIONS
 
-APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_events.lua")
-
-# The parts of a run's state; `RUN_PARTS` lists every key a run owns, for expiry.
-META, SEQS, SITUATION_IDS, CANDIDATE_IDS = "meta", "seqs", "situation_ids", "candidate_ids"
-SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS = (
-    "situations",
-    "candidates",
-    "executions",
-    "links",
-    "members",
-)
-_SCRIPT_PARTS: Final = (
-    META,
-    SEQS,
-    SITUATION_IDS,
-    CANDIDATE_IDS,
-    SITUATIONS,
-    CANDIDATES,
-    EXECUTIONS,
-    LINKS,
-    MEMBERS,
-)
+# The parts of a run's state (those the apply script writes come from sequencing, and are
+# re-exported); `RUN_PARTS` lists every key a run owns, for expiry.
 MARKERS, LOGS, SOURCES = "markers", "logs", "coaching_sources"
 # Which request each coaching log came from: log index -> request id.
 LOG_OWNERS = "log_owners"
 ATTEMPTS, ORDERS = "attempts", "orders"
 # Parts written outside the apply script: coaching markers and sources, requests,
-# attempts and published orders, coaching logs, the reference simulator's states.
+# attempts and published orders, coaching logs, the generator's teacher states, settle
+# probes and routed terminals (gencoach.settling), the generator's own resume state.
 RUN_PARTS: Final = (
-    *_SCRIPT_PARTS,
+    *SCRIPT_PARTS,
     "branches",
     MARKERS,
     SOURCES,
@@ -75,108 +63,62 @@ RUN_PARTS: Final = (
     "requests",
     LOGS,
     LOG_OWNERS,
-    "sim_states",
+    "teacher_state",
+    "settle",
+    "routed",
+    "generator",
 )
 
-UNKNOWN_AGENT: Final = "unknown"
-_EVENT_FIELDS: Final = frozenset({"type", "run_id", "seq", "events"})
-_HASH_TAG_CHARS: Final = frozenset("{}")
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What applying one event did: `ok` (with the node's storage id), `dup` or `err`."""
-
-    outcome: Literal["ok", "dup", "err"]
-    storage_id: int | None = None
-    reason: str = ""
-
-
-def _body(event: AnyEvent, *drop: str) -> str:
-    return event.model_dump_json(exclude=set(_EVENT_FIELDS) | set(drop))
-
-
-def _script_args(event: AnyEvent) -> list[str]:
-    head = [event.type, str(event.seq)]
-    match event:
-        case RunStarted():
-            return [*head, event.model_dump_json()]
-        case SituationCreated():
-            parent = event.parent_candidate_id or ""
-            return [*head, event.situation_id, parent, event.link, _body(event)]
-        case CandidateCreated():
-            return [*head, event.candidate_id, event.situation_id, _body(event, "situation_id")]
-        case CandidateExecuted():
-            return [*head, event.candidate_id, _body(event)]
-        case RunFinished():
-            return head
-
-
-def _applied(outcome: str, detail: str) -> Applied:
-    if outcome == "ok":
-        return Applied("ok", int(detail) if detail else None)
-    if outcome == "dup":
-        return Applied("dup")
-    return Applied("err", reason=detail)
+# A run's graph as stored: part name -> the fields of its hash.
+GraphParts = dict[str, dict[bytes, bytes]]
+# Referring parts before the parts they refer to (see `GraphStore.read_parts`).
+_SCAN_ORDER: Final = (MARKERS, SOURCES, EXECUTIONS, LINKS, MEMBERS, CANDIDATES, SITUATIONS)
+_GRAPH_PARTS: Final = (META, *_SCAN_ORDER)
+# Fields (or log entries) per read of a large run: about 1 MB per reply for usual nodes.
+READ_BATCH: Final = 500
 
 
 class GraphStore:
     """Applies generation events to run graphs in Redis and reads the graphs back."""
 
-    def __init__(self, client: Redis, keys: Keys) -> None:
+    def __init__(
+        self, client: Redis, keys: Keys, gap_timeout_s: float = DEFAULT_GAP_TIMEOUT_S
+    ) -> None:
         self.client = client
         self.keys = keys
-        self._apply = client.register_script(APPLY_SCRIPT.read_text())
+        self.index = RunIndex(client, keys)
+        self.sequencer = Sequencer(client, keys, self.index, gap_timeout_s)
+        # Nodes never change once written: lineage reads remember them.
+        self._started: WriteOnceCache[RunStarted] = WriteOnceCache()
+        self._candidates: WriteOnceCache[StoredCandidate] = WriteOnceCache()
+        self._executions: WriteOnceCache[StoredExecution] = WriteOnceCache()
+        self._situations: WriteOnceCache[StoredSituation] = WriteOnceCache()
+        self._storage_ids: WriteOnceCache[int] = WriteOnceCache()
 
     def run_keys(self, run_id: str) -> list[str]:
         """Every key holding state of this run."""
         return [self.keys.run(run_id, part) for part in RUN_PARTS]
 
-    async def apply(self, events: Sequence[AnyEvent]) -> list[Applied]:
-        """Apply events in order, in one round trip; each is applied at most once.
-
-        Events are grouped by run (keeping each run's order) and each group is applied
-        by one script call, atomic for that run.
-        """
-        results: list[Applied | None] = [None] * len(events)
-        groups: dict[str, list[int]] = {}
-        for index, event in enumerate(events):
-            if _HASH_TAG_CHARS & set(event.run_id):
-                results[index] = Applied("err", reason="run_id must not contain '{' or '}'")
-            else:
-                groups.setdefault(event.run_id, []).append(index)
-        pipe = self.client.pipeline(transaction=False)
-        for run_id, indexes in groups.items():
-            keys = [self.keys.run(run_id, part) for part in _SCRIPT_PARTS]
-            batch = json.dumps([_script_args(events[index]) for index in indexes])
-            await self._apply(keys=keys, args=[batch], client=pipe)
-        for indexes, replies in zip(groups.values(), await pipe.execute(), strict=True):
-            for index, (outcome, detail) in zip(indexes, replies, strict=True):
-                results[index] = _applied(as_text(outcome), as_text(detail))
-        done = [result for result in results if result is not None]
-        await self._index_runs(events, done)
-        return done
-
-    async def _index_runs(self, events: Sequence[AnyEvent], results: list[Applied]) -> None:
-        # The run index lives outside the runs' hash slots, so it is written after the
-        # script; a re-delivered run.started (a "dup") writes it again, so it is never lost.
-        started = {
-            event.run_id: event.seq
-            for event, applied in zip(events, results, strict=True)
-            if isinstance(event, RunStarted) and applied.outcome != "err"
-        }
-        if started:
-            now = await self.client.time()
-            await self.client.zadd(self.keys.runs, dict.fromkeys(started, now[0]), nx=True)
+    async def apply(self, events: Sequence[AnyEvent], *, own: bool = False) -> list[Applied]:
+        """Apply events in one round trip, each run's in seq order (see
+        `gencoach.service.sequencing`); each is applied at most once."""
+        return (await self.sequencer.apply(events, own=own)).results
 
     async def executed(self, run_id: str, candidate_id: int) -> bool:
         """Whether the candidate's execution was reported."""
         return bool(await self.client.hexists(self.keys.run(run_id, EXECUTIONS), candidate_id))
 
     async def storage_id(self, run_id: str, candidate_id: str) -> int | None:
-        """The storage id of a candidate known by its generator id."""
+        """The storage id of a candidate known by its generator id (remembered once known:
+        it never changes while the run's keys live)."""
+        known = self._storage_ids.get((run_id, candidate_id))
+        if known is not None:
+            return known
         value = await self.client.hget(self.keys.run(run_id, CANDIDATE_IDS), candidate_id)
-        return int(value) if value is not None else None
+        if value is None:
+            return None
+        self._storage_ids.put((run_id, candidate_id), int(value))
+        return int(value)
 
     async def markers(self, run_id: str, candidate_ids: list[int]) -> dict[int, CoachingMarker]:
         """The coaching markers of those candidates that have one."""
@@ -223,29 +165,27 @@ class GraphStore:
 
     async def coaching_logs(self, run_id: str) -> list[CoachingLog]:
         """Every coaching log kept for the run, in arrival order."""
-        raw = await self.client.lrange(self.keys.run(run_id, LOGS), 0, -1)
-        return [CoachingLog.model_validate_json(item) for item in raw]
+        return [CoachingLog.model_validate_json(item) for item in await self.raw_logs(run_id)]
+
+    async def raw_logs(self, run_id: str, batch: int = READ_BATCH) -> list[bytes]:
+        """The run's coaching logs as stored, read `batch` at a time, in arrival order."""
+        key = self.keys.run(run_id, LOGS)
+        logs: list[bytes] = []
+        while chunk := await self.client.lrange(key, len(logs), len(logs) + batch - 1):
+            logs.extend(cast(list[bytes], chunk))
+            if len(chunk) < batch:
+                break
+        return logs
 
     async def sources(self, run_id: str) -> dict[int, JsonObject]:
         """Where each coached candidate's correction came from, by storage id."""
         raw = await self.client.hgetall(self.keys.run(run_id, SOURCES))
         return {int(as_text(key)): json.loads(value) for key, value in raw.items()}
 
-    async def run_ids(self) -> list[str]:
-        """Every run this Redis has seen start, oldest first."""
-        return [as_text(item) for item in await self.client.zrange(self.keys.runs, 0, -1)]
-
     async def state(self, run_id: str) -> str | None:
         """The run's state (`active`, `finished`), or None for an unknown run."""
         value = await self.client.hget(self.keys.run(run_id, META), "state")
         return as_text(value) if value is not None else None
-
-    async def run_states(self) -> list[str]:
-        """The state of every run in the runs index (one round trip for them all)."""
-        pipe = self.client.pipeline(transaction=False)
-        for run_id in await self.client.zrange(self.keys.runs, 0, -1):
-            pipe.hget(self.keys.run(as_text(run_id), META), "state")
-        return [as_text(state) for state in await pipe.execute() if state is not None]
 
     async def summary(self, run_id: str) -> dict[str, str | int] | None:
         """A run's state and node counts, or None for an unknown run."""
@@ -276,15 +216,25 @@ class GraphStore:
     async def lineage(self, run_id: str, candidate_id: int) -> RunGraph | None:
         """The part of a run's graph from a candidate up to its root, or None if unknown.
 
-        Two round trips per level, instead of reading the whole (possibly large) run.
+        One round trip for the run's state, then one per level for the nodes not yet
+        remembered (`WriteOnceCache`), instead of reading the whole (possibly large) run.
         """
-        state, started = await self.client.hmget(self.keys.run(run_id, META), ["state", "started"])
+        meta = self.keys.run(run_id, META)
+        state, started, started_us = await self.client.hmget(
+            meta, ["state", "started", "generation"]
+        )
         if state is None or started is None:
             return None
+        # Keys the remembered nodes to this start of the run (a run id may come back).
+        generation = (run_id, as_text(started_us) if started_us is not None else "")
+        run_started = self._started.get(generation)
+        if run_started is None:
+            run_started = RunStarted.model_validate_json(started)
+            self._started.put(generation, run_started)
         graph = RunGraph(
             run_id=run_id,
             state=as_text(state),
-            started=RunStarted.model_validate_json(started),
+            started=run_started,
             roots=[],
             situations={},
             candidates={},
@@ -294,22 +244,15 @@ class GraphStore:
         )
         current: int | None = candidate_id
         while current is not None:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.run(run_id, CANDIDATES), current)
-            pipe.hget(self.keys.run(run_id, EXECUTIONS), current)
-            raw_candidate, raw_execution = await pipe.execute()
-            if raw_candidate is None:
+            found = await self._level(run_id, generation, current)
+            if found is None:
                 return graph if graph.candidates else None
-            candidate = StoredCandidate.model_validate_json(raw_candidate)
+            candidate, execution, situation = found
             graph.candidates[current] = candidate
-            if raw_execution is not None:
-                graph.executions[current] = StoredExecution.model_validate_json(raw_execution)
-            raw_situation = await self.client.hget(
-                self.keys.run(run_id, SITUATIONS), candidate.situation_id
-            )
-            if raw_situation is None:
+            if execution is not None:
+                graph.executions[current] = execution
+            if situation is None:
                 return None
-            situation = StoredSituation.model_validate_json(raw_situation)
             graph.situations[situation.id] = situation
             graph.members.setdefault(situation.id, []).append(current)
             if situation.parent_id is None:
@@ -317,53 +260,68 @@ class GraphStore:
             current = situation.parent_id
         return graph
 
+    async def _level(
+        self, run_id: str, generation: tuple[str, str], candidate_id: int
+    ) -> tuple[StoredCandidate, StoredExecution | None, StoredSituation | None] | None:
+        """One candidate of a lineage (None: no such candidate), its execution and its
+        situation, each read only when not remembered."""
+        key = (*generation, candidate_id)
+        candidate, execution = self._candidates.get(key), self._executions.get(key)
+        if candidate is None or execution is None:  # one round trip for both
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.run(run_id, CANDIDATES), candidate_id)
+            pipe.hget(self.keys.run(run_id, EXECUTIONS), candidate_id)
+            raw_candidate, raw_execution = await pipe.execute()
+            if raw_candidate is None:
+                return None
+            if candidate is None:
+                candidate = StoredCandidate.model_validate_json(raw_candidate)
+                self._candidates.put(key, candidate)
+            if raw_execution is not None:
+                execution = StoredExecution.model_validate_json(raw_execution)
+                self._executions.put(key, execution)
+        situation_key = (*generation, candidate.situation_id)
+        situation = self._situations.get(situation_key)
+        if situation is None:
+            raw = await self.client.hget(self.keys.run(run_id, SITUATIONS), candidate.situation_id)
+            if raw is None:
+                return candidate, execution, None
+            situation = StoredSituation.model_validate_json(raw)
+            self._situations.put(situation_key, situation)
+        return candidate, execution, situation
+
     async def load(self, run_id: str) -> RunGraph | None:
         """The whole graph of a run, or None for an unknown run."""
         pipe = self.client.pipeline(transaction=False)
-        parts = (META, SITUATIONS, CANDIDATES, EXECUTIONS, LINKS, MEMBERS, MARKERS, SOURCES)
-        for part in parts:
+        for part in _GRAPH_PARTS:
             pipe.hgetall(self.keys.run(run_id, part))
-        (
-            meta,
-            situations,
-            candidates,
-            executions,
-            links,
-            members,
-            markers,
-            sources,
-        ) = await pipe.execute()
+        parts = dict(zip(_GRAPH_PARTS, await pipe.execute(), strict=True))
+        return graph_from_parts(run_id, parts) if parts[META] else None
+
+    async def read_parts(self, run_id: str, batch: int = READ_BATCH) -> GraphParts | None:
+        """The stored fields of a run's whole graph, read `batch` at a time; None if unknown.
+
+        Each hash is scanned (HSCAN), so no reply holds a large run whole and other work
+        on the event loop and in Redis goes on between batches. Parts that refer to
+        others are read first: in a run still going, whatever a part read earlier names
+        is there when the part it names is read.
+        """
+        meta = await self.client.hgetall(self.keys.run(run_id, META))
         if not meta:
             return None
-        roots = meta[b"roots"].decode()
-        return RunGraph(
-            run_id=run_id,
-            state=meta[b"state"].decode(),
-            started=RunStarted.model_validate_json(meta[b"started"]),
-            roots=[int(item) for item in roots.split(",")] if roots else [],
-            situations={
-                int(key): StoredSituation.model_validate_json(value)
-                for key, value in situations.items()
-            },
-            candidates={
-                int(key): StoredCandidate.model_validate_json(value)
-                for key, value in candidates.items()
-            },
-            executions={
-                int(key): StoredExecution.model_validate_json(value)
-                for key, value in executions.items()
-            },
-            links={int(key): _parse_links(value.decode()) for key, value in links.items()},
-            members={
-                int(key): [int(item) for item in value.decode().split(",")]
-                for key, value in members.items()
-            },
-            markers={
-                int(key): CoachingMarker.model_validate_json(value)
-                for key, value in markers.items()
-            },
-            sources={int(key): json.loads(value) for key, value in sources.items()},
-        )
+        parts: GraphParts = {META: cast(dict[bytes, bytes], meta)}
+        for part in _SCAN_ORDER:
+            key = self.keys.run(run_id, part)
+            fields: dict[bytes, bytes] = {}
+            cursor = 0
+            while True:
+                cursor, chunk = await self.client.hscan(key, cursor, count=batch)
+                fields.update(cast(dict[bytes, bytes], chunk))
+                if cursor == 0:
+                    break
+                await anyio.lowlevel.checkpoint()
+            parts[part] = fields
+        return parts
 
     async def agent_identity(self, run_id: str) -> tuple[str, str]:
         """The agent id and version the run's agent announced ("unknown" until it did)."""
@@ -379,12 +337,17 @@ class GraphStore:
         self, run_id: str, folder: str, ttl_s: int, also: Sequence[str] = ()
     ) -> None:
         """Record that a finished run was saved; its keys (and `also`) expire in `ttl_s` s."""
+        now_s, _ = await self.client.time()
         pipe = self.client.pipeline(transaction=False)
-        pipe.hset(self.keys.run(run_id, META), mapping={"state": "saved", "folder": folder})
+        pipe.hset(
+            self.keys.run(run_id, META),
+            mapping={"state": "saved", "folder": folder, "saved_at": str(now_s)},
+        )
         pipe.hdel(self.keys.run(run_id, META), "save_error")
         for key in [*self.run_keys(run_id), *also]:
             pipe.expire(key, ttl_s)
         await pipe.execute()
+        await self.index.moved(run_id, "saved", ttl_s)
 
     async def record_save_failure(self, run_id: str, reason: str, attempts: int) -> None:
         """Note why the run's last save failed (shown by the API until a save succeeds)."""
@@ -392,26 +355,40 @@ class GraphStore:
         if await self.client.exists(key):
             await self.client.hset(key, mapping={"save_error": reason, "save_attempts": attempts})
 
-    async def runs_in_state(self, state: str) -> list[str]:
-        """The known runs whose state is `state` (e.g. finished runs not yet saved)."""
-        return [run_id for run_id, found in (await self.states()).items() if found == state]
 
-    async def states(self) -> dict[str, str | None]:
-        """Every indexed run's state; None for a run whose keys expired (or were lost)."""
-        run_ids = await self.run_ids()
-        pipe = self.client.pipeline(transaction=False)
-        for run_id in run_ids:
-            pipe.hget(self.keys.run(run_id, META), "state")
-        states = await pipe.execute()
-        return {
-            run_id: as_text(value) if value is not None else None
-            for run_id, value in zip(run_ids, states, strict=True)
-        }
-
-    async def forget(self, run_ids: Sequence[str]) -> None:
-        """Drop runs whose keys are gone from the runs index."""
-        if run_ids:
-            await self.client.zrem(self.keys.runs, *run_ids)
+def graph_from_parts(run_id: str, parts: GraphParts) -> RunGraph:
+    """A run's graph from its stored fields (as `GraphStore.read_parts` returns them)."""
+    meta = parts[META]
+    roots = meta[b"roots"].decode()
+    return RunGraph(
+        run_id=run_id,
+        state=meta[b"state"].decode(),
+        started=RunStarted.model_validate_json(meta[b"started"]),
+        roots=[int(item) for item in roots.split(",")] if roots else [],
+        situations={
+            int(key): StoredSituation.model_validate_json(value)
+            for key, value in parts[SITUATIONS].items()
+        },
+        candidates={
+            int(key): StoredCandidate.model_validate_json(value)
+            for key, value in parts[CANDIDATES].items()
+        },
+        executions={
+            int(key): StoredExecution.model_validate_json(value)
+            for key, value in parts[EXECUTIONS].items()
+        },
+        links={int(key): _parse_links(value.decode()) for key, value in parts[LINKS].items()},
+        members={
+            int(key): [int(item) for item in value.decode().split(",")]
+            for key, value in parts[MEMBERS].items()
+        },
+        markers={
+            int(key): CoachingMarker.model_validate_json(value)
+            for key, value in parts[MARKERS].items()
+        },
+        sources={int(key): json.loads(value) for key, value in parts[SOURCES].items()},
+        started_at=float(meta[b"started_at"]) if b"started_at" in meta else None,
+    )
 
 
 def _save_state(meta: dict[bytes, bytes]) -> str:

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pydantic import model_validator
 
 from gencoach.config import Settings
-from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.protocol import (
     REPLACEMENT_POINT,
@@ -67,7 +66,6 @@ class Interventions:
         self,
         store: GraphStore,
         requests: RequestStore,
-        limits: StageLimits,
         budgets: Budgets,
         recorder: BranchRecorder,
         settings: Callable[[], Settings],
@@ -75,7 +73,6 @@ class Interventions:
     ) -> None:
         self.store = store
         self.requests = requests
-        self.limits = limits
         self.budgets = budgets
         self.recorder = recorder
         self.settings = settings
@@ -124,23 +121,20 @@ class Interventions:
             proposals=[
                 CoachingProposal(
                     reinjection_point_id=REPLACEMENT_POINT,
-                    extra_keys=ReplaceDecision(decision=intervention.decision).model_dump(
-                        mode="json"
-                    ),
+                    extra_keys=ReplaceDecision(
+                        decision=intervention.decision, decision_source="human"
+                    ).model_dump(mode="json"),
                 )
             ],
         ).moved("opportunity", "human intervention")
         await self.requests.create(request)
-        await self.limits.admit(
-            run_id,
-            request.stage_id,
-            request.request_id,
-            await self.budgets.current(),
-            self.settings().coaching.lease_s,
-            human=True,
+        admitted = request.moved("admitted", "a person's intervention, outside the limits")
+        corrected = admitted.moved("corrected", "a person gave the decision")
+        admission = await self.requests.admit(
+            request, corrected, await self.budgets.current(), self.settings().coaching.lease_s
         )
-        corrected = request.moved("corrected", "a person gave the decision")
-        await self.requests.save(corrected)
+        if admission is None or not admission.admitted:  # its id is new: neither can happen
+            raise InterventionRefused(409, f"request {request.request_id} already exists")
         log.info("intervention.accepted", run_id=run_id, request_id=request.request_id)
         self.reinject(corrected)
         return corrected

@@ -12,7 +12,12 @@ from gencoach.logs import get_logger
 
 log = get_logger("isolation")
 
-REDIS_UNAVAILABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+# Redis away, or refusing writes at its maxmemory: the batch is retried, never dropped.
+REDIS_UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+)
 
 
 @asynccontextmanager

@@ -96,3 +96,5 @@ class RunGraph:
     members: dict[int, list[int]]
     markers: dict[int, CoachingMarker] = field(default_factory=dict)
     sources: dict[int, JsonObject] = field(default_factory=dict)
+    # When the run's start was applied (seconds since the epoch, Redis's clock).
+    started_at: float | None = None

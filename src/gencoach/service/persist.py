@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+from redis.asyncio import Redis
 
 from gencoach.__about__ import __version__
+from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import (
     CONFIG_FILE,
@@ -23,6 +27,7 @@ from gencoach.logs import get_logger
 from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
     CandidateRecord,
+    CoachingLog,
     CoachingMarker,
     Producer,
     RunConfig,
@@ -31,8 +36,11 @@ from gencoach.protocol import (
     StageEnd,
 )
 from gencoach.service.describe import describe_task
-from gencoach.service.graphstore import GraphStore
+from gencoach.service.graphstore import GraphParts, GraphStore, graph_from_parts
 from gencoach.service.nodes import RunGraph, StoredCandidate, StoredExecution
+
+if TYPE_CHECKING:
+    from gencoach.config import Settings
 
 log = get_logger("persist")
 
@@ -141,7 +149,7 @@ def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfi
             "active_errors": dict(sorted(errors.items())),
             "invalid_answers": invalid,
         },
-        producer=Producer(package="gencoach", version=__version__),
+        producer=Producer(package="gencoach", version=__version__, started_at=graph.started_at),
     )
 
 
@@ -161,29 +169,66 @@ class Persister:
         return self.output_dir / run_folder_name(run_id)
 
     async def save(self, run_id: str) -> Path | None:
-        """Write the run's save (again, whole); mark a finished run saved. None if unknown."""
-        graph = await self.store.load(run_id)
-        if graph is None:
+        """Write the run's save (again, whole); mark a finished run saved. None if unknown.
+
+        The graph is read from Redis in batches; building the records and writing the
+        files happen in a worker thread, so the event loop (the API, the streams) keeps
+        answering while a large run is saved.
+        """
+        parts = await self.store.read_parts(run_id)
+        if parts is None:
             return None
-        agent_id, agent_version = await self.store.agent_identity(run_id)
-        records = build_records(graph)
-        config = build_config(graph, agent_id, agent_version)
+        agent = await self.store.agent_identity(run_id)
+        logs = await self.store.raw_logs(run_id)
         folder = self.folder_for(run_id)
-        logs = await self.store.coaching_logs(run_id)
-        await anyio.to_thread.run_sync(_check_owner, folder, run_id)
-        await anyio.to_thread.run_sync(write_save, folder, config, records, logs)
-        await anyio.to_thread.run_sync(_check_complete, folder, run_id)
-        if graph.state in ("finished", "saved"):
+        written = await anyio.to_thread.run_sync(_write_run, folder, run_id, parts, logs, agent)
+        if written.state in ("finished", "saved"):
             also = await self.limits.run_keys(run_id)
             await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s, also)
         log.info(
             "run.saved",
             run_id=run_id,
             folder=str(folder),
-            situations=len(records),
-            candidates=len(graph.candidates),
+            situations=written.situations,
+            candidates=written.candidates,
         )
         return folder
+
+
+async def save_run(settings: Settings, redis_url: str, run_id: str) -> Path | None:
+    """Save one run now, as `gencoach save` does beside a running controller (a finished
+    run is also marked saved); None for an unknown run. Imports no server code."""
+    client = Redis.from_url(redis_url)
+    try:
+        keys = Keys(settings.redis.key_prefix)
+        store = GraphStore(client, keys)
+        limits = StageLimits(client, keys)
+        persister = Persister(store, limits, settings.output_dir, settings.controller.saved_ttl_s)
+        return await persister.save(run_id)
+    finally:
+        await client.aclose()
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What a save wrote: the run's state when it was read, and its node counts."""
+
+    state: str
+    situations: int
+    candidates: int
+
+
+def _write_run(
+    folder: Path, run_id: str, parts: GraphParts, logs: list[bytes], agent: tuple[str, str]
+) -> _Written:
+    """Build a run's save from its stored fields and write it (blocking: run in a thread)."""
+    graph = graph_from_parts(run_id, parts)
+    _check_owner(folder, run_id)
+    records = build_records(graph)
+    config = build_config(graph, *agent)
+    write_save(folder, config, records, [CoachingLog.model_validate_json(item) for item in logs])
+    _check_complete(folder, run_id)
+    return _Written(graph.state, len(records), len(graph.candidates))
 
 
 def _check_owner(folder: Path, run_id: str) -> None:

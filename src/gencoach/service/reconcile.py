@@ -9,9 +9,11 @@ routed again. Queues whose jobs wait unclaimed too long are reported once each. 
 own recovery of a killed job is far slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`);
-active runs that fell silent are finished as abandoned; runs whose keys expired leave
-the runs index; and runs whose state vanished while still active or unsaved (Redis
-restarted without persistence) are named in the log.
+active runs that fell silent are finished as abandoned; the open runs' entries in the
+runs index are checked against their own state (and runs whose keys expired leave it);
+and runs whose state vanished while still active or unsaved (Redis restarted without
+persistence) are named in the log. Saved runs are looked at for `RECHECK_FOR_S` after
+their save, so a pass costs the open and recent runs, not all the runs Redis keeps.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
+from gencoach.service.lifecycle import IN_FLIGHT
 from gencoach.service.queues import BacklogWatch
-from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestStore
+from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.runends import RunEnds
 
 log = get_logger("reconcile")
@@ -70,7 +73,7 @@ class Reconciler:
         self.on_abandoned = on_abandoned
         self.on_unregistered = on_unregistered
         self.on_unsaved = on_unsaved
-        self.ends = RunEnds(store.client, store.keys, requests, limits)
+        self.ends = RunEnds(store.client, store.keys, requests)
         self._stopping = anyio.Event()
         # Runs seen active or finished-but-unsaved at the last pass, and when each
         # finished run was first found with every request terminal.
@@ -104,9 +107,8 @@ class Reconciler:
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
             self.backlog.observe(await self.coach.dispatcher.backlogs())
-        states = await self.store.states()
+        states = await self._states(settings.controller.saved_ttl_s)
         await self._note_lost(states)
-        await self.store.forget([run_id for run_id, state in states.items() if state is None])
         for run_id, state in states.items():
             with bound(run_id=run_id):
                 async with isolated("reconcile.run_failed", state=state):
@@ -117,6 +119,21 @@ class Reconciler:
                     if state == "finished" and self.on_unsaved is not None:
                         await self.on_unsaved(run_id)  # its save may have been lost in a crash
         self._settled = {r: at for r, at in self._settled.items() if r in states}
+
+    async def _states(self, saved_ttl_s: int) -> dict[str, str | None]:
+        """The runs a pass looks at, by their own state: active and finished ones, those
+        saved within `RECHECK_FOR_S`, and those seen open before. The runs index is
+        repaired from what is found (a crash between a run's write and the index's)."""
+        index = self.store.index
+        now_s, _ = await self.store.client.time()
+        recent_ms = (now_s + saved_ttl_s - RECHECK_FOR_S) * 1000
+        run_ids = {
+            *await index.in_state("active"),
+            *await index.in_state("finished"),
+            *await index.saved_since(int(recent_ms)),
+            *self._open,
+        }
+        return await index.repair(sorted(run_ids))
 
     def _unsettled(self, run_id: str) -> bool:
         # A request can still appear, or be moved on, just after its run was settled (a
@@ -173,7 +190,11 @@ class Reconciler:
                 await self.coach.reinjector.reinject(run_id, request.request_id)
         elif request.state == "reinjected":
             await self.coach.reinjector.executed(run_id, request)
-        elif request.state == "opportunity" and _older_than(request, lease_s):
+        elif (
+            request.state == "opportunity"
+            and _older_than(request, lease_s)
+            and await self.coach.registry.registered(run_id)  # else: a later pass
+        ):
             await self.coach.on_terminal(run_id, request.candidate_gen_id)
 
 

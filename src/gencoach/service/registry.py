@@ -5,6 +5,15 @@ on and the agent offers specialized coaching, opens a session with the configure
 HTTP backends in the MAGMA shape. A refused session (409, 503) is logged with its
 reason and the run goes on without specialized coaching. At `run.finished` the
 session is closed.
+
+An agent that cannot be reached (a connection error, a timeout, a 5xx or 429) is asked
+again with backoff (1 s, doubling, at most 30 s apart) until `registration_give_up_s`
+has passed since the first attempt; then the run is marked registered with the reason,
+logged once as `agent.registration_abandoned`. An agent that answers wrongly is refused
+at once. Runs naming the same agent share one read of its announcement: a campaign of
+thousands of runs behind an agent that is down asks it once per backoff step, not once
+per run. Whoever waits for a run's registration in this process is woken when it ends;
+a run registered by another controller is noticed by re-reading its flag, with backoff.
 """
 
 from __future__ import annotations
@@ -22,12 +31,15 @@ from gencoach.protocol import AgentInfo, CoachingBackendConfig, CoachingSessionC
 from gencoach.service.graphstore import META
 from gencoach.service.nodes import as_text
 from gencoach.service.router import AgentCoaching
+from gencoach.service.runindex import RunIndex
 
 log = get_logger("registry")
 
 # MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
 SESSION_BACKEND_TYPE = "ollama"
 REGISTERED = "registered"
+FIRST_RETRY_S = 1.0
+LONGEST_RETRY_S = 30.0
 
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
@@ -57,6 +69,15 @@ def session_config(settings: Settings) -> CoachingSessionConfig | None:
     return CoachingSessionConfig(backends=backends) if backends else None
 
 
+class _Lookup:
+    """One read of an agent's announcement in progress, shared by the runs naming it."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.info: AgentInfo | None = None
+        self.error: AgentCallError | None = None
+
+
 class AgentRegistry:
     """Registers runs' agents and answers what each one offers."""
 
@@ -64,6 +85,9 @@ class AgentRegistry:
         self.client = client
         self.keys = keys
         self.http = http
+        self.index = RunIndex(client, keys)
+        self._ended: dict[str, anyio.Event] = {}  # registrations ended in this process
+        self._lookups: dict[str, _Lookup] = {}  # announcement reads in progress, by agent
 
     async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         """Read the agent's announcement and open its coaching session if it offers one.
@@ -74,13 +98,16 @@ class AgentRegistry:
         try:
             return await self._register(run_id, agent_url, settings)
         finally:
-            await self.client.hset(self.keys.run(run_id, META), REGISTERED, "1")
+            with anyio.CancelScope(shield=True):
+                await self.client.hset(self.keys.run(run_id, META), REGISTERED, "1")
+                self._event(run_id).set()
+                self._ended.pop(run_id, None)
 
     async def _register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         meta = self.keys.run(run_id, META)
         agent = AgentClient(agent_url, self.http)
         try:
-            info = await agent.info()
+            info = await self._shared_announcement(run_id, agent, settings)
         except AgentCallError as error:
             log.error("agent.refused", run_id=run_id, agent_url=agent_url, reason=error.reason)
             await self.client.hset(meta, "agent_error", error.reason)
@@ -93,6 +120,7 @@ class AgentRegistry:
                 "agent_info": info.model_dump_json(),
             },
         )
+        await self.index.announced(run_id, info.agent_id)
         log.info(
             "agent.registered",
             run_id=run_id,
@@ -110,6 +138,62 @@ class AgentRegistry:
         if settings.coaching.enabled and info.routed_kinds:
             await self._open_session(run_id, agent, settings)
         return info
+
+    async def _shared_announcement(
+        self, run_id: str, agent: AgentClient, settings: Settings
+    ) -> AgentInfo:
+        """The agent's info, read once for every run that asks while a read is under way."""
+        lookup = self._lookups.get(agent.base_url)
+        if lookup is None:
+            lookup = self._lookups[agent.base_url] = _Lookup()
+            try:
+                lookup.info = await self._announcement(run_id, agent, settings)
+            except AgentCallError as error:
+                lookup.error = error
+            finally:
+                del self._lookups[agent.base_url]
+                lookup.done.set()
+        else:
+            await lookup.done.wait()
+        if lookup.error is not None:
+            raise lookup.error
+        if lookup.info is None:
+            raise AgentCallError(agent.base_url, "the read of its announcement was interrupted")
+        return lookup.info
+
+    async def _announcement(self, run_id: str, agent: AgentClient, settings: Settings) -> AgentInfo:
+        """The agent's info, asked again with backoff while it cannot be reached."""
+        give_up_s = settings.controller.registration_give_up_s
+        deadline = anyio.current_time() + give_up_s
+        retry_s = FIRST_RETRY_S
+        attempts = 0
+        while True:
+            attempts += 1
+            reason = "no answer in time"
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                try:
+                    return await agent.info()
+                except AgentCallError as error:
+                    if not error.retryable:
+                        raise
+                    reason = error.reason
+            if deadline - anyio.current_time() <= retry_s:
+                break
+            log.warning(
+                "agent.registration_retry",
+                run_id=run_id,
+                attempt=attempts,
+                retry_in_s=retry_s,
+                reason=reason,
+            )
+            await anyio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LONGEST_RETRY_S)
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        why = f"gave up after {tries} over {give_up_s:g} s; last: {reason}"
+        log.error(
+            "agent.registration_abandoned", run_id=run_id, agent_url=agent.base_url, reason=why
+        )
+        raise AgentCallError(agent.base_url, why)
 
     async def _open_session(self, run_id: str, agent: AgentClient, settings: Settings) -> None:
         meta = self.keys.run(run_id, META)
@@ -148,23 +232,40 @@ class AgentRegistry:
             return
         await self.client.hset(self.keys.run(run_id, META), "session", "closed")
 
+    def _event(self, run_id: str) -> anyio.Event:
+        return self._ended.setdefault(run_id, anyio.Event())
+
+    async def registered(self, run_id: str) -> bool:
+        """Whether the run's agent was asked what it offers (by any controller)."""
+        return bool(await self.client.hexists(self.keys.run(run_id, META), REGISTERED))
+
     async def wait_registered(self, run_id: str, timeout_s: float) -> bool:
-        """Wait until the run's agent was asked what it offers; False on timeout."""
-        with anyio.move_on_after(timeout_s):
-            # Another controller may be the one registering: the flag in Redis is the signal.
-            while not await self.client.hexists(self.keys.run(run_id, META), REGISTERED):  # noqa: ASYNC110
-                await anyio.sleep(0.02)
-            return True
-        return False
+        """Wait until the run's agent was asked what it offers; False on timeout.
+
+        A registration in this process wakes the waiter at once; one done by another
+        controller is seen when the flag is read again (0.5 s, doubling, at most 5 s apart).
+        """
+        recheck_s = 0.5
+        try:
+            with anyio.move_on_after(timeout_s):
+                while not await self.registered(run_id):
+                    with anyio.move_on_after(recheck_s):
+                        await self._event(run_id).wait()
+                    recheck_s = min(recheck_s * 2, 5.0)
+                return True
+            return False
+        finally:
+            self._ended.pop(run_id, None)  # a later waiter makes its own
 
     async def coaching(self, run_id: str) -> AgentCoaching:
         """What the run's agent offers; nothing when it never answered its info."""
         meta = self.keys.run(run_id, META)
-        raw, session, session_reason = await self.client.hmget(
-            meta, ["agent_info", "session", "session_reason"]
+        raw, session, session_reason, error = await self.client.hmget(
+            meta, ["agent_info", "session", "session_reason", "agent_error"]
         )
         if raw is None:
-            return AgentCoaching(unavailable="the agent never answered GET /v1/info")
+            why = f" ({as_text(error)})" if error is not None else ""
+            return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
         info = AgentInfo.model_validate_json(raw)
         resume = info.coaching_resume
         if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):

@@ -6,7 +6,7 @@ on a copy of its anchor's input whose `extra_keys["coaching"]` is the proposal's
 backoff, then abandoned with the reason); each becomes a recorded branch and an order
 for the generator, and the request's pending slot turns into a completed attempt. When
 a trajectory holding an attempt id reaches stage success the attempt is proven, once;
-when it fails again it stays unproven.
+when it fails again it stays executed until its run ends, then unproven.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import httpx
 
 from gencoach.agent_client import AgentClient
 from gencoach.errors import AgentCallError
+from gencoach.funnel import funnel_row
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.metrics import Recorder
@@ -32,6 +33,8 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import isolated
+from gencoach.service.leases import Lease
+from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.trajectory import trajectory
@@ -40,6 +43,9 @@ log = get_logger("reinjection")
 
 AGENT_TRIES = 3
 AGENT_CALLS_PER_AGENT = 4
+# The longest one controller holds a request's reinjection (its claim is let go when
+# done, and taken over at once if the controller dies): longer than any reinjection.
+CLAIM_S = 600.0
 
 
 class Reinjector:
@@ -56,6 +62,7 @@ class Reinjector:
         examples: Examples,
         retry_wait_s: float = 0.5,
         metrics: Recorder | None = None,
+        claims: Lease | None = None,
     ) -> None:
         self.metrics = metrics or Recorder()
         self.store = store
@@ -66,20 +73,29 @@ class Reinjector:
         self.budgets = budgets
         self.examples = examples
         self.retry_wait_s = retry_wait_s
+        self.claims = claims
         self.in_progress: set[str] = set()
         self._per_agent: dict[str, anyio.CapacityLimiter] = {}
 
     async def reinject(self, run_id: str, request_id: str) -> None:
-        """Reinject every proposal of a corrected request (idempotent; one at a time each)."""
+        """Reinject every proposal of a corrected request (idempotent; one at a time each,
+        across controllers: one that holds the request's reinjection and lives does it)."""
         if request_id in self.in_progress:
             return
         self.in_progress.add(request_id)
+        claim = self.store.keys.reinjecting(run_id, request_id)
         try:
             with bound(run_id=run_id, request_id=request_id):
                 async with isolated("reinjection.failed"):
-                    request = await self.requests.get(run_id, request_id)
-                    if request is not None and request.state == "corrected":
-                        await self._reinject(request)
+                    if self.claims is not None and not await self.claims.hold(claim, CLAIM_S):
+                        return  # another live controller reinjects it now
+                    try:
+                        request = await self.requests.get(run_id, request_id)
+                        if request is not None and request.state == "corrected":
+                            await self._reinject(request)
+                    finally:
+                        if self.claims is not None:
+                            await self.claims.let_go(claim)
         finally:
             self.in_progress.discard(request_id)
 
@@ -120,8 +136,8 @@ class Reinjector:
             await self._end(request, "abandoned", "; ".join(reasons) or "no proposal to reinject")
             return
         reinjected = request.moved("reinjected", "; ".join(reasons) or None, attempt_ids=attempts)
-        await self.requests.save(reinjected)
-        log.info("coaching.reinjected", attempts=attempts, route=request.route)
+        if await self.requests.move(request, reinjected):
+            log.info("coaching.reinjected", attempts=attempts, route=request.route)
 
     async def _branch(
         self, request: CoachingRequest, graph: RunGraph, anchor: Anchor, proposal: CoachingProposal
@@ -166,10 +182,9 @@ class Reinjector:
                 await anyio.sleep(wait_s)
         raise AssertionError("unreachable")
 
-    async def _end(self, request: CoachingRequest, state: str, reason: str) -> None:
-        await self.requests.save(request.moved(state, reason))  # type: ignore[arg-type]
-        await self.limits.release(request.run_id, request.stage_id, request.request_id)
-        log.info("coaching.ended", state=state, reason=reason, route=request.route)
+    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> None:
+        if await self.requests.move(request, request.moved(state, reason)):
+            log.info("coaching.ended", state=state, reason=reason, route=request.route)
 
     async def outcome(self, run_id: str, attempts: list[int], stage_end: StageEnd) -> None:
         """A trajectory holding these attempts ended its stage: prove them, or not."""
@@ -178,22 +193,26 @@ class Reinjector:
             if owner is None:
                 continue
             request = await self.requests.get(run_id, owner[0])
-            if request is None or request.state not in ("reinjected", "executed", "unproven"):
+            if request is None or request.state not in ("reinjected", "executed"):
                 continue
             with bound(run_id=run_id, request_id=request.request_id):
                 if request.state == "reinjected":  # an outcome means the branch was executed
-                    request = request.moved("executed")
-                    await self.requests.save(request)
+                    executed = request.moved("executed")
+                    if not await self.requests.move(request, executed):
+                        continue
+                    request = executed
                 if stage_end.event == "success":
-                    if await self.limits.prove(run_id, request.stage_id, attempt):
-                        self.metrics.inc(PROOFS, request.route, "proven")
-                        await self.requests.save(request.moved("proven", f"attempt {attempt}"))
+                    proven = request.moved("proven", f"attempt {attempt}")
+                    if await self.requests.prove(request, proven, attempt):
+                        row = funnel_row(request.route, request.human)
+                        self.metrics.inc(PROOFS, row, "proven")
                         log.info("coaching.proven", attempt=attempt, route=request.route)
                         await self._register_example(request)
-                elif request.state != "unproven":
-                    reason = f"attempt {attempt}: the branch ended in {stage_end.event}"
-                    self.metrics.inc(PROOFS, request.route, "unproven")
-                    await self.requests.save(request.moved("unproven", reason))
+                else:
+                    # Another trajectory of the branch may still succeed: the request stays
+                    # executed, noting why, until its run ends (`runends.end_of_run`).
+                    reason = f"attempt {attempt}: a trajectory ended in {stage_end.event}"
+                    await self.requests.move(request, request.model_copy(update={"reason": reason}))
 
     async def _register_example(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
@@ -207,7 +226,8 @@ class Reinjector:
             _, candidate_id = node_ids(request, point)
             storage_id = await self.store.storage_id(run_id, candidate_id)
             if storage_id is not None and await self.store.executed(run_id, storage_id):
-                await self.requests.save(request.moved("executed"))
+                # Only from `reinjected`: an outcome handled meanwhile has moved it on.
+                await self.requests.move(request, request.moved("executed"))
                 return
 
 

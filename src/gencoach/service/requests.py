@@ -1,8 +1,9 @@
 """Coaching requests: each one's visible life, kept in Redis beside its run's graph.
 
-opportunity → skipped (why) | admitted → queued → diagnosing → declined | queued →
-repairing | queued → rewriting → corrected | abandoned | error (why) → reinjected →
-executed → proven | unproven
+Its states and the transitions between them are `gencoach.service.lifecycle`'s table;
+`RequestStore` is the only writer, one compare-and-set per transition; a request that
+stops being able to publish a branch order checks whether its run is now settled
+(`gencoach.settling`).
 
 `queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
 controller moves it to the job's running state when a worker starts it.
@@ -14,76 +15,62 @@ opportunity seen twice (a re-delivered event, a second controller) is one reques
 from __future__ import annotations
 
 import time
-from typing import Literal
+from dataclasses import replace
+from typing import Final, Literal
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
+from gencoach.config import Limits
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
+from gencoach.funnel import funnel_row
+from gencoach.limits import (
+    Admission,
+    LimitsReply,
+    admission_of,
+    lease_ms,
+    parse_reply,
+    script_text,
+    stage_keys,
+)
+from gencoach.logs import get_logger
 from gencoach.metrics import Recorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import Diagnosis, JobName
-from gencoach.service.router import AgentKind, Route
-
-RequestState = Literal[
-    "opportunity",
-    "skipped",
-    "admitted",
-    "queued",
-    "diagnosing",
-    "declined",
-    "repairing",
-    "rewriting",
-    "corrected",
-    "abandoned",
-    "error",
-    "reinjected",
-    "executed",
-    "proven",
-    "unproven",
-]
-IN_FLIGHT: frozenset[RequestState] = frozenset(
-    {"admitted", "queued", "diagnosing", "repairing", "rewriting"}
+from gencoach.service.lifecycle import (
+    FAILED,
+    IN_FLIGHT,
+    MAY_ORDER,
+    TRANSITIONS,
+    IllegalTransition,
+    RequestState,
+    check_opening,
+    check_path,
+    limits_part,
 )
+from gencoach.service.router import AgentKind, Route
+from gencoach.settling import Settling
+
+log = get_logger("requests")
+
 # The state of a request whose job of that kind a worker has started.
 RUNNING: dict[JobName, RequestState] = {
     "diagnosis": "diagnosing",
     "repair": "repairing",
     "rewrite": "rewriting",
 }
-ENDED: frozenset[RequestState] = frozenset({"skipped", "declined", "abandoned", "error"})
+DIAGNOSED_ROUTES: frozenset[str] = frozenset({"failure", "no_action", "exceeded", "suboptimal"})
 
-REQUESTS = "requests"
+Blame = Literal["right", "wrong", "declined", "none"]
+"""How a diagnosis compares with the generator's truth: it blamed the faulty decision, an
+other one, declined to blame any (suboptimal), or gave no diagnosis (abandoned, error)."""
 
-# Compare-and-set of one request: KEYS[1] the run's requests; ARGV: id, expected state,
-# job ("" for none), attempt, the new JSON. Replies 1 when it replaced the request.
-_MOVE_IF = """
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local stored = cjson.decode(raw)
-local job = stored.job
-if type(job) ~= 'string' then job = '' end
-if stored.state ~= ARGV[2] or job ~= ARGV[3] or tostring(stored.attempt) ~= ARGV[4] then
-  return 0
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
-return 1
-"""
+REQUESTS = "requests"  # the part of `Keys.requests`
 
-# Store one request; KEYS[1] the run's requests; ARGV: id, the new JSON. Replies how many
-# transitions the request it replaced had recorded (0 for a new one).
-_SAVE = """
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if not raw then return 0 end
-local ok, stored = pcall(cjson.decode, raw)
-if ok and type(stored) == 'table' and type(stored.history) == 'table' then
-  return #stored.history
-end
-return 0
-"""
+_MOVE: Final = script_text("move")
 
 
 class Transition(BaseModel):
@@ -92,6 +79,16 @@ class Transition(BaseModel):
     state: RequestState
     at: float
     reason: str | None = None
+
+
+class JobRecord(BaseModel):
+    """One job a worker did for the request, as its result reported it."""
+
+    job: JobName
+    attempt: int
+    status: str
+    duration_s: float | None = None
+    """How long the job ran, as its worker measured it (None from an older worker)."""
 
 
 class CoachingRequest(BaseModel):
@@ -116,6 +113,13 @@ class CoachingRequest(BaseModel):
     rewrite: str | None = None
     attempt_ids: list[int] = Field(default_factory=list)
     history: list[Transition] = Field(default_factory=list)
+    jobs: list[JobRecord] = Field(default_factory=list)
+    """Every job result the request received, oldest first."""
+    faulty_candidate_id: int | None = None
+    """The decision the generator knows to be at fault (its stage end's truth), if it does."""
+    faulty_gen_id: str | None = None
+    tokens: int = 0
+    """Tokens gencoach's backends spent on the request's jobs."""
 
     def moved(
         self, state: RequestState, reason: str | None = None, **changes: object
@@ -125,6 +129,20 @@ class CoachingRequest(BaseModel):
         return self.model_copy(
             update={"state": state, "reason": reason, "history": [*self.history, step], **changes}
         )
+
+
+def blame_of(request: CoachingRequest) -> Blame | None:
+    """How the request's diagnosis compares with the truth; None when there is no truth to
+    compare with, no diagnosis to make (format, rewrite, a person), or it was skipped."""
+    if request.faulty_candidate_id is None or request.human or request.state == "skipped":
+        return None
+    if request.route not in DIAGNOSED_ROUTES:
+        return None
+    if request.state == "declined":
+        return "declined"
+    if request.diagnosis is None:
+        return "none" if request.state in FAILED else None
+    return "right" if request.diagnosis.step_id == request.faulty_candidate_id else "wrong"
 
 
 def job_of(request: CoachingRequest) -> JobName | None:
@@ -140,29 +158,36 @@ def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
 
 
 class RequestStore:
-    """Reads and writes requests; creation is idempotent, updates are last-writer-wins.
+    """Reads requests, and writes them: creation is idempotent, and every later write is
+    one transition of the table (`gencoach.service.lifecycle`), a compare-and-set that
+    carries the stage limits' part of it (`lua/limits_move.lua`).
 
-    Each transition a request records is counted once, when it is stored
-    (`gencoach_requests_total`), including those it passed through between two writes.
+    A move states the request it starts from: when the stored record has moved on since
+    (another writer's transition, a re-delivered result, a stale snapshot), nothing is
+    written and the move answers so. Each transition is counted once, when it is stored
+    (`gencoach_requests_total`), including those a move passes through.
     """
 
     def __init__(self, client: Redis, keys: Keys, metrics: Recorder | None = None) -> None:
         self.client = client
         self.keys = keys
         self.metrics = metrics or Recorder()
-        self._move_if = client.register_script(_MOVE_IF)
-        self._save = client.register_script(_SAVE)
+        self._move = client.register_script(_MOVE)
+        self._settling = Settling(client, keys)
 
     def _arrived(self, request: CoachingRequest, recorded: int) -> None:
-        """Count the transitions `request` holds beyond the first `recorded`."""
+        """Count the transitions `request` holds beyond the first `recorded`, in its
+        funnel row (its route, or `human`)."""
+        row = funnel_row(request.route, request.human)
         for step in request.history[recorded:]:
-            self.metrics.inc(ARRIVALS, request.route, step.state)
+            self.metrics.inc(ARRIVALS, row, step.state)
 
     def _key(self, run_id: str) -> str:
-        return self.keys.run(run_id, REQUESTS)
+        return self.keys.requests(run_id)
 
     async def create(self, request: CoachingRequest) -> bool:
         """Store a new request; False (and nothing written) if its id already exists."""
+        check_opening(request.request_id, request.state)
         created = await self.client.hsetnx(
             self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
         )
@@ -170,30 +195,91 @@ class RequestStore:
             self._arrived(request, 0)
         return bool(created)
 
-    async def save(self, request: CoachingRequest) -> None:
-        """Store a request's new state."""
-        recorded = await self._save(
-            keys=[self._key(request.run_id)],
-            args=[request.request_id, scrub(request.model_dump_json())],
-        )
-        self._arrived(request, int(recorded))
+    async def move(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
+        """Store `moved` if the stored request is still `current`; True if it was. An end
+        gives the request's pending slot back in the same step."""
+        part = limits_part(current.state, moved.state)
+        reply = await self._call(current, moved, [part])
+        return reply.outcome == "moved"
 
-    async def move_if(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
-        """Store `moved` only if the stored request is still in `current`'s state, job and
-        attempt (a result handled meanwhile wins); True if it was stored."""
-        stored = await self._move_if(
-            keys=[self._key(current.run_id)],
-            args=[
-                current.request_id,
-                current.state,
-                current.job or "",
-                current.attempt,
-                moved.model_dump_json(),
-            ],
+    async def admit(
+        self,
+        current: CoachingRequest,
+        moved: CoachingRequest,
+        limits: Limits,
+        lease_s: float,
+    ) -> Admission | None:
+        """Take (or renew) the request's pending slot under `limits` and store `moved`, in
+        one step; None (nothing done) if the stored request is no longer `current`. A
+        refused admission leaves the request as it is."""
+        args: list[str | int] = [
+            "admit",
+            lease_ms(lease_s),
+            limits.max_pending_per_stage,
+            limits.max_unproven_per_stage,
+            int(moved.human),
+            moved.stage_id,
+        ]
+        reply = await self._call(current, moved, args)
+        if reply.outcome == "stale":
+            return None
+        if reply.outcome == "moved":
+            reply = replace(reply, outcome=reply.detail, detail="")
+        return admission_of(reply, limits)
+
+    async def prove(self, current: CoachingRequest, moved: CoachingRequest, attempt: int) -> bool:
+        """Count `attempt` proven and store `moved`, in one step; True only the first time
+        for that attempt, and only if the stored request is still `current`."""
+        reply = await self._call(current, moved, ["prove", attempt])
+        return reply.outcome == "moved"
+
+    async def _call(
+        self, current: CoachingRequest, moved: CoachingRequest, part: list[str | int]
+    ) -> LimitsReply:
+        recorded = len(current.history)
+        # `moved` must extend `current`'s history and be in the state its history ends in.
+        last = moved.history[-1].state if moved.history else current.state
+        if moved.history[:recorded] != current.history or moved.state != last:
+            raise IllegalTransition(
+                current.request_id, current.state, moved.state, TRANSITIONS[current.state]
+            )
+        check_path(
+            current.request_id,
+            [current.state, *(step.state for step in moved.history[recorded:])],
         )
-        if stored:
-            self._arrived(moved, len(current.history))
-        return bool(stored)
+        keys = [*stage_keys(self.keys, current.run_id, current.stage_id), self._key(current.run_id)]
+        args: list[str | int] = [
+            current.request_id,
+            current.state,
+            current.attempt,
+            recorded,
+            scrub(moved.model_dump_json()),
+            *part,
+        ]
+        reply = parse_reply(await self._move(keys=keys, args=args))
+        if reply.outcome == "moved":
+            self._arrived(moved, recorded)
+            if current.state in MAY_ORDER and moved.state not in MAY_ORDER:
+                await self._settled_check(current.run_id)
+        else:
+            log.info(
+                "request.move_refused",
+                request_id=current.request_id,
+                source=current.state,
+                target=moved.state,
+                outcome=reply.outcome,
+                detail=reply.detail,
+            )
+        return reply
+
+    async def _settled_check(self, run_id: str) -> None:
+        """A request stopped publishing orders: answer its run's settle probe if that settles
+        the run. A failed check is logged, not raised: the move is done, and the next check
+        (or the generator's own bound) still ends the wait."""
+        try:
+            await self._settling.check(run_id)
+        except RedisError as error:
+            log.warning("settle.check_failed", run_id=run_id, error=str(error))
 
     async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
         """One request, or None."""
@@ -229,6 +315,10 @@ def describe(request: CoachingRequest) -> dict[str, object]:
         "attempt": request.attempt,
         "job": request.job,
         "diagnosis": request.diagnosis.model_dump() if request.diagnosis else None,
+        "decision_source": request.proposals[0].decision_source if request.proposals else None,
+        "faulty_candidate_id": request.faulty_gen_id,
+        "blame": blame_of(request),
+        "tokens": request.tokens,
         "attempt_ids": request.attempt_ids,
         "history": [
             {

@@ -17,18 +17,18 @@ from typing import Final
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.limits import StageLimits
+from gencoach.funnel import funnel_row
 from gencoach.logs import bound, get_logger
+from gencoach.metrics.catalog import PROOFS
 from gencoach.service.graphstore import META
+from gencoach.service.lifecycle import IN_FLIGHT, TERMINAL, RequestState
 from gencoach.service.nodes import as_text
-from gencoach.service.requests import IN_FLIGHT, CoachingRequest, RequestState, RequestStore
+from gencoach.service.requests import CoachingRequest, RequestStore
+from gencoach.service.runindex import RunIndex
 
 log = get_logger("runends")
 
 SETTLE_AFTER_S: Final = 5.0
-TERMINAL: Final[frozenset[RequestState]] = frozenset(
-    {"skipped", "declined", "abandoned", "error", "proven", "unproven"}
-)
 
 # Finish a run that is still active and has not heard from its generator for ARGV[1]
 # seconds (Redis's clock); returns 1 when it did. Checked and written in one step, so
@@ -56,20 +56,21 @@ def end_of_run(request: CoachingRequest) -> tuple[RequestState, str]:
         return "abandoned", "the run finished before the correction was reinjected"
     if request.state == "reinjected":
         return "abandoned", "the run finished before the branch was executed"
+    # Executed: the one place a request becomes unproven, when nothing can prove it any more.
+    if request.reason:  # a trajectory of the branch failed (`Reinjector.outcome`)
+        return "unproven", f"{request.reason}; the run finished with none of them proven"
     return "unproven", "the run finished before the branch reached the end of its stage"
 
 
 class RunEnds:
     """Ends the requests of finished runs and finishes runs that fell silent."""
 
-    def __init__(
-        self, client: Redis, keys: Keys, requests: RequestStore, limits: StageLimits
-    ) -> None:
+    def __init__(self, client: Redis, keys: Keys, requests: RequestStore) -> None:
         self.client = client
         self.keys = keys
         self.requests = requests
-        self.limits = limits
         self._abandon = client.register_script(ABANDON_SCRIPT)
+        self.index = RunIndex(client, keys)
 
     async def settle(self, run_id: str, *, after_s: float = SETTLE_AFTER_S) -> bool:
         """End every open request of a finished run; True once none is left open."""
@@ -82,8 +83,11 @@ class RunEnds:
                 continue
             state, reason = end_of_run(request)
             with bound(run_id=run_id, request_id=request.request_id):
-                await self.requests.save(request.moved(state, reason))
-                await self.limits.release(run_id, request.stage_id, request.request_id)
+                if not await self.requests.move(request, request.moved(state, reason)):
+                    return False  # it moved meanwhile: the next pass looks again
+                if state == "unproven":
+                    row = funnel_row(request.route, request.human)
+                    self.requests.metrics.inc(PROOFS, row, "unproven")
                 log.info("coaching.ended", state=state, reason=reason, route=request.route)
         return True
 
@@ -92,5 +96,6 @@ class RunEnds:
         reason = f"abandoned: no event from the generator for {idle_s:g} s"
         done = await self._abandon(keys=[self.keys.run(run_id, META)], args=[idle_s, reason])
         if done:
+            await self.index.moved(run_id, "finished")
             log.warning("run.abandoned", run_id=run_id, idle_s=idle_s)
         return bool(done)

@@ -261,7 +261,15 @@ class AsyncWorker(BaseWorker):
                 self._drained.set()
             if not self._in_flight and execution is not None:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
+                    await self._show_idle()
+
+    async def _show_idle(self) -> None:
+        """Tell RQ this worker is idle; with Redis away that waits for the next job (the
+        take loop reports the outage), rather than ending the worker."""
+        try:
+            await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
+        except REDIS_AWAY as error:
+            log.info("worker.idle_unrecorded", error=str(error))
 
     def _start(self, job: Job) -> Any:
         """RQ's bookkeeping before a job runs (in a thread): its execution, then its status."""

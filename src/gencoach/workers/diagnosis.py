@@ -6,8 +6,9 @@ steps, which is mapped back to the step's id. The answer is checked by a contrac
 for the request (`gencoach.workers.contracts`): an answer naming a decision that does
 not exist, or a tool the agent was not offered, is refused like any malformed answer,
 asked again once, and abandoned after a second refusal (with both raw answers in the
-logs). The expected decision, a structured decision, is handed on as one line of text
-(`gencoach.protocol.decision_text`), which agents' coaches can parse back.
+logs). The expected decision, a decision object or text (MAGMA-GEN's form), is handed on
+as one line of text (`gencoach.protocol.decision_text.decision_line`), which agents'
+coaches can parse back when it follows the convention.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Literal
 from gencoach.errors import BackendAnswerError
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
-from gencoach.protocol.decision_text import format_decision
+from gencoach.protocol.decision_text import decision_line
 from gencoach.protocol.jobs import Diagnosis, DiagnosisJob, ExampleCase, JobStep
 from gencoach.protocol.llm import CaseSelectionAnswer
 from gencoach.workers.backends import Backend
@@ -84,8 +85,14 @@ def single_step_verdict(job: DiagnosisJob, step: JobStep) -> Verdict:
     return Verdict("done", diagnosis)
 
 
-async def diagnose(job: DiagnosisJob, backend: Backend, transcript: Transcript) -> Verdict:
-    """Diagnose the job's trajectory; raises BackendError when the backend gives no answer."""
+async def diagnose(
+    job: DiagnosisJob, backend: Backend, transcript: Transcript, context: JsonObject | None = None
+) -> Verdict:
+    """Diagnose the job's trajectory; raises BackendError when the backend gives no answer.
+
+    `context` is what an in-process backend may know beyond the prompt (default: the job).
+    """
+    context = context if context is not None else job.model_dump(mode="json")
     steps = diagnosable_steps(job)
     if len(steps) == 1:
         verdict = single_step_verdict(job, steps[0])
@@ -100,17 +107,17 @@ async def diagnose(job: DiagnosisJob, backend: Backend, transcript: Transcript) 
         return verdict
     examples = await choose_examples(job, backend, transcript)
     if job.route == "suboptimal":
-        return await _suboptimal(job, steps, examples, backend, transcript)
+        return await _suboptimal(job, steps, examples, backend, transcript, context)
     contract = failure_contract(steps)
     messages = failure_messages(job, examples)
-    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
+    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), context)
     expected = answer.expected_decision
     diagnosis = Diagnosis(
         step_id=steps[answer.decision_index - 1].id,
         decision_index=answer.decision_index,
         explanation=answer.reason,
         # The coaching protocol carries it as text, in the convention agents parse back.
-        expected_decision=format_decision(expected) if expected is not None else None,
+        expected_decision=decision_line(expected) if expected is not None else None,
     )
     return Verdict("done", diagnosis)
 
@@ -121,10 +128,11 @@ async def _suboptimal(
     examples: list[ExampleCase],
     backend: Backend,
     transcript: Transcript,
+    context: JsonObject,
 ) -> Verdict:
     contract = suboptimal_contract(steps)
     messages = suboptimal_messages(job, examples)
-    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), _context(job))
+    answer = await transcript.ask(backend, messages, contract, _coaching_type(job), context)
     if not answer.suboptimal or answer.decision_idx is None:
         return Verdict("declined", reason=answer.reason.strip() or NOTHING_TO_IMPROVE)
     diagnosis = Diagnosis(
@@ -157,11 +165,6 @@ async def choose_examples(
     if len(known) < len(answer.root):
         log.warning("diagnosis.unknown_cases", selected=answer.root, offered=len(cases))
     return [cases[number - 1] for number in known[:MAX_EXAMPLES]]
-
-
-def _context(job: DiagnosisJob) -> JsonObject:
-    """What an in-process backend may know of the job beyond the prompt."""
-    return job.model_dump(mode="json")
 
 
 def _coaching_type(job: DiagnosisJob) -> str:

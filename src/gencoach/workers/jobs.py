@@ -44,6 +44,7 @@ from gencoach.workers.diagnosis import diagnose
 from gencoach.workers.lease import LeaseHold, hold_lease
 from gencoach.workers.prompts import RewriteAnswer, rewrite_messages
 from gencoach.workers.resources import JobResources, job_resources
+from gencoach.workers.teacher_state import job_context
 from gencoach.workers.transcripts import Transcript
 
 log = get_logger("jobs")
@@ -115,8 +116,6 @@ async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerC
                 result = await perform(job, resources)
         with bound(run_id=result.run_id, request_id=result.request_id):
             await publish(resources.redis, context.keys, result)
-        with anyio.CancelScope(shield=True):
-            await resources.metrics.flush()
 
 
 def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
@@ -178,6 +177,7 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         outcome = Outcome(
             "error", reason=f"the job did not finish within {context.job_timeout_s} s"
         )
+    elapsed_s = anyio.current_time() - started
     result = JobResult(
         request_id=job.request_id,
         run_id=job.run_id,
@@ -190,8 +190,8 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         reason=outcome.reason,
         logs=transcript.logs,
         usage=transcript.usage,
+        duration_s=max(0.0, elapsed_s),
     )
-    elapsed_s = anyio.current_time() - started
     resources.metrics.inc(JOBS, job.job, result.status)
     resources.metrics.observe(JOB_SECONDS, elapsed_s, job.job)
     log.info(
@@ -228,13 +228,13 @@ async def _ask_backend(
         configured = sorted(resources.context.settings.backends)
         reason = f"backend {job.backend!r} is not configured on this worker (it has {configured})"
         return Outcome("error", reason=reason)
+    ids = [step.input.id for step in job.trajectory]
+    context = await job_context(resources.redis, resources.context.keys, job, ids)
     if isinstance(job, DiagnosisJob):
-        verdict = await diagnose(job, backend, transcript)
+        verdict = await diagnose(job, backend, transcript, context)
         return Outcome(verdict.status, reason=verdict.reason, diagnosis=verdict.diagnosis)
     messages = rewrite_messages(job)
-    answer = await transcript.ask(
-        backend, messages, RewriteAnswer, "text_rewrite", job.model_dump(mode="json")
-    )
+    answer = await transcript.ask(backend, messages, RewriteAnswer, "text_rewrite", context)
     return Outcome("done", rewrite=answer.say)
 
 

@@ -5,7 +5,7 @@ worker over all the queues, in their priority order: an `AsyncWorker` running up
 `workers.concurrency` jobs at once on one event loop (`workers.mode: async`, the
 default), or a `ForkWorker` running one job at a time in a forked work-horse
 (`mode: fork`, for isolation). Both take jobs atomically (`gencoach.workers.queues`).
-RQ is tuned per DESIGN's pitfalls: a 30 s worker TTL, a 5 s job-monitoring interval,
+RQ is tuned for a long-lived service: a 30 s worker TTL, a 5 s job-monitoring interval,
 frequent maintenance, and no RQ retries (the controller decides what to retry).
 
 The pool forwards SIGTERM and SIGINT to its children: the first signal asks for a

@@ -1,7 +1,8 @@
 """What jobs share on one event loop: a Redis pool, an HTTP client, opened backends.
 
 An async worker opens one `JobResources` for its whole life and every job it runs uses
-it; a forked work-horse, whose event loop lives for one job, opens its own for that job.
+it, flushing the jobs' metrics every second; a forked work-horse, whose event loop lives
+for one job, opens its own for that job and flushes them when it ends.
 Backends open on first use, once; the TLS context is the process's (see `tls`).
 """
 
@@ -26,6 +27,8 @@ from gencoach.workers.tls import shared_ssl_context
 
 # Connections kept open to agents and LLM servers, beyond the jobs in flight.
 KEEPALIVE = 32
+# How often a worker's shared resources add its jobs' counts to Redis.
+METRICS_FLUSH_S = 1.0
 
 
 class JobResources:
@@ -74,6 +77,13 @@ class JobResources:
                 await self.http.aclose()
                 await self.redis.aclose()
 
+    async def flush_every(self, interval_s: float) -> None:
+        """Add the jobs' counts to Redis every `interval_s` (one pipeline, only when
+        something was counted), rather than once per job; the last flush is on exit."""
+        while True:
+            await anyio.sleep(interval_s)
+            await self.metrics.flush()
+
     async def backend(self, name: str) -> Backend | None:
         """The opened backend `name`, or None when this worker has no such backend."""
         backend = self._backends.get(name)
@@ -107,6 +117,8 @@ async def shared_resources(context: WorkerContext) -> AsyncIterator[JobResources
     async with JobResources(context) as resources:
         previous, _shared = _shared, resources
         resources.shared = True
+        assert resources._group is not None
+        resources._group.start_soon(resources.flush_every, METRICS_FLUSH_S)
         try:
             yield resources
         finally:

@@ -1,0 +1,72 @@
+-- Move a coaching request to its next state: a compare-and-set of its record, carrying
+-- the stage limits' change with it, in one step (`gencoach.service.requests`).
+--
+-- KEYS 1-6 as for every limit script, 7 the run's requests (HASH: id -> JSON record).
+-- ARGV: 1 request id, 2 the state, 3 the attempt and 4 the number of transitions the
+--       stored record must still have (else another writer moved it first), 5 the new
+--       JSON record, 6 the limits' part: '' (none), 'release' (the request ended: its
+--       lease goes), 'admit' (7 lease ms, 8 max pending, 9 max unproven, 10 '1' for a
+--       human intervention, 11 stage id) or 'prove' (7 the attempt id).
+-- Outcomes: 'moved' (detail: the admission's 'admitted' or 'renewed', the release's
+-- 'released' or 'absent', 'proven'); 'stale' (the record moved on, or is missing: detail
+-- 'missing'); 'refused' (the admission or the proof said no, detail as theirs: the record
+-- is unchanged). Nothing is written unless the outcome is 'moved'. The stage's counts in
+-- the reply are taken only for an admission (0 otherwise): a move costs two commands
+-- beside its limits' part.
+
+local request, state, attempt, transitions, record, part =
+  ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local problem = not_request(request) or not_integer(ARGV[4], 'the transitions', 0)
+if part == 'admit' then
+  problem = problem
+    or not_integer(ARGV[7], 'the lease (ms)', 1)
+    or not_integer(ARGV[8], 'max pending', 1)
+    or not_integer(ARGV[9], 'max unproven', 1)
+    or not_integer(ARGV[11], 'the stage id', 0)
+elseif part == 'prove' then
+  problem = problem or not_integer(ARGV[7], 'the attempt id', 0)
+elseif part ~= '' and part ~= 'release' then
+  problem = 'ERR unknown limits part ' .. tostring(part)
+end
+if problem then
+  return redis.error_reply(problem)
+end
+
+local function answer(outcome, detail, now)
+  if now then
+    return reply(outcome, detail, now)
+  end
+  return bare(outcome, detail)
+end
+
+local raw = redis.call('HGET', KEYS[7], request)
+if not raw then
+  return answer('stale', 'missing')
+end
+local ok, stored = pcall(cjson.decode, raw)
+if not ok or type(stored) ~= 'table' or type(stored.history) ~= 'table'
+    or stored.state ~= state or tostring(stored.attempt) ~= attempt
+    or #stored.history ~= transitions then
+  return answer('stale', '')
+end
+
+local detail, now = '', nil
+if part == 'admit' then
+  now = now_ms()
+  local outcome
+  outcome, detail = admit(request, ARGV[11], tonumber(ARGV[7]), tonumber(ARGV[8]),
+    tonumber(ARGV[9]), ARGV[10] == '1', now)
+  if outcome == 'refused' then
+    return answer('refused', detail, now)
+  end
+  detail = outcome
+elseif part == 'prove' then
+  detail = prove(ARGV[7])
+  if detail ~= 'proven' then
+    return answer('refused', detail)
+  end
+elseif part == 'release' then
+  detail = release(request, now_ms())
+end
+redis.call('HSET', KEYS[7], request, record)
+return answer('moved', detail, now)

@@ -1,0 +1,57 @@
+"""A bounded memory of the graph nodes that never change once written.
+
+A run's situations and candidates are written once, when their event is applied, and an
+execution once, when its candidate is executed; the coaching path reads the same
+lineage several times per request (routing, the repair job, the reinjection, the proof).
+Remembering the parsed nodes spares those reads and their parsing. Entries are keyed by
+the run's start (its id and the server's time of `run.started` to the microsecond,
+`generation` in its meta), so a run id used again after its keys expired
+never meets the nodes of its namesake, and each lives at most `ttl_s`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+MAX_ENTRIES = 50_000
+TTL_S = 600.0
+
+
+class WriteOnceCache(Generic[V]):
+    """At most `max_entries` values for `ttl_s` each; the oldest entry goes first."""
+
+    def __init__(
+        self,
+        max_entries: int = MAX_ENTRIES,
+        ttl_s: float = TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_entries = max_entries
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._entries: dict[Hashable, tuple[float, V]] = {}
+
+    def get(self, key: Hashable) -> V | None:
+        """The value remembered for `key`, or None when absent or too old."""
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        expires_at, value = found
+        if expires_at < self.clock():
+            del self._entries[key]
+            return None
+        return value
+
+    def put(self, key: Hashable, value: V) -> None:
+        """Remember `value` for `key`, forgetting the oldest entry beyond the bound."""
+        self._entries.pop(key, None)
+        self._entries[key] = (self.clock() + self.ttl_s, value)
+        while len(self._entries) > self.max_entries:
+            del self._entries[next(iter(self._entries))]
+
+    def __len__(self) -> int:
+        return len(self._entries)

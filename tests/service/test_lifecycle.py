@@ -1,0 +1,227 @@
+"""A coaching request's life is one table, and `RequestStore` its only writer: every
+transition of the table is stored (and counted) once, any other is refused with nothing
+written, and a move from a stale snapshot loses to the writer that moved first, limits
+and all. Against a real Redis."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from gencoach.config import Limits
+from gencoach.constants import Keys
+from gencoach.limits import StageLimits
+from gencoach.metrics import Recorder
+from gencoach.metrics.catalog import REQUESTS as ARRIVALS
+from gencoach.service.lifecycle import TERMINAL, TRANSITIONS, IllegalTransition, RequestState
+from gencoach.service.requests import REQUESTS, CoachingRequest, RequestStore
+
+LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
+LEASE_S = 60.0
+ALLOWED = sorted((source, target) for source, targets in TRANSITIONS.items() for target in targets)
+STATES: list[RequestState] = list(TRANSITIONS)
+REFUSED = sorted(
+    (source, target) for source in STATES for target in STATES if target not in TRANSITIONS[source]
+)
+
+
+def _request(state: RequestState, candidate_id: int = 1, **changes: object) -> CoachingRequest:
+    return CoachingRequest(
+        request_id=f"r1:{candidate_id}:failure",
+        run_id="r1",
+        route="failure",
+        kind="failure",
+        type_coaching="failure:decision",
+        candidate_id=candidate_id,
+        candidate_gen_id=f"c{candidate_id}",
+        stage_id=0,
+        state="opportunity",
+        **changes,  # type: ignore[arg-type]
+    ).moved(state)
+
+
+async def _leave(client: Redis, request: CoachingRequest) -> None:
+    """Leave a request in its state, as the writer that moved it there would have."""
+    await client.hset(
+        Keys().run(request.run_id, REQUESTS), request.request_id, request.model_dump_json()
+    )
+
+
+def _arrivals(metrics: Recorder, state: str) -> float:
+    return metrics.pending().get((ARRIVALS.name, ("failure", state)), 0)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("source", "target"), ALLOWED)
+async def test_every_transition_of_the_table_is_stored_and_counted_once(
+    async_redis: Redis, source: RequestState, target: RequestState
+) -> None:
+    metrics = Recorder()
+    requests = RequestStore(async_redis, Keys(), metrics)
+    current = _request(source)
+    await _leave(async_redis, current)
+    moved = current.moved(target, f"to {target}")
+    if target == "proven":
+        limits = StageLimits(async_redis, Keys())
+        await limits.complete("r1", 0, current.request_id, 7)
+        assert await requests.prove(current, moved, 7)
+    elif source == "opportunity" and target == "admitted":
+        admission = await requests.admit(current, moved, LIMITS, LEASE_S)
+        assert admission is not None
+        assert admission.outcome == "admitted"
+    else:
+        assert await requests.move(current, moved)
+    stored = await requests.get("r1", current.request_id)
+    assert stored == moved
+    assert _arrivals(metrics, target) == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("source", "target"), REFUSED)
+async def test_a_transition_the_table_does_not_list_is_refused_and_writes_nothing(
+    async_redis: Redis, source: RequestState, target: RequestState
+) -> None:
+    metrics = Recorder()
+    requests = RequestStore(async_redis, Keys(), metrics)
+    current = _request(source)
+    await _leave(async_redis, current)
+    with pytest.raises(IllegalTransition) as refused:
+        await requests.move(current, current.moved(target, "not allowed"))
+    assert f"{source} cannot move to {target} (allowed: " in str(refused.value)
+    if source in TERMINAL:
+        assert "nothing, it is terminal" in str(refused.value)
+    assert await requests.get("r1", current.request_id) == current
+    assert metrics.pending() == {}
+
+
+@pytest.mark.asyncio
+async def test_a_path_through_several_states_is_checked_step_by_step(async_redis: Redis) -> None:
+    """A move may record several transitions (admitted, then queued), each one allowed."""
+    requests = RequestStore(async_redis, Keys())
+    current = _request("opportunity")
+    await _leave(async_redis, current)
+    with pytest.raises(IllegalTransition, match="admitted cannot move to reinjected"):
+        await requests.move(current, current.moved("admitted").moved("reinjected"))
+    with pytest.raises(IllegalTransition, match=r"\(new\) cannot move to queued"):
+        await requests.create(_request("queued", candidate_id=2))
+    assert await requests.get("r1", current.request_id) == current
+
+
+@pytest.mark.asyncio
+async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: Redis) -> None:
+    """The reconciler read a request repairing; its result corrected it; the retry the
+    reconciler then makes from its stale copy changes nothing: no second job, no second
+    slot, and the funnel counts one correction (a retry that overwrote it was corrected
+    again by the repeated job's result, so `corrected` exceeded `admitted`)."""
+    metrics = Recorder()
+    requests = RequestStore(async_redis, Keys(), metrics)
+    limits = StageLimits(async_redis, Keys())
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    queued = opportunity.moved("admitted").moved("queued", job="repair")
+    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    repairing = queued.moved("repairing")
+    assert await requests.move(queued, repairing)
+    snapshot = repairing  # what the reconciler read
+
+    assert await requests.move(repairing, repairing.moved("corrected"))
+    retried = snapshot.moved("queued", "retry: the repair worker's lease lapsed", attempt=2)
+    assert await requests.admit(snapshot, retried, LIMITS, LEASE_S) is None
+
+    stored = await requests.get("r1", opportunity.request_id)
+    assert stored is not None
+    assert (stored.state, stored.attempt) == ("corrected", 1)
+    assert (await limits.counts("r1", 0)).pending == 1
+    assert _arrivals(metrics, "admitted") == _arrivals(metrics, "corrected") == 1
+
+
+@pytest.mark.asyncio
+async def test_an_end_gives_the_slot_back_in_the_same_step(async_redis: Redis) -> None:
+    requests = RequestStore(async_redis, Keys())
+    limits = StageLimits(async_redis, Keys())
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    queued = opportunity.moved("admitted").moved("queued", job="diagnosis")
+    await requests.admit(opportunity, queued, LIMITS, LEASE_S)
+    assert (await limits.counts("r1", 0)).pending == 1
+    # A stale end changes neither the record nor the slot.
+    assert not await requests.move(opportunity, opportunity.moved("skipped", "stale"))
+    assert (await limits.counts("r1", 0)).pending == 1
+    assert await requests.move(queued, queued.moved("declined", "nothing to correct"))
+    assert (await limits.counts("r1", 0)).pending == 0
+
+
+@pytest.mark.asyncio
+async def test_a_refused_admission_leaves_the_request_as_it_was(async_redis: Redis) -> None:
+    requests = RequestStore(async_redis, Keys())
+    for candidate_id in (1, 2, 3):
+        opportunity = _request("opportunity", candidate_id)
+        await requests.create(opportunity)
+        admitted = opportunity.moved("admitted").moved("queued", job="diagnosis")
+        admission = await requests.admit(opportunity, admitted, LIMITS, LEASE_S)
+        assert admission is not None
+        if candidate_id <= LIMITS.max_pending_per_stage:
+            assert admission.outcome == "admitted"
+            continue
+        assert (admission.outcome, admission.reason) == ("refused", "pending 2 of 2")
+        assert await requests.get("r1", opportunity.request_id) == opportunity
+
+
+@pytest.mark.asyncio
+async def test_an_attempt_is_proven_once(async_redis: Redis) -> None:
+    requests = RequestStore(async_redis, Keys())
+    limits = StageLimits(async_redis, Keys())
+    executed = _request("executed")
+    await _leave(async_redis, executed)
+    assert not await requests.prove(executed, executed.moved("proven"), 7)  # never completed
+    assert await requests.get("r1", executed.request_id) == executed
+    await limits.complete("r1", 0, executed.request_id, 7)
+    assert await requests.prove(executed, executed.moved("proven"), 7)
+    assert not await requests.prove(executed, executed.moved("proven"), 7)  # stale now
+    assert (await limits.counts("r1", 0)).proven == 1
+
+
+@pytest.mark.asyncio
+async def test_a_note_without_a_transition_is_a_compare_and_set_too(async_redis: Redis) -> None:
+    """An executed request notes a failed trajectory's reason; once it moved, it does not."""
+    requests = RequestStore(async_redis, Keys())
+    executed = _request("executed")
+    await _leave(async_redis, executed)
+    noted = executed.model_copy(update={"reason": "attempt 7: a trajectory ended in failure"})
+    assert await requests.move(executed, noted)
+    unproven = noted.moved("unproven", "the run finished")
+    assert await requests.move(noted, unproven)
+    assert not await requests.move(noted, noted.model_copy(update={"reason": "late"}))
+    assert await requests.get("r1", executed.request_id) == unproven
+
+
+@pytest.mark.asyncio
+async def test_a_copy_in_the_same_state_and_attempt_but_older_is_stale(
+    async_redis: Redis,
+) -> None:
+    """A diagnosis result handled while its request was still queued moves it to queued
+    for the repair job, same attempt: a writer still holding the first `queued` loses."""
+    requests = RequestStore(async_redis, Keys())
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    diagnosis = opportunity.moved("admitted").moved("queued", job="diagnosis")
+    await requests.admit(opportunity, diagnosis, LIMITS, LEASE_S)
+    repair = diagnosis.moved("queued", "diagnosed step 1", job="repair")
+    assert await requests.move(diagnosis, repair)
+    assert not await requests.move(diagnosis, diagnosis.moved("diagnosing"))
+    assert await requests.get("r1", opportunity.request_id) == repair
+
+
+def test_the_docs_show_the_table_the_code_enforces() -> None:
+    """docs/coaching.md's "Transitions" table lists exactly `TRANSITIONS`."""
+    docs = (Path(__file__).parents[2] / "docs" / "coaching.md").read_text(encoding="utf-8")
+    section = docs.split("### Transitions\n", 1)[1].split("\n\n", 2)[1]
+    shown: dict[str, set[str]] = {}
+    for line in section.splitlines()[2:]:
+        _, sources, targets, _ = line.split("|")
+        for source in re.findall(r"`(\w+)`", sources):
+            shown[source] = set(re.findall(r"`(\w+)`", targets))
+    assert shown == {source: set(targets) for source, targets in TRANSITIONS.items()}
