@@ -1,17 +1,22 @@
 """Reading a Redis stream through a consumer group, at least once, until stopped.
 
 The loop first re-reads the entries this consumer was given but never acknowledged
-(it crashed), then claims those another consumer has held for `claim_idle_s` (it
-never came back), then reads new entries in batches. The handler acknowledges what
-it handled; an entry it did not acknowledge is read again after a restart. When Redis
-is unreachable the loop waits with backoff; when Redis comes back without the group
-(a restart without persistence), the group is created again.
+(it crashed), then reads new entries in batches. Every `claim_every_s` it takes over
+the entries of consumers known dead (idle for `lease_s`, their controller's lease lapsed:
+see `gencoach.service.leases`), without waiting for `claim_idle_s`, and drops those
+consumers from the group; every `claim_idle_s / 4` it also claims any entry some consumer
+has held for `claim_idle_s` (one with no lease, or alive but stuck). The handler
+acknowledges what it handled, now or later (the terminals' lanes acknowledge each entry
+once handled); an entry it did not acknowledge is read again after a restart, or taken
+over. When Redis is unreachable the loop waits with backoff; when Redis comes back
+without the group (a restart without persistence), the group is created again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import anyio
 import redis.exceptions
@@ -19,11 +24,16 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.logs import get_logger
+from gencoach.service.isolation import REDIS_UNAVAILABLE
+from gencoach.service.nodes import as_text
 
 log = get_logger("consumer")
 
 Entry = tuple[bytes, dict[bytes, bytes]]
 Handler = Callable[[Sequence[Entry]], Awaitable[None]]
+# Whether a consumer's controller is alive (holds its lease).
+Liveness = Callable[[str], Awaitable[bool]]
+Upkeep = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -36,7 +46,9 @@ class ConsumerOptions:
     batch_size: int = 500
     block_ms: int = 500
     claim_idle_s: float = 60.0
-    claim_every_s: float = 5.0
+    claim_every_s: float = 1.0
+    # A consumer idle this long without a lease is dead (see `StreamConsumer`).
+    lease_s: float = 10.0
 
 
 async def ensure_group(client: Redis, stream: str, group: str) -> None:
@@ -49,12 +61,26 @@ async def ensure_group(client: Redis, stream: str, group: str) -> None:
 
 
 class StreamConsumer:
-    """Feeds a stream's entries to a handler in batches until `stop()`."""
+    """Feeds a stream's entries to a handler in batches until `stop()`.
 
-    def __init__(self, client: Redis, options: ConsumerOptions, handler: Handler) -> None:
+    With `alive`, the entries of consumers idle for `lease_s` whose controller is not
+    alive are taken over; `upkeep` runs every `claim_every_s` once this consumer's own
+    pending entries were read again, so it never runs ahead of them.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        options: ConsumerOptions,
+        handler: Handler,
+        alive: Liveness | None = None,
+        upkeep: Upkeep | None = None,
+    ) -> None:
         self.client = client
         self.options = options
         self.handler = handler
+        self.alive = alive
+        self.upkeep = upkeep
         self._stopping = False
         self._running = False
 
@@ -74,31 +100,30 @@ class StreamConsumer:
         self._running = True
         task_status.started()
         backoff_s = 0.1
-        own_pending = True
-        next_claim = 0.0
+        own_pending: bytes | None = b"0"  # where re-reading this consumer's pending entries is
+        next_check = next_claim = 0.0
         try:
             while not self._stopping:
                 try:
-                    if anyio.current_time() >= next_claim:
+                    now = anyio.current_time()
+                    if now >= next_check:
+                        await self._take_over_dead()
+                        if self.upkeep is not None and own_pending is None:
+                            await self.upkeep()
+                        next_check = now + options.claim_every_s
+                    if now >= next_claim:
                         await self._claim_abandoned()
-                        next_claim = anyio.current_time() + options.claim_every_s
-                    entries = await self._read(pending=own_pending)
-                    if own_pending and not entries:
-                        own_pending = False
-                    elif entries:
+                        next_claim = now + options.claim_idle_s / 4
+                    entries = await self._read(own_pending)
+                    if own_pending is not None:
+                        own_pending = entries[-1][0] if entries else None
+                    if entries:
                         await self.handler(entries)
                     backoff_s = 0.1
-                except redis.exceptions.ResponseError as error:
-                    if not str(error).startswith("NOGROUP"):
-                        raise
-                    # Redis lost the stream and its group (restarted empty, or flushed):
-                    # create them again and go on reading what arrives from now on.
-                    log.warning(
-                        "stream.group_recreated", stream=options.stream, group=options.group
-                    )
-                    await ensure_group(self.client, options.stream, options.group)
-                    own_pending = True
-                except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
+                except REDIS_UNAVAILABLE as error:
+                    # Unacknowledged, the batch is read again (this consumer's pending
+                    # entries, from the start) once Redis is back or has room: an event
+                    # Redis accepted is never dropped for it.
                     log.warning(
                         "stream.redis_unavailable",
                         stream=options.stream,
@@ -107,22 +132,86 @@ class StreamConsumer:
                     )
                     await anyio.sleep(backoff_s)
                     backoff_s = min(backoff_s * 2, 5.0)
+                    own_pending = b"0"
+                except redis.exceptions.ResponseError as error:
+                    if not str(error).startswith(("NOGROUP", "UNBLOCKED")):
+                        raise
+                    # Redis lost the stream and its group (restarted empty, or flushed,
+                    # perhaps under a blocked read): create them again and go on reading
+                    # what arrives from now on.
+                    log.warning(
+                        "stream.group_recreated", stream=options.stream, group=options.group
+                    )
+                    await ensure_group(self.client, options.stream, options.group)
+                    own_pending = b"0"
         finally:
             self._running = False
 
-    async def _read(self, *, pending: bool) -> list[Entry]:
+    async def _read(self, pending_after: bytes | None) -> list[Entry]:
+        """Pending entries after the given id, or (None) new ones."""
         options = self.options
         reply = await self.client.xreadgroup(
             options.group,
             options.consumer,
-            {options.stream: "0" if pending else ">"},
+            {options.stream: pending_after or ">"},
             count=options.batch_size,
-            block=None if pending else options.block_ms,
+            block=None if pending_after else options.block_ms,
         )
         if not reply:
             return []
         entries: list[Entry] = reply[0][1]  # type: ignore[index,assignment]
         return entries
+
+    async def _take_over_dead(self) -> None:
+        """Claim every entry of the consumers whose controller died, and drop them."""
+        options = self.options
+        if self.alive is None:
+            return
+        idle_ms = int(options.lease_s * 1000)
+        try:
+            consumers = await self.client.xinfo_consumers(options.stream, options.group)
+        except redis.exceptions.ResponseError as error:
+            if "no such key" not in str(error):
+                raise
+            return  # Redis lost the stream: the read finds the group gone and makes it again
+        for consumer in consumers:
+            name = as_text(consumer["name"])
+            if name == options.consumer or int(consumer["idle"]) < idle_ms:
+                continue
+            if await self.alive(name):
+                continue
+            taken, cleared = await self._claim_from(name, idle_ms // 2)
+            if taken:
+                log.warning("stream.taken_over", stream=options.stream, dead=name, count=taken)
+            if cleared:  # dropping a consumer drops its pending entries: only an empty one
+                await self.client.xgroup_delconsumer(options.stream, options.group, name)
+
+    async def _claim_from(self, dead: str, min_idle_ms: int) -> tuple[int, bool]:
+        """Claim and handle a dead consumer's pending entries: how many, and whether it
+        holds none any more.
+
+        The idle floor keeps two survivors from both taking an entry: the first claim
+        makes it fresh again, and the second finds nothing to claim.
+        """
+        options = self.options
+        taken = 0
+        while True:
+            pending = await self.client.xpending_range(
+                options.stream, options.group, "-", "+", options.batch_size, consumername=dead
+            )
+            if not pending:
+                return taken, True
+            ids: list[bytes | str | int | memoryview[int]] = [p["message_id"] for p in pending]
+            entries = cast(
+                list[Entry],
+                await self.client.xclaim(
+                    options.stream, options.group, options.consumer, min_idle_ms, ids
+                ),
+            )
+            if not entries:
+                return taken, False  # another survivor was first, or they are too fresh
+            taken += len(entries)
+            await self.handler(entries)
 
     async def _claim_abandoned(self) -> None:
         options = self.options

@@ -1,17 +1,60 @@
--- Apply a run's generation events to its graph, each exactly once, in one atomic step.
+-- Apply a run's generation events to its graph in seq order, each exactly once, in one
+-- atomic step; an event whose turn has not come waits in Redis (parked) for the gap below
+-- it, and is applied, in this same step, when the gap fills.
 --
--- KEYS: 1 meta, 2 seqs, 3 situation ids, 4 candidate ids, 5 situations,
---       6 candidates, 7 executions, 8 links (candidate -> situations), 9 members
---       (situation -> candidates); all of one run, so all in its hash slot.
--- ARGV: 1 a JSON array with one array per event, in order: event type, seq, then
---       per type (see graphstore.py). JSON bodies travel inside as strings.
--- Returns one {outcome, detail} per event: {"ok", storage id or ""}, {"dup", ""} for
--- a seq already applied, or {"err", reason}. Every check of an event runs before its
--- first write: an "err" writes nothing, and later events still apply.
+-- KEYS: 1 meta, 2 seqs, 3 situation ids, 4 candidate ids, 5 situations, 6 candidates,
+--       7 executions, 8 links (candidate -> situations), 9 members (situation ->
+--       candidates), 10 parked (seq -> the waiting event's arguments, JSON; and "wait" ->
+--       since when the run waits without progress, and the newest stream entry id that
+--       brought a waiting event), 11 released (seq -> an event applied from parked and
+--       not yet handed on by a controller); all of one run, so all in its hash slot.
+-- ARGV: 1 a JSON array with one array per event, in seq order: event type, seq, then per
+--       type (see sequencing.py); 2 the mode: "ordered" (a generator's events), "own"
+--       (the controller's own, applied at once) or "sweep" (no events: see below);
+--       3 how long (s) a run may wait without progress before its waiting events apply
+--       without the missing ones; 4 "ordered": the newest stream entry id of the events
+--       given ("" if none); "sweep": the oldest entry id still pending in the events
+--       stream ("" if none). A sweep applies the waiting events without the missing ones
+--       once no entry older than the newest that brought one is pending (no controller
+--       holds an event that could fill the gap) or the wait timed out, and hands back
+--       every released event not yet handed on.
+-- Returns {results, released, deadline}: one {outcome, detail} per event given, where the
+-- outcome is "ok" (detail: the storage id or ""), "dup" (detail "parked" when the seq
+-- waits already), "err" (detail: why) or "parked"; a flat list of seq, record pairs for
+-- the events applied from parked (a record is when (Redis time, s), a space, and JSON
+-- [outcome, detail, arguments JSON, missing]: the seqs it went without, or "run.started"
+-- for a run that never started);
+-- and when the run's wait times out (Redis time, s), 0 when nothing waits, -1 when the
+-- run never waited in this step.
+-- Every check of an event runs before its first write: an "err" writes nothing.
 
 local meta, seqs, sids, cids = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local situations, candidates, executions = KEYS[5], KEYS[6], KEYS[7]
-local links, members = KEYS[8], KEYS[9]
+local links, members, parked, released = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local mode, timeout = ARGV[2], tonumber(ARGV[3])
+-- A controller hands on what it released within moments; a sweep waits this long.
+local HAND_ON_S = 5
+
+local head = redis.call('HMGET', meta, 'state', 'next_seq')
+local state = head[1]
+-- The seq whose turn it is: none before run.started, nor for runs started by an older
+-- version, whose events apply as they come.
+local next_seq = tonumber(head[2])
+local ordered = mode ~= 'own' and (next_seq ~= nil or not state)
+-- While events wait: since when (without progress), and the newest entry that brought one.
+local wait = redis.call('HGET', parked, 'wait')
+local since, newest
+if wait then
+  since, newest = string.match(wait, '^(%S+) (%S*)$')
+  since = tonumber(since)
+end
+local first_next, first_wait = next_seq, wait
+
+local clock
+local function now()
+  clock = clock or redis.call('TIME')
+  return clock
+end
 
 local function append(key, field, item)
   local current = redis.call('HGET', key, field)
@@ -27,23 +70,23 @@ local function with_fields(prefix, body)
   return '{' .. prefix .. ',' .. string.sub(body, 2)
 end
 
+local applied = false
+
+-- Apply one event whose checks all run here (not whether its seq was seen).
 local function apply(args)
   local kind, seq = args[1], args[2]
-  if redis.call('SISMEMBER', seqs, seq) == 1 then
-    return {'dup', ''}
-  end
-
-  local state = redis.call('HGET', meta, 'state')
-
   if kind == 'run.started' then
     if state then
       return {'err', 'the run was already started by event seq '
         .. redis.call('HGET', meta, 'started_seq')}
     end
-    local now = redis.call('TIME')
+    local time = now()
     redis.call('HSET', meta, 'state', 'active', 'started', args[3], 'started_seq', seq,
-      'started_at', now[1], 'next_situation', 0, 'next_candidate', 0, 'roots', '')
+      'started_at', time[1], 'generation', time[1] .. '.' .. time[2], 'next_situation', 0,
+      'next_candidate', 0, 'roots', '')
+    state = 'active'
     redis.call('SADD', seqs, seq)
+    applied = true
     return {'ok', ''}
   end
 
@@ -79,6 +122,7 @@ local function apply(args)
       append(links, parent, id .. ':' .. args[5])
     end
     redis.call('SADD', seqs, seq)
+    applied = true
     return {'ok', tostring(id)}
   end
 
@@ -97,6 +141,7 @@ local function apply(args)
       with_fields('"id":' .. id .. ',"situation_id":' .. situation, args[5]))
     append(members, situation, id)
     redis.call('SADD', seqs, seq)
+    applied = true
     return {'ok', tostring(id)}
   end
 
@@ -111,27 +156,219 @@ local function apply(args)
     end
     redis.call('HSET', executions, id, args[4])
     redis.call('SADD', seqs, seq)
+    applied = true
     return {'ok', id}
   end
 
   if kind == 'run.finished' then
-    local now = redis.call('TIME')
-    redis.call('HSET', meta, 'state', 'finished', 'finished_seq', seq, 'finished_at', now[1])
+    redis.call('HSET', meta, 'state', 'finished', 'finished_seq', seq, 'finished_at', now()[1])
+    state = 'finished'
     redis.call('SADD', seqs, seq)
+    applied = true
     return {'ok', ''}
   end
 
   return {'err', 'unknown event type ' .. kind}
 end
 
+-- An event whose turn is not ordered (own events, older runs) or has passed (a gap
+-- released without it): applied unless its seq was.
+local function unordered(args)
+  if redis.call('SISMEMBER', seqs, args[2]) == 1 then
+    return {'dup', ''}
+  end
+  return apply(args)
+end
+
+local out = {}
+local mine = {}  -- the seqs released in this step
+local drained = false
+
+-- Keep a released event until a controller has handed it on (terminals, dead letters).
+local function release(seq, value, result, missing)
+  local record = now()[1] .. ' ' .. cjson.encode({result[1], result[2], value, missing})
+  redis.call('HSET', released, seq, record)
+  mine[tostring(seq)] = true
+  out[#out + 1] = tostring(seq)
+  out[#out + 1] = record
+  drained = true
+end
+
+-- Stream entry ids compare as (milliseconds, sequence).
+local function entry_before(a, b)
+  local a_ms, a_seq = string.match(a, '^(%d+)-(%d+)$')
+  local b_ms, b_seq = string.match(b, '^(%d+)-(%d+)$')
+  a_ms, b_ms = tonumber(a_ms), tonumber(b_ms)
+  return a_ms < b_ms or (a_ms == b_ms and tonumber(a_seq) < tonumber(b_seq))
+end
+
+local function park(args)
+  if redis.call('HSETNX', parked, args[2], cjson.encode(args)) == 0 then
+    return {'dup', 'parked'}
+  end
+  since = since or tonumber(now()[1])
+  local brought = ARGV[4]
+  if brought ~= '' and (not newest or newest == '' or entry_before(newest, brought)) then
+    newest = brought
+  end
+  return {'parked', ''}
+end
+
+-- Apply the parked events whose turn has come, in seq order.
+local function drain()
+  while since do
+    local value = redis.call('HGET', parked, next_seq)
+    if not value then
+      return
+    end
+    redis.call('HDEL', parked, next_seq)
+    local seq = next_seq
+    next_seq = seq + 1
+    release(seq, value, apply(cjson.decode(value)), '')
+  end
+end
+
+-- The parked events numbered below a run's run.started, applied as late ones.
+local function below_start()
+  if not since then
+    return
+  end
+  local early = {}
+  for _, field in ipairs(redis.call('HKEYS', parked)) do
+    local seq = tonumber(field)  -- nil for "wait"
+    if seq and seq < next_seq then
+      early[#early + 1] = seq
+    end
+  end
+  table.sort(early)
+  for _, seq in ipairs(early) do
+    local value = redis.call('HGET', parked, seq)
+    redis.call('HDEL', parked, seq)
+    release(seq, value, unordered(cjson.decode(value)), '')
+  end
+end
+
+local function take(args)
+  if not ordered then
+    return unordered(args)
+  end
+  local seq = tonumber(args[2])
+  if next_seq == nil then
+    if args[1] ~= 'run.started' then
+      return park(args)
+    end
+    local result = apply(args)
+    next_seq = seq + 1
+    below_start()
+    drain()
+    return result
+  end
+  if seq < next_seq then
+    return unordered(args)
+  end
+  if seq > next_seq then
+    return park(args)
+  end
+  next_seq = seq + 1
+  local result = apply(args)
+  drain()
+  return result
+end
+
+-- Nothing can fill the gap any more, or the wait timed out: apply every parked event in
+-- seq order without the missing ones, naming them.
+local function release_all()
+  local entries = {}
+  local fields = redis.call('HGETALL', parked)
+  for index = 1, #fields, 2 do
+    if fields[index] ~= 'wait' then
+      entries[#entries + 1] = {tonumber(fields[index]), fields[index + 1]}
+    end
+  end
+  table.sort(entries, function(a, b) return a[1] < b[1] end)
+  redis.call('DEL', parked)
+  local missing = next_seq == nil and 'run.started' or ''
+  for _, entry in ipairs(entries) do
+    local seq, value = entry[1], entry[2]
+    local result
+    if next_seq == nil then
+      result = apply(cjson.decode(value))
+    elseif seq < next_seq then
+      result = unordered(cjson.decode(value))
+    else
+      if seq > next_seq then
+        local gap = seq - 1 > next_seq and next_seq .. '-' .. (seq - 1) or tostring(next_seq)
+        missing = missing == '' and gap or missing .. ',' .. gap
+      end
+      next_seq = seq + 1
+      result = apply(cjson.decode(value))
+    end
+    release(seq, value, result, missing)
+  end
+  since = nil
+end
+
 local results = {}
-local applied = false
 for index, args in ipairs(cjson.decode(ARGV[1])) do
-  results[index] = apply(args)
-  applied = applied or results[index][1] == 'ok'
+  results[index] = take(args)
 end
--- When the run last heard from its generator: an idle active run is abandoned.
+
+if ordered and since then
+  if drained then
+    local waiting = redis.call('HLEN', parked) - (first_wait and 1 or 0)
+    -- Progress: the wait for the next gap, if any, starts now.
+    since = waiting > 0 and tonumber(now()[1]) or nil
+  elseif tonumber(now()[1]) - since >= timeout then
+    release_all()
+  elseif mode == 'sweep' and (ARGV[4] == '' or newest and newest ~= ''
+      and entry_before(newest, ARGV[4])) then
+    release_all()  -- no controller holds an event older than the newest waiting one
+  end
+end
+
+local deadline = -1
+if since then
+  deadline = since + timeout
+elseif first_wait or drained or mode == 'sweep' then
+  deadline = 0
+  -- Released events a controller died before handing on: the next sweep hands them on.
+  if mode ~= 'sweep' and redis.call('HLEN', released) > #out / 2 then
+    deadline = tonumber(now()[1])
+  end
+end
+if mode == 'sweep' then
+  -- Hand on again what its controller has not confirmed in HAND_ON_S: it died meanwhile.
+  local held = redis.call('HGETALL', released)
+  for index = 1, #held, 2 do
+    if not mine[held[index]] then
+      local at = tonumber(string.match(held[index + 1], '^(%d+) '))
+      if at <= tonumber(now()[1]) - HAND_ON_S then
+        out[#out + 1] = held[index]
+        out[#out + 1] = held[index + 1]
+      elseif deadline <= 0 then
+        deadline = tonumber(now()[1])  -- not yet: stay in the gaps set to be looked at again
+      end
+    end
+  end
+end
+
+local updates = {}
 if applied then
-  redis.call('HSET', meta, 'last_event_at', redis.call('TIME')[1])
+  -- When the run last heard from its generator: an idle active run is abandoned.
+  updates[#updates + 1] = 'last_event_at'
+  updates[#updates + 1] = now()[1]
 end
-return results
+if next_seq ~= first_next then
+  updates[#updates + 1] = 'next_seq'
+  updates[#updates + 1] = next_seq
+end
+if #updates > 0 then
+  redis.call('HSET', meta, unpack(updates))
+end
+local now_wait = since and (since .. ' ' .. (newest or '')) or nil
+if now_wait and now_wait ~= first_wait then
+  redis.call('HSET', parked, 'wait', now_wait)
+elseif first_wait and not now_wait then
+  redis.call('DEL', parked)  -- only "wait" is left, if anything
+end
+return {results, out, tostring(deadline)}
