@@ -23,7 +23,12 @@ REDACTED = "**********"
 _SECRET_KEY = re.compile(
     r"(?:^|[_-])(?:authorization|api[_-]?key|apikey|token|password|secret|cookie)(?:$|[_-])", re.I
 )
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
+# A URL's user-info password: found from its `://`, so a long run of letters before it
+# is never rescanned from every position (each scan ends at the next `/`: linear time).
+_URL_PASSWORD = re.compile(r"(?<=[a-z0-9+.-])://(?P<user>[^:/@\s]*):[^@/\s]+@", re.I)
+# Log fields are cut to this many characters before anything else looks at them: an
+# answer or an error quoting megabytes of foreign text costs no more than this to log.
+MAX_FIELD_CHARS = 4096
 
 
 def redact(value: Any, key: str = "") -> Any:
@@ -39,12 +44,35 @@ def redact(value: Any, key: str = "") -> Any:
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]
     if isinstance(value, str):
-        return _URL_PASSWORD.sub(r"\g<scheme>\g<user>:" + REDACTED + "@", value)
+        return _URL_PASSWORD.sub(r"://\g<user>:" + REDACTED + "@", value)
+    return value
+
+
+def cap(value: Any, *, tail: bool = False) -> Any:
+    """`value` with every string in it cut to MAX_FIELD_CHARS, noting the original length.
+
+    A string keeps its start, or with `tail` its end (a traceback's last lines name the
+    error).
+    """
+    if isinstance(value, str):
+        if len(value) <= MAX_FIELD_CHARS:
+            return value
+        note = f"[cut: {len(value)} characters in all]"
+        if tail:
+            return f"{note} …{value[-MAX_FIELD_CHARS:]}"
+        return f"{value[:MAX_FIELD_CHARS]}… {note}"
+    if isinstance(value, Mapping):
+        return {name: cap(item, tail=tail) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [cap(item, tail=tail) for item in value]
     return value
 
 
 def _redact_event(_: Any, __: str, event_dict: structlog.typing.EventDict) -> Any:
-    return {key: scrub_value(redact(value, key)) for key, value in event_dict.items()}
+    return {
+        key: scrub_value(redact(cap(value, tail=key == "exception"), key))
+        for key, value in event_dict.items()
+    }
 
 
 def configure_logging(

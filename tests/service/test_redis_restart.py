@@ -22,12 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RestartableRedis]:
+def server(private_redis: RestartableRedis) -> RestartableRedis:
     """A private redis-server the test may restart."""
-    made = RestartableRedis(tmp_path / "redis")
-    made.start()
-    yield made
-    made.kill()
+    return private_redis
 
 
 @pytest.fixture

@@ -12,9 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import redis
 import yaml
+from rq import Worker
 
-from tests.support.processes import free_port, kill_tree
+from gencoach.config.settings import WorkerSettings
+from tests.support.processes import (
+    STARTUP_S,
+    descendants,
+    free_port,
+    kill_tree,
+    log_tail,
+    wait_started,
+)
 
 
 class ControllerProcess:
@@ -45,6 +55,8 @@ class ControllerProcess:
             **(settings or {}),
         }
         self.config_path.write_text(yaml.safe_dump(config))
+        self.redis_url = redis_url
+        self.worker_processes = WorkerSettings.model_validate(config.get("workers", {})).processes
         self.process: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
 
@@ -53,8 +65,9 @@ class ControllerProcess:
         """The controller's HTTP API."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 15.0) -> None:
-        """Start the process and wait until its health route answers ready."""
+    def start(self, timeout_s: float = STARTUP_S) -> None:
+        """Start the process and wait until its health route answers ready (or fail quoting
+        the end of its output)."""
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "serve"],
@@ -66,30 +79,35 @@ class ControllerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"controller exited at start-up:\n{self.log_text()}")
+                raise RuntimeError(f"controller exited at start-up:\n{log_tail(self.log_path)}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
-        raise RuntimeError(f"controller not ready in {timeout_s}s:\n{self.log_text()}")
+        raise RuntimeError(
+            f"controller not ready in {timeout_s}s; the end of its output:\n"
+            + log_tail(self.log_path)
+        )
 
     def signal(self, signum: signal.Signals) -> None:
         """Send a signal to the process."""
         assert self.process is not None
         self.process.send_signal(signum)
 
-    def wait(self, timeout_s: float = 15.0) -> int:
+    def wait(self, timeout_s: float = 30.0) -> int:
         """Wait for the process to exit; return its exit code."""
         assert self.process is not None
         return self.process.wait(timeout_s)
 
-    def start_workers(self, *args: str) -> subprocess.Popen[bytes]:
-        """Start `gencoach worker` on the same config; it is killed with the controller."""
-        log = (self.folder / f"workers-{len(self.workers)}.log").open("ab")
+    def start_workers(self) -> subprocess.Popen[bytes]:
+        """Start `gencoach worker` on the same config and wait until each of its processes
+        is registered with RQ (or fail quoting its output); it is killed with the controller."""
+        output = self.folder / f"workers-{len(self.workers)}.log"
+        log = output.open("ab")
         worker = subprocess.Popen(
-            [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "worker", *args],
+            [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "worker"],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
@@ -97,6 +115,17 @@ class ControllerProcess:
         )
         log.close()
         self.workers.append(worker)
+        count = self.worker_processes
+        client = redis.Redis.from_url(self.redis_url)
+        try:
+
+            def registered() -> bool:
+                ours = set(descendants(worker.pid))
+                return sum(w.pid in ours for w in Worker.all(connection=client)) >= count
+
+            wait_started(registered, worker, output, f"`gencoach worker` ({count} processes)")
+        finally:
+            client.close()
         return worker
 
     def stop(self) -> None:

@@ -6,8 +6,62 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import httpx
+
+T = TypeVar("T")
+
+STARTUP_S = float(os.environ.get("GC_TEST_STARTUP_S", "60"))
+"""How long a test waits for a process it started to be ready: long enough for a machine
+whose load average is tens of times its cores (GC_TEST_STARTUP_S changes it)."""
+
+
+def log_tail(path: Path, chars: int = 4000) -> str:
+    """The end of a process's output file, to quote when it failed to start."""
+    if not path.exists():
+        return f"(no output: {path} does not exist)"
+    text = path.read_text(errors="replace")
+    return text[-chars:] if text else f"(no output in {path})"
+
+
+def wait_started(
+    ready: Callable[[], T | None],
+    process: subprocess.Popen[bytes] | subprocess.Popen[str],
+    output: Path,
+    what: str,
+    timeout_s: float = STARTUP_S,
+) -> T:
+    """Poll `ready()` until it is truthy and return it; fail quoting the end of the process's
+    `output` if the process exits first or `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = ready()
+        if value:
+            return value
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"{what} exited ({process.returncode}) before it was ready; the end of its "
+                f"output:\n{log_tail(output)}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{what} was not ready in {timeout_s} s; the end of its output:\n"
+                + log_tail(output)
+            )
+        time.sleep(0.05)
+
+
+def answers_200(url: str) -> bool:
+    """Whether GET `url` answers 200 now."""
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def pid_alive(pid: int) -> bool:

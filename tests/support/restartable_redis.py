@@ -2,21 +2,39 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
 
 from gencoach.embedded_redis import find_server_binary
-from tests.support.processes import free_port
+from tests.support.processes import STARTUP_S, free_port, log_tail
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RestartableRedis]:
+    """A redis-server of the test's own (not the session's), killed after it."""
+    server = RestartableRedis(tmp_path / "redis")
+    server.start()
+    yield server
+    server.kill()
 
 
 class RestartableRedis:
-    """One redis-server without persistence: `restart()` brings it back empty, same port."""
+    """One redis-server that a test kills and starts again on the same port.
 
-    def __init__(self, folder: Path) -> None:
+    Without `aof` it keeps nothing: `restart()` brings it back empty. With `aof` every
+    write is appended (and fsynced) to its append-only file, as docs/operations.md
+    recommends, and `restart(keep_data=True)` brings it back with its data.
+    """
+
+    def __init__(self, folder: Path, *, aof: bool = False) -> None:
         self.folder = folder
+        self.aof = aof
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -25,19 +43,28 @@ class RestartableRedis:
         """The server's URL (the same across restarts)."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> None:
-        """Start the server and wait until it answers."""
+    @property
+    def log_path(self) -> Path:
+        """The server's output, beside its folder (kept across restarts)."""
+        return self.folder.with_name(f"{self.folder.name}.log")
+
+    def start(self, timeout_s: float = STARTUP_S) -> None:
+        """Start the server and wait until it answers (loading its AOF, if any)."""
         self.folder.mkdir(parents=True, exist_ok=True)
+        persistence = ("yes", "--appendfsync", "always") if self.aof else ("no",)
         args = [
             str(find_server_binary()),
             "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.folder),
-            "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--save", "", "--daemonize", "no", "--appendonly", *persistence,
         ]  # fmt: skip
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL
-        )
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
             client = redis.Redis.from_url(self.url, socket_timeout=0.5)
             try:
                 if client.ping():
@@ -46,7 +73,18 @@ class RestartableRedis:
                 time.sleep(0.05)
             finally:
                 client.close()
-        raise AssertionError(f"redis-server on port {self.port} did not answer in {timeout_s}s")
+        raise AssertionError(
+            f"redis-server on port {self.port} did not answer in {timeout_s}s:\n"
+            + log_tail(self.log_path)
+        )
+
+    def refuse_writes(self, refusing: bool = True) -> None:
+        """Put the server at its maxmemory (1 byte, no eviction): every write is refused
+        with OOM while reads go on; `refusing=False` lifts the limit."""
+        client = redis.Redis.from_url(self.url)
+        client.config_set("maxmemory-policy", "noeviction")
+        client.config_set("maxmemory", "1" if refusing else "0")
+        client.close()
 
     def kill(self) -> None:
         """SIGKILL the server: every connection drops, every key is gone."""
@@ -54,7 +92,13 @@ class RestartableRedis:
             self.process.kill()
             self.process.wait(10)
 
-    def restart(self) -> None:
-        """Kill the server and start an empty one on the same port."""
+    def restart(self, *, keep_data: bool = False) -> None:
+        """Kill the server and start it again on the same port, empty or with its data."""
         self.kill()
+        if not keep_data:
+            for leftover in self.folder.glob("*"):
+                if leftover.is_dir():
+                    shutil.rmtree(leftover)
+                else:
+                    leftover.unlink()
         self.start()

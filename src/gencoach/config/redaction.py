@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 MASK = "**********"
 
 # Keys whose value is a secret wherever they appear, including under keys nobody
-# declared (an unknown `api_key:` is echoed in its error otherwise). `*_env` keys only
-# name a variable, and are not secret themselves; `tokens` counts them (`max_tokens`).
+# declared (an unknown `api_key:` is echoed in its error otherwise). `*_env` and `*_file`
+# keys only name a variable or a file, and are not secret themselves; `tokens` counts them
+# (`max_tokens`).
 _SECRET_KEY = re.compile(
     r"auth(?!ors?\b)|api[_-]?key|token(?!s)|secret|passw(or)?d|credential|cookie",
     re.IGNORECASE,
@@ -28,7 +29,7 @@ _SECRET_CONTAINERS = frozenset({"headers"})
 
 def is_secret_key(key: object) -> bool:
     """Whether a setting called `key` holds a secret (or a mapping of secrets)."""
-    if not isinstance(key, str) or key.lower().endswith("_env"):
+    if not isinstance(key, str) or key.lower().endswith(("_env", "_file")):
         return False
     return key.lower() in _SECRET_CONTAINERS or _SECRET_KEY.search(key) is not None
 

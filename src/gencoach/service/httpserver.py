@@ -10,11 +10,14 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import anyio
 import uvicorn
 from anyio.abc import TaskStatus
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gencoach.service.deadlines import deadline_protocol
 
 
 class _Server(uvicorn.Server):
@@ -23,15 +26,36 @@ class _Server(uvicorn.Server):
         yield
 
 
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a client may take to send a request, and how many connections may be open."""
+
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int = 256
+
+
 class HttpServer:
     """An ASGI app on host:port; port 0 picks a free port, readable once started."""
 
-    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str, port: int, limits: ConnectionLimits | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self._socket: socket.socket | None = None
+        bounds = limits or ConnectionLimits()
+        protocol = deadline_protocol(
+            bounds.header_timeout_s, bounds.body_timeout_s, bounds.max_connections
+        )
         config = uvicorn.Config(
-            app, host=host, port=port, log_config=None, access_log=False, lifespan="off"
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            http=protocol,
         )
         self._server = _Server(config)
         self._running = False
@@ -48,7 +72,9 @@ class HttpServer:
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind, report readiness once listening, serve until stopped."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+        # without it a response's body waits for the client's delayed ACK (40 ms).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
@@ -68,6 +94,59 @@ class HttpServer:
         finally:
             self._running = False
             sock.close()
+
+
+class Concurrency:
+    """ASGI middleware: at most `limit` requests served at once; the others wait their turn.
+
+    A request that waits longer than `wait_s` is answered 503 with `Retry-After: 1`
+    (the controller is busy), never left to fail on a resource behind the routes.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, wait_s: float) -> None:
+        self.app = app
+        self.limit = limit
+        self.wait_s = wait_s
+        self._slots = anyio.Semaphore(limit)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve the request once a slot is free, or refuse it after `wait_s`."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        acquired = False
+        with anyio.move_on_after(self.wait_s):
+            await self._slots.acquire()
+            acquired = True
+        if not acquired:
+            detail = (
+                f"the controller is busy: {self.limit} requests in progress for over "
+                f"{self.wait_s:g} s (api.max_concurrent_requests); try again"
+            )
+            await _send_json(send, 503, {"detail": detail}, [(b"retry-after", b"1")])
+            return
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._slots.release()
+
+
+async def _send_json(
+    send: Send, status: int, payload: object, headers: list[tuple[bytes, bytes]]
+) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
@@ -118,16 +197,4 @@ class BodyLimit:
 
     async def _refuse(self, send: Send) -> None:
         detail = f"the request body is larger than {self.max_bytes} bytes (api.max_body_bytes)"
-        body = json.dumps({"detail": detail}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _send_json(send, 413, {"detail": detail}, [(b"connection", b"close")])
