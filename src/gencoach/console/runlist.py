@@ -1,24 +1,25 @@
-"""The runs page's rows: every run in Redis with what it is and how coaching went.
+"""The runs page's rows: one page of the runs index with what each run is and how its
+coaching went.
 
-One pipelined read per page load covers every run (meta, graph sizes, requests), so
-polling every few seconds stays cheap for hundreds of runs.
+A poll reads the page (from the index, filtered there) and then, in one pipelined round
+trip, each listed run's meta, graph sizes and requests: its cost is the page's, however
+many runs Redis holds.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.protocol import RunStarted
+from gencoach.protocol import RunStarted, TaskDescription
 from gencoach.service.graphstore import CANDIDATES, META, SITUATIONS
+from gencoach.service.lifecycle import ENDED, IN_FLIGHT
 from gencoach.service.nodes import as_text
-from gencoach.service.requests import ENDED, IN_FLIGHT, REQUESTS, CoachingRequest
-
-# Runs still taking events come first, then those being saved, then saved ones.
-_STATE_ORDER = {"active": 0, "finished": 1, "saved": 2}
+from gencoach.service.requests import REQUESTS, CoachingRequest
+from gencoach.service.runindex import RunIndex, RunPage, RunQuery
 
 
 def coaching_counts(requests: list[CoachingRequest]) -> dict[str, int]:
@@ -34,52 +35,69 @@ def coaching_counts(requests: list[CoachingRequest]) -> dict[str, int]:
     }
 
 
-async def run_rows(client: Redis, keys: Keys) -> list[dict[str, Any]]:
-    """Every known run, active first, newest first within a state."""
-    reply = await client.zrange(keys.runs, 0, -1, withscores=True)
-    listed = cast(list[tuple[bytes, float]], reply)
+def task_text(target: str, task: TaskDescription | str) -> str:
+    """What a run asks of its agent, in a line: its stages' goals when the task lists
+    them (the target is often the scenario's whole description), else the target."""
+    if isinstance(task, TaskDescription):
+        goals = [stage.goal_description for stage in task.stages_description]
+        if any(goals):
+            return " · ".join(goal for goal in goals if goal)
+    return target
+
+
+def page_payload(page: RunPage, rows: list[dict[str, Any]], facets: dict[str, list[str]]) -> Any:
+    """What `/console/api/runs` answers: the rows, totals, filter values, next cursor."""
+    return {
+        "runs": rows,
+        "total": page.total,
+        "counts": page.counts,
+        "facets": facets,
+        "next_cursor": page.next_cursor,
+    }
+
+
+async def live_page(client: Redis, index: RunIndex, keys: Keys, query: RunQuery) -> Any:
+    """One page of the runs in Redis, as the runs page shows them."""
+    page = await index.page(query)
     pipe = client.pipeline(transaction=False)
-    for raw_id, _ in listed:
-        run_id = as_text(raw_id)
-        pipe.hgetall(keys.run(run_id, META))
-        pipe.hlen(keys.run(run_id, SITUATIONS))
-        pipe.hlen(keys.run(run_id, CANDIDATES))
-        pipe.hvals(keys.run(run_id, REQUESTS))
+    for run in page.runs:
+        pipe.hgetall(keys.run(run.run_id, META))
+        pipe.hlen(keys.run(run.run_id, SITUATIONS))
+        pipe.hlen(keys.run(run.run_id, CANDIDATES))
+        pipe.hvals(keys.run(run.run_id, REQUESTS))
     replies = await pipe.execute()
     rows = []
-    for index, (raw_id, score) in enumerate(listed):
-        meta, situations, candidates, raw_requests = replies[4 * index : 4 * index + 4]
+    vanished = []
+    for position, run in enumerate(page.runs):
+        meta, situations, candidates, raw_requests = replies[4 * position : 4 * position + 4]
         if not meta or b"started" not in meta:
-            continue  # expired since the index was read
+            vanished.append(run.run_id)  # its keys expired since the page was read
+            continue
         started = RunStarted.model_validate_json(meta[b"started"])
         requests = [CoachingRequest.model_validate_json(value) for value in raw_requests]
         rows.append(
             {
-                "run_id": as_text(raw_id),
-                "state": as_text(meta.get(b"state", b"active")),
-                "started_at": score,
-                "scenario": started.scenario,
+                "run_id": run.run_id,
+                "state": run.state,
+                "started_at": run.started_ms / 1000,
+                "scenario": run.scenario,
                 "target": started.target,
-                "agent": as_text(meta.get(b"agent_id", b"")) or started.agent_url,
+                "target_kind": started.target_kind,
+                "task": task_text(started.target, started.task_description),
+                "agent": run.agent,
                 "agent_url": started.agent_url,
                 "situations": situations,
                 "candidates": candidates,
                 "coaching": coaching_counts(requests),
                 "routes": dict(Counter(r.route for r in requests if not r.human)),
+                "saved_at": _saved_at(meta),
             }
         )
-    rows.sort(key=lambda row: (_STATE_ORDER.get(row["state"], 3), -row["started_at"]))
-    return rows
+    if vanished:
+        await index.repair(vanished)
+    return page_payload(page, rows, await index.facets())
 
 
-def filter_rows(
-    rows: list[dict[str, Any]], state: str | None, scenario: str | None, agent: str | None
-) -> list[dict[str, Any]]:
-    """The rows matching every filter given (exact matches; empty means any)."""
-    return [
-        row
-        for row in rows
-        if (not state or row["state"] == state)
-        and (not scenario or row["scenario"] == scenario)
-        and (not agent or row["agent"] == agent)
-    ]
+def _saved_at(meta: dict[bytes, bytes]) -> float | None:
+    value = meta.get(b"saved_at")
+    return float(as_text(value)) if value is not None else None
