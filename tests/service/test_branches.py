@@ -3,7 +3,6 @@ and proven, then saved; the limits, the exploration budget and human interventio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -11,10 +10,15 @@ import httpx
 import pytest
 
 from gencoach.client import Reporter
-from gencoach.graph import read_save
 from gencoach.protocol import BranchOrder
 from tests.support.agent_server import ScriptedAgent, correction
-from tests.support.coaching import coaching_settings, report_known, requests_of
+from tests.support.coaching import (
+    coaching_settings,
+    complete_save,
+    report_known,
+    requests_of,
+    succeed_after,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, json_reply
@@ -69,25 +73,7 @@ def test_failure_is_coached_executed_proven_and_saved(
         assert order.input.extra_keys["coaching"] == proposal["extra_keys"]
         assert proposal["extra_keys"]["kind"] == "replace_decision"
         attempt = order.attempt_id
-        generator.emit("candidate.executed", candidate_id=order.candidate_id, status="ongoing")
-        generator.emit(
-            "situation.created",
-            situation_id="S_f",
-            parent_candidate_id=order.candidate_id,
-            stage={"id": 0, "goal": "press sw0 then sw4"},
-            input={"id": 9, "instruction": {"type": "env", "content": "{}"}},
-            coaching_attempt_ids=[attempt],
-        )
-        generator.emit(
-            "candidate.created",
-            candidate_id="c9",
-            situation_id="S_f",
-            response_status="completed",
-            output={"say": "done"},
-            coaching_attempt_ids=[attempt],
-        )
-        generator.emit("candidate.executed", candidate_id="c9", status="optimal", stage_end=SUCCESS)
-        generator.flush()
+        succeed_after(generator, order)
         proven = wait_for(_state(controller, "loop", "failure", "proven"), what="the proof")
         stages = httpx.get(f"{controller.url}/v1/runs/loop/stages").json()["stages"]
         stage0 = next(stage for stage in stages if stage["stage_id"] == 0)
@@ -100,13 +86,7 @@ def test_failure_is_coached_executed_proven_and_saved(
         generator.emit("run.finished")
 
     folder = controller.output_dir / "loop"
-    wait_for(
-        lambda: (
-            (folder / "config.json").is_file()
-            and json.loads((folder / "config.json").read_text())["export_complete"]
-        )
-    )
-    save = read_save(folder)
+    save = complete_save(controller, "loop")
     coached = next(c for c in save.candidates.values() if c.origin == "coaching")
     coached_situation = save.situations[save.candidate_situation[coached.id]]
     assert coached_situation.parent_id == 0  # c1, the parent of the anchor S_b
@@ -125,6 +105,7 @@ def test_failure_is_coached_executed_proven_and_saved(
     faulty = save.candidates[3]
     assert faulty.coaching.diagnosed_as_faulty is True
     assert faulty.coaching.diagnostic_types == ["failure:diagnosis"]
+    assert faulty.coaching.trajectory_diagnostic_applied is True  # as MAGMA-GEN marks it
     branch = [coached, *(c for c in save.candidates.values() if c.parent_id == coached.id)]
     assert len(branch) == 2
     assert all(c.coaching_attempt_ids == [attempt] for c in branch)
@@ -169,8 +150,9 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
     redis_url: str,
 ) -> None:
     """With five unproven attempts the sixth automatic request is refused; a branch that
-    fails again stays unproven; a person's intervention still goes through, and one beyond
-    the situation's exploration budget is refused with 409 until the budget is raised live."""
+    fails again leaves its request executed and its attempt unproven; a person's
+    intervention still goes through, and one beyond the situation's exploration budget is
+    refused with 409 until the budget is raised live."""
     settings = coaching_settings(llm)
     settings["coaching"]["max_alternatives_per_situation"] = 6
     controller = controller_factory(settings=settings)
@@ -194,13 +176,21 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
         generator.emit(
             "candidate.executed", candidate_id=order.candidate_id, status="error", stage_end=FAILURE
         )
-    wait_for(
-        lambda: any(
-            r["state"] == "unproven"
-            for r in httpx.get(f"{controller.url}/v1/runs/tight/requests").json()["requests"]
+    # The failed trajectory leaves its request executed, saying why: the run goes on, so
+    # another trajectory of the branch could still prove it (unproven is for the run's end).
+    failed = wait_for(
+        lambda: next(
+            (
+                r
+                for r in httpx.get(f"{controller.url}/v1/runs/tight/requests").json()["requests"]
+                if r["state"] == "executed"
+                and "a trajectory ended in failure" in (r["reason"] or "")
+            ),
+            None,
         ),
-        what="an unproven request",
+        what="an executed request whose trajectory failed",
     )
+    assert failed["reason"].startswith("attempt ")
     stage1 = next(
         s
         for s in httpx.get(f"{controller.url}/v1/runs/tight/stages").json()["stages"]

@@ -9,6 +9,8 @@ import redis
 
 from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.protocol import BranchOrder
+from gencoach.service.requests import CoachingRequest
+from gencoach.settling import SCRIPT, settle_keys
 
 Json = dict[str, Any]
 
@@ -68,3 +70,31 @@ def branch_order(
 def publish(client: redis.Redis, order: BranchOrder) -> None:
     """Append the order to its run's branch stream, as gencoach does."""
     client.xadd(Keys().branches(order.run_id), {ORDER_FIELD: order.model_dump_json()})
+
+
+def hold_settling(client: redis.Redis, run_id: str) -> None:
+    """Stand for a correction gencoach is still preparing, in a test that hands the generator
+    its order itself: a `corrected` request, so the run is not settled before the order."""
+    request = CoachingRequest(
+        request_id=f"{run_id}:held",
+        run_id=run_id,
+        route="failure",
+        kind="failure",
+        type_coaching="failure:diagnosis",
+        candidate_id=0,
+        candidate_gen_id="held",
+        stage_id=0,
+        state="corrected",
+    ).moved("corrected")
+    client.hset(Keys().requests(run_id), request.request_id, request.model_dump_json())
+
+
+def publish_held(client: redis.Redis, order: BranchOrder) -> None:
+    """Publish the order of the correction `hold_settling` stood for, as gencoach does: the
+    order first, then the request past ordering (and the run's probe checked)."""
+    publish(client, order)
+    key = Keys().requests(order.run_id)
+    held = CoachingRequest.model_validate_json(client.hget(key, f"{order.run_id}:held") or "")
+    client.hset(key, held.request_id, held.moved("reinjected").model_dump_json())
+    script = client.register_script(SCRIPT)
+    script(keys=settle_keys(Keys(), order.run_id), args=["check", order.run_id])

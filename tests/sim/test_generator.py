@@ -184,16 +184,24 @@ async def test_the_decision_budget_stops_new_situations(
 async def test_the_wall_clock_budget_stops_new_situations(
     scripted_agent: ScriptedAgent, tmp_path: Path
 ) -> None:
-    """A slow agent and a 0.5 s wall-clock budget end the run early, saying why."""
+    """An agent that answers only once the wall-clock budget is spent ends the run after
+    that situation (of the three it would play), saying why."""
+    budget_s = 1.0
+    asked: list[float] = []
 
-    def slow(item: dict[str, Any], index: int) -> dict[str, Any]:
-        time.sleep(0.3)
+    def after_the_budget(item: dict[str, Any], index: int) -> dict[str, Any]:
+        # The budget's clock (anyio's, time.monotonic) started before the first request:
+        # holding the answer until a budget after that request makes it late however slow
+        # the machine is; a new situation would be a second request.
+        asked.append(time.monotonic())
+        time.sleep(max(0.0, asked[0] + budget_s - time.monotonic()))
         return buttons_player(None)(item, index)
 
-    scripted_agent.answer = slow
-    report, tree = await generate(scripted_agent.url, tmp_path, branches=1, max_wall_s=0.5)
-    assert report.situations == 2
-    assert tree.events[-1]["reason"] == "wall-clock budget of 0.5 s reached"
+    scripted_agent.answer = after_the_budget
+    report, tree = await generate(scripted_agent.url, tmp_path, branches=1, max_wall_s=budget_s)
+    assert len(scripted_agent.response_requests) == 1
+    assert report.situations == 1
+    assert tree.events[-1]["reason"] == "wall-clock budget of 1.0 s reached"
 
 
 async def test_agent_errors_become_error_leaves(
@@ -226,3 +234,34 @@ async def test_an_unreachable_or_slow_agent_gives_one_error_candidate(
     (candidate,) = gone.candidates.values()
     assert "/v1/responses failed" in candidate["error"]["message"]
     assert gone.executed[candidate["candidate_id"]]["status"] == "error"
+
+
+async def test_a_stage_end_names_the_first_seeded_mistake_of_its_stage(
+    scripted_agent: ScriptedAgent, tmp_path: Path
+) -> None:
+    """A failed stage end names, as `faulty_candidate_id`, the first candidate of its
+    branch's stage whose internal step reports a seeded mistake: the failing press itself
+    at the root, the root's first (marked) press further down; an optimal success none."""
+    wrong = buttons_player("wrong_button")
+
+    def marked(item: dict[str, Any], index: int) -> dict[str, Any]:
+        answer = wrong(item, index)
+        root = item["instruction"]["type"] == "user"
+        mistake = "wrong_argument" if index == 1 else "detour" if root else None
+        step = {"id": f"s{index}", "component": "scripted", "full_prompt": "",
+                "input_elements": {"mistake": mistake}, "output_raw": ""}  # fmt: skip
+        return {**answer, "internal_steps": [step]}
+
+    scripted_agent.answer = marked
+    _, tree = await generate(scripted_agent.url, tmp_path)
+    ends = {
+        candidate: event["stage_end"]
+        for candidate, event in tree.executed.items()
+        if event["stage_end"] is not None
+    }
+    named = {
+        c: end.get("faulty_candidate_id") for c, end in ends.items() if end["event"] == "failure"
+    }
+    assert named == {"e0-c1": "e0-c1", "e0-c3": "e0-c0", "e0-c5": "e0-c0"}
+    optimal = [end for end in ends.values() if end["event"] == "success"]
+    assert [end.get("faulty_candidate_id") for end in optimal] == [None], "a harmless mistake"

@@ -43,7 +43,7 @@ async def wait_event(client: redis.Redis, kind: str, **fields: Any) -> Json:
 
 def saved_state(client: redis.Redis, input_id: int) -> EpisodeState:
     """The world state saved for an input id of run `r`."""
-    raw = client.hget(Keys().sim_states("r"), str(input_id))
+    raw = client.hget(Keys().teacher_state("r"), str(input_id))
     assert raw is not None, f"no state saved for input {input_id}"
     return EpisodeState.model_validate_json(raw)
 

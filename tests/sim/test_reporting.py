@@ -110,6 +110,6 @@ async def test_a_redis_recorder_streams_in_order_and_saves_states(
     entries = redis_client.xrange(Keys().events)
     streamed = [json.loads(fields[EVENT_FIELD.encode()]) for _, fields in entries]
     assert streamed == read_log(log)
-    saved = redis_client.hget(Keys().sim_states("r"), "5")
+    saved = redis_client.hget(Keys().teacher_state("r"), "5")
     assert saved is not None
     assert EpisodeState.model_validate_json(saved) == state

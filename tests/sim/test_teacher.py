@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
 from gencoach.config.settings import BackendSettings, Settings
+from gencoach.constants import Keys
 from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.decision_text import format_decision
 from gencoach.protocol.jobs import DiagnosisJob
@@ -24,6 +26,7 @@ from gencoach.workers.backends import make_backend
 from gencoach.workers.context import worker_context
 from gencoach.workers.diagnosis import diagnose as worker_diagnose
 from gencoach.workers.prompts import RewriteAnswer
+from gencoach.workers.teacher_state import job_context
 from gencoach.workers.transcripts import Transcript
 from tests.sim.players import act, call
 from tests.sim.trajectories import (
@@ -179,12 +182,15 @@ def test_without_states_the_last_decision_is_named(states: redis.Redis) -> None:
     assert suboptimal(played).suboptimal is False
 
 
-def test_without_a_worker_context_the_teacher_still_answers() -> None:
-    """Outside a worker (no Redis to read), the answer is valid and says it had no state."""
+def test_without_teacher_state_in_the_context_the_teacher_still_answers() -> None:
+    """A context without `teacher_state` gives a valid answer that says it had no state."""
     played = play(None, RUN, "buttons", [press(A), press(A), press(other_button(B))])
-    answer = failure("failure", played)
+    context = diagnosis_context(RUN, "failure", played)
+    del context["teacher_state"]
+    schema = FailureDiagnosisAnswer.model_json_schema()
+    answer = FailureDiagnosisAnswer.parse_json(diagnose([], schema=schema, context=context))
     assert answer.decision_index == 3
-    assert "no worker context" in answer.reason
+    assert "the context carries no teacher state" in answer.reason
 
 
 def test_case_selection_picks_the_first_cases() -> None:
@@ -196,15 +202,24 @@ def test_case_selection_picks_the_first_cases() -> None:
 
 
 @pytest.mark.asyncio
-async def test_the_teacher_serves_as_a_python_backend(states: redis.Redis) -> None:
-    """Behind the worker's diagnosis, the teacher's answer maps to the faulty step's id."""
+async def test_the_teacher_serves_as_a_python_backend(states: redis.Redis, redis_url: str) -> None:
+    """Behind the worker's diagnosis, with the teacher states the worker reads from Redis, the
+    teacher's answer maps to the faulty step's id."""
     played = play(states, RUN, "buttons", [press(A), press(other_button(A))])
-    job = DiagnosisJob.parse(diagnosis_context(RUN, "failure", played))
+    job_json = diagnosis_context(RUN, "failure", played)
+    del job_json["teacher_state"]
+    job = DiagnosisJob.parse(job_json)
     settings = BackendSettings.model_validate(
         {"type": "python", "endpoint": "gencoach.sim.teacher:diagnose"}
     )
+    client = redis.asyncio.Redis.from_url(redis_url)
+    try:
+        context = await job_context(client, Keys(), job, [s.input.id for s in job.trajectory])
+    finally:
+        await client.aclose()
+    assert set(context["teacher_state"]) == {str(step.input.id) for step in played.steps}
     async with make_backend("teacher", settings) as backend:
-        verdict = await worker_diagnose(job, backend, Transcript())
+        verdict = await worker_diagnose(job, backend, Transcript(), context)
     assert verdict.status == "done"
     assert verdict.diagnosis is not None
     assert verdict.diagnosis.step_id == played.steps[1].id

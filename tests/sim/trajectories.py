@@ -24,6 +24,8 @@ class Played:
     steps: list[JobStep]
     episode: Episode
     last_event: str | None
+    # The teacher states saved, by input id (as the worker hands them over).
+    states: dict[str, Any]
 
 
 def play(
@@ -38,11 +40,13 @@ def play(
     """Play the decisions; save each situation's state (input ids from 100) when given a client."""
     episode = Episode.start(scenario, seed)
     steps: list[JobStep] = []
+    states: dict[str, Any] = {}
     last_event = None
     for number, decision in enumerate(decisions):
         input_id = FIRST_INPUT_ID + number
         if client is not None:
-            client.hset(Keys().sim_states(run_id), str(input_id), episode.to_json())
+            client.hset(Keys().teacher_state(run_id), str(input_id), episode.to_json())
+            states[str(input_id)] = episode.snapshot().model_dump(mode="json")
         instruction = {"type": "user", "content": episode.instruction()}
         result = episode.step(decision)
         end = result.outcome.stage_end
@@ -61,11 +65,11 @@ def play(
                 }
             )
         )
-    return Played(steps, episode, last_event)
+    return Played(steps, episode, last_event, states)
 
 
 def diagnosis_context(run_id: str, route: str, played: Played) -> Json:
-    """The DiagnosisJob JSON a python backend receives as `context`."""
+    """The context a python backend receives: the DiagnosisJob's JSON and teacher states."""
     stage = played.episode.stage
     job = DiagnosisJob.model_validate(
         {
@@ -78,7 +82,7 @@ def diagnosis_context(run_id: str, route: str, played: Played) -> Json:
             "trajectory": [step.model_dump(mode="json") for step in played.steps],
         }
     )
-    return job.model_dump(mode="json")
+    return {**job.model_dump(mode="json"), "teacher_state": played.states}
 
 
 def rewrite_context(run_id: str, played: Played, rejected: str) -> Json:
@@ -96,7 +100,7 @@ def rewrite_context(run_id: str, played: Played, rejected: str) -> Json:
             "trajectory": [step.model_dump(mode="json") for step in played.steps],
         }
     )
-    return job.model_dump(mode="json")
+    return {**job.model_dump(mode="json"), "teacher_state": played.states}
 
 
 def sequence(scenario_seed: int = 0) -> tuple[str, ...]:

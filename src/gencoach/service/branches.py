@@ -178,7 +178,7 @@ class BranchRecorder:
             origin="coaching",
             coaching_attempt_ids=[attempt],
         )
-        results = await self.store.apply([situation, candidate])
+        results = await self.store.apply([situation, candidate], own=True)
         refused = [result.reason for result in results if result.outcome == "err"]
         if refused:
             raise ValueError(f"cannot record the coached branch: {refused[0]}")
@@ -186,6 +186,7 @@ class BranchRecorder:
             "request_id": request.request_id,
             "source_node": graph.candidates[anchor.source_candidate].candidate_id,
             "origin": "human" if request.human else "automatic",
+            "decision_source": proposal.decision_source,
         }
         await self._mark(request, graph, anchor, candidate_id, source)
         order = BranchOrder(
@@ -218,18 +219,10 @@ class BranchRecorder:
         run_id = request.run_id
         coached = await self.store.storage_id(run_id, candidate_gen_id)
         assert coached is not None
-        role = "recovery_node" if anchor.kind == "recovery" else "fixed_node"
         existing = await self.store.markers(run_id, [anchor.source_candidate, request.candidate_id])
-        updates = {
-            coached: CoachingMarker(
-                type_coaching=request.type_coaching,
-                coaching_role=role,  # type: ignore[arg-type]
-                trajectory_diagnostic_applied=True,
-            )
-        }
         faulty = existing.get(anchor.source_candidate, CoachingMarker())
-        if anchor.kind == "replacement":
-            faulty = faulty.model_copy(update={"diagnosed_as_faulty": True})
+        replacement, faulty = correction_markers(faulty, request.type_coaching, anchor.kind)
+        updates = {coached: replacement}
         updates[anchor.source_candidate] = _consumed(faulty, request.type_coaching)
         terminal = updates.get(request.candidate_id) or existing.get(request.candidate_id)
         updates[request.candidate_id] = _consumed(
@@ -252,6 +245,40 @@ class BranchRecorder:
         pipe.hset(flags, order.branch_id, "1")
         await pipe.execute()
         self.metrics.inc(BRANCH_ORDERS, route)
+
+
+DIAGNOSIS_FOCUSES = frozenset({"diagnosis", "suboptimal_diagnosis"})
+
+
+def applies_trajectory_diagnostic(type_coaching: str) -> bool:
+    """Whether a correction of this type validates the decisions before it: only a diagnosis
+    (`<event>:diagnosis`, `finish_suboptimal:suboptimal_diagnosis`), never a format fix or a
+    text rewrite (MAGMA-GEN's `coaching_type_applies_trajectory_diagnostic`)."""
+    return type_coaching.partition(":")[2] in DIAGNOSIS_FOCUSES
+
+
+def correction_markers(
+    faulty: CoachingMarker, type_coaching: str, kind: str
+) -> tuple[CoachingMarker, CoachingMarker]:
+    """The coached candidate's marker and the faulty decision's new one, for a correction of
+    `type_coaching` reinjected at a `replacement` or `recovery` point.
+
+    As MAGMA-GEN (`AgentCoachingMixin`): only a diagnosis-based correction validates the
+    trajectory prefix, marking the faulty decision; a replacement (never a recovery node)
+    is marked whenever its faulty decision carries the mark, from this correction or an
+    earlier one.
+    """
+    if kind == "replacement":
+        faulty = faulty.model_copy(update={"diagnosed_as_faulty": True})
+    if applies_trajectory_diagnostic(type_coaching):
+        faulty = faulty.model_copy(update={"trajectory_diagnostic_applied": True})
+    validated = kind == "replacement" and faulty.trajectory_diagnostic_applied
+    marker = CoachingMarker(
+        type_coaching=type_coaching,
+        coaching_role="recovery_node" if kind == "recovery" else "fixed_node",
+        trajectory_diagnostic_applied=validated,
+    )
+    return marker, faulty
 
 
 def _consumed(marker: CoachingMarker, type_coaching: str) -> CoachingMarker:

@@ -14,7 +14,7 @@ An agent that cannot be reached, times out or answers outside the protocol gives
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -58,6 +58,24 @@ class Answer:
         """The candidate standing for a call that gave no answer (the memory is kept)."""
         error = AgentError(code=CALL_FAILED, message=reason, component="generator")
         return cls(status="error", error=error, memory=dict(memory))
+
+    def created_fields(
+        self, candidate_id: str, situation_id: str, attempt_ids: tuple[int, ...]
+    ) -> dict[str, Any]:
+        """The fields of this candidate's `candidate.created` event."""
+        decision = self.decision
+        return {
+            "candidate_id": candidate_id,
+            "situation_id": situation_id,
+            "response_status": self.status,
+            "output": decision.model_dump(mode="json") if decision is not None else None,
+            "error": self.error.model_dump(mode="json") if self.error is not None else None,
+            "memory": self.memory,
+            "internal_steps": self.internal_steps,
+            "invalid_reason": self.invalid_reason,
+            "origin": "model",
+            "coaching_attempt_ids": list(attempt_ids),
+        }
 
     @property
     def executable(self) -> bool:

@@ -7,10 +7,12 @@ its environment and the coaching attempts of its lineage.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
+from anyio.abc import TaskGroup
 
 from gencoach.sim.episode import EpisodeState
 
@@ -22,6 +24,8 @@ class SavedSituation:
     state: EpisodeState
     env: int
     attempt_ids: tuple[int, ...] = ()
+    faulty: str | None = None
+    """The first candidate with a seeded mistake in the stage so far (see `Node.faulty`)."""
 
 
 class SituationBook:
@@ -59,14 +63,55 @@ class Activity:
         self.count -= 1
         self._notify()
 
+    def poke(self) -> None:
+        """Wake the waiters to look again (something else their predicate reads changed)."""
+        self._notify()
+
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+
+    def spawn(self, tg: TaskGroup, function: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start a branch in the task group, counted from now until it returns."""
+        self.begin()
+
+        async def branch() -> None:
+            try:
+                await function(*args)
+            finally:
+                self.end()
+
+        tg.start_soon(branch)
 
     async def until(self, predicate: Callable[[int], bool]) -> None:
         """Wait until the count satisfies the predicate."""
         while not predicate(self.count):
             await self._changed.wait()
+
+
+class SettledRun(Protocol):
+    """A run that can ask gencoach whether it is settled (an `AsyncReporter`, a `Recorder`)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether gencoach answered that no order can come through the last event sent."""
+
+    async def ask_settled(self) -> None:
+        """Send what is buffered and ask."""
+
+
+async def until_run_may_end(activity: Activity, run: SettledRun, timeout_s: float) -> bool:
+    """Return once no branch is busy and gencoach answered that no branch order can come
+    for the run (True), or, as a bound, once no answer came `timeout_s` after every branch
+    ended (False). Whoever reads the run's branch stream pokes `activity` when it reads an
+    answer; an order read meanwhile starts a branch, and the run asks again when it ends."""
+    while True:
+        await activity.until(lambda count: count == 0)
+        await run.ask_settled()
+        with anyio.move_on_after(timeout_s):
+            await activity.until(lambda count: count > 0 or run.settled)
+        if activity.count == 0:
+            return run.settled
 
 
 class Budget:

@@ -18,7 +18,7 @@ from typer._click.exceptions import UsageError
 from typer.core import TyperCommand
 
 from gencoach.constants import DEFAULT_PREFIX
-from gencoach.sim.scenarios import SCENARIOS
+from gencoach.sim.catalog import SCENARIO_DESCRIPTIONS as SCENARIOS
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -59,13 +59,12 @@ def _first_problem(error: ValidationError) -> str:
     return f"--{'.'.join(fields)}: {message}" if fields else message
 
 
-CHOICES = "|".join(SCENARIOS)
 Scenario = Annotated[
     str,
     typer.Option(
-        metavar=f"[{CHOICES}]",
+        metavar="<name>",
         help="The scenario to play: "
-        + "; ".join(f"{s.name}: {s.description.rstrip('.')}" for s in SCENARIOS.values())
+        + "; ".join(f"{name}: {text.rstrip('.')}" for name, text in SCENARIOS.items())
         + ".",
     ),
 ]
@@ -123,14 +122,16 @@ def run(
     ] = None,
     injection_probability: Annotated[
         float,
-        typer.Option(
-            min=0.0, max=1.0, help="Chance that a call fails by injection (once a stage)."
-        ),
+        typer.Option(min=0, max=1, help="Chance that a call fails by injection (once a stage)."),
     ] = 0.0,
     branch_grace_s: Annotated[
         float,
-        typer.Option(min=0.0, help="Seconds to wait for branch orders once every branch ended."),
-    ] = 10.0,
+        typer.Option(
+            min=0.0,
+            help="Once every branch ended, the longest wait for gencoach to say no branch "
+            "order can come (the run ends as soon as it does).",
+        ),
+    ] = 60.0,
     log: Annotated[
         Path | None,
         typer.Option(
@@ -237,3 +238,97 @@ def _destination(options: GenerationOptions) -> str:
     if options.api_url is not None:
         return f"reported to {options.api_url}"
     return "reported to no gencoach (standalone): give --redis-url or --api-url to report"
+
+
+@sim_app.command("gym", cls=OneLineErrors)
+def gym(
+    ctx: typer.Context,
+    adapter: Annotated[
+        str,
+        typer.Argument(
+            metavar="MODULE:ADAPTER",
+            help="The env's adapter (a GymAdapter instance or class), e.g. "
+            "gencoach.integrations.minigrid:put_next_local.",
+        ),
+    ],
+    agent: Annotated[
+        str, typer.Option("--agent", help="The protocol-2.0 agent to ask (its base URL).")
+    ],
+    runs: Annotated[int, typer.Option(min=1, help="Runs to play (run k plays seed+k).")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Runs in play at once.")] = 8,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(help="gencoach's Redis (default: the one its configuration names)."),
+    ] = None,
+    key_prefix: Annotated[
+        str, typer.Option(help="gencoach's Redis key prefix (redis.key_prefix).")
+    ] = DEFAULT_PREFIX,
+    seed: Annotated[int, typer.Option(help="Seed of run 0.")] = 0,
+    branches: Annotated[int, typer.Option(min=1, help="Candidates asked for each situation.")] = 1,
+    branch_grace_s: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Once every branch ended, the longest wait for gencoach to say no branch "
+            "order can come (the run ends as soon as it does).",
+        ),
+    ] = 60.0,
+    timeout_s: Annotated[
+        float, typer.Option(min=0.001, help="Seconds an agent request may take.")
+    ] = 60.0,
+    campaign: Annotated[
+        str | None,
+        typer.Option(
+            "--campaign",
+            help="The campaign's name: run ids are <campaign>-<seed>, and running the same "
+            "campaign again resumes its unfinished runs (default: a new gym-<name>-<hex>).",
+        ),
+    ] = None,
+    max_connections: Annotated[
+        int, typer.Option(min=2, help="Redis connections all runs share (one pool).")
+    ] = 8,
+) -> None:
+    """Play a Gymnasium env's adapter against an agent under gencoach (see docs/integrations.md)."""
+    import anyio
+    import redis
+
+    from gencoach.client import ReportError
+    from gencoach.logs import configure_logging
+
+    try:
+        from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
+        from gencoach.integrations.gymnasium.cli import load_adapter
+    except ImportError as error:
+        fail(f"{error}; install the gym extra: pip install 'gencoach[gym]'", EXIT_RUN_FAILED)
+    try:
+        loaded = load_adapter(adapter)
+    except ValueError as error:
+        fail(f"MODULE:ADAPTER: {error}")
+    if redis_url is None:
+        configured = _configured_redis(getattr(ctx.find_root().obj, "config_path", None))
+        if configured is None:
+            fail("--redis-url: no Redis given and no gencoach configuration names one")
+        redis_url = configured[0]
+        key_prefix = configured[1] if key_prefix == DEFAULT_PREFIX else key_prefix
+    configure_logging("warning")
+    options = CampaignOptions(
+        adapter=loaded,
+        agent_url=agent,
+        redis_url=redis_url,
+        key_prefix=key_prefix,
+        runs=runs,
+        concurrency=concurrency,
+        seed=seed,
+        branches=branches,
+        settle_timeout_s=branch_grace_s,
+        timeout_s=timeout_s,
+        campaign=campaign,
+        max_connections=max_connections,
+    )
+    try:
+        report = anyio.run(run_campaign, options)
+    except (ReportError, OSError) as error:
+        fail(str(error), EXIT_RUN_FAILED)
+    except redis.RedisError as error:
+        fail(f"Redis: {error}", EXIT_RUN_FAILED)
+    typer.echo(report.summary())

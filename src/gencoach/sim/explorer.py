@@ -5,6 +5,11 @@ error candidate is a leaf, reported executed with its status and no stage end; a
 one is executed in the world and judged by the stage. The situation that follows a
 candidate carries the environment feedback (`env`) while its stage goes on, or the next
 stage's instruction (`user`) after a stage success; any other stage end ends the branch.
+
+A branch remembers the first decision of its current stage that carries a seeded mistake
+(the reference agent reports the mistake it made on purpose as `input_elements.mistake`
+of its internal step): a stage end that is not an optimal success names it as
+`faulty_candidate_id`, the truth the coaching's diagnoses are measured against.
 """
 
 from __future__ import annotations
@@ -32,6 +37,17 @@ class Node:
     instruction: dict[str, str]
     memory: JsonObject
     attempt_ids: tuple[int, ...] = ()
+    faulty: str | None = None
+    """The first candidate of the branch's current stage with a seeded mistake."""
+
+
+def seeded_mistake(answer: Answer) -> bool:
+    """Whether the agent says it made this decision wrong on purpose."""
+    for step in answer.internal_steps:
+        elements = step.get("input_elements")
+        if isinstance(elements, dict) and elements.get("mistake"):
+            return True
+    return False
 
 
 def message(kind: str, content: str) -> dict[str, str]:
@@ -79,7 +95,8 @@ class Explorer:
         )
         # The teacher may read the state as soon as gencoach knows the situation.
         await self.recorder.save_state(number, state)
-        self.book.save(situation_id, SavedSituation(state, node.env, node.attempt_ids))
+        saved = SavedSituation(state, node.env, node.attempt_ids, node.faulty)
+        self.book.save(situation_id, saved)
         await self.recorder.emit(
             "situation.created",
             situation_id=situation_id,
@@ -96,9 +113,7 @@ class Explorer:
         for answer in answers:
             candidate_id = f"e{node.env}-c{next(self._candidates)}"
             await self._candidate(candidate_id, situation_id, answer, node.attempt_ids)
-            following = await self.execute(
-                candidate_id, answer, Episode.restore(state), node.env, node.attempt_ids
-            )
+            following = await self.execute(candidate_id, answer, Episode.restore(state), saved)
             if following is not None and len(continuing) < self.options.continue_per_situation:
                 continuing.append(following)
         await self.recorder.flush()
@@ -107,30 +122,15 @@ class Explorer:
     async def _candidate(
         self, candidate_id: str, situation_id: str, answer: Answer, attempt_ids: tuple[int, ...]
     ) -> None:
-        decision = answer.decision
-        await self.recorder.emit(
-            "candidate.created",
-            candidate_id=candidate_id,
-            situation_id=situation_id,
-            response_status=answer.status,
-            output=decision.model_dump(mode="json") if decision is not None else None,
-            error=answer.error.model_dump(mode="json") if answer.error is not None else None,
-            memory=answer.memory,
-            internal_steps=answer.internal_steps,
-            invalid_reason=answer.invalid_reason,
-            origin="model",
-            coaching_attempt_ids=list(attempt_ids),
-        )
+        fields = answer.created_fields(candidate_id, situation_id, attempt_ids)
+        await self.recorder.emit("candidate.created", **fields)
 
     async def execute(
-        self,
-        candidate_id: str,
-        answer: Answer,
-        episode: Episode,
-        env: int,
-        attempt_ids: tuple[int, ...],
+        self, candidate_id: str, answer: Answer, episode: Episode, before: SavedSituation
     ) -> Node | None:
-        """Execute and report one candidate; the node that follows it if its branch goes on."""
+        """Execute and report one candidate answering `before`; the node that follows it if
+        its branch goes on."""
+        env, attempt_ids = before.env, before.attempt_ids
         self.budget.spend()
         self.report.candidates += 1
         if answer.decision is None or answer.invalid_reason is not None:
@@ -149,12 +149,18 @@ class Explorer:
             return None
         step = episode.step(answer.decision.model_dump(mode="json"))
         end = step.outcome.stage_end
+        faulty = before.faulty or (candidate_id if seeded_mistake(answer) else None)
+        stage_end: JsonObject | None = None
+        if end is not None:
+            stage_end = end.model_dump(mode="json")
+            if faulty is not None and (end.event, end.state) != ("success", "optimal"):
+                stage_end["faulty_candidate_id"] = faulty
         await self.recorder.emit(
             "candidate.executed",
             candidate_id=candidate_id,
             execution=execution_record(step),
             status=step.outcome.status,
-            stage_end=end.model_dump(mode="json") if end is not None else None,
+            stage_end=stage_end,
         )
         if end is None:
             instruction = message("env", json.dumps(step.feedback, ensure_ascii=False))
@@ -162,5 +168,5 @@ class Explorer:
             self.report.stage_ends[end.event] = self.report.stage_ends.get(end.event, 0) + 1
             if step.next_stage_id is None:
                 return None
-            instruction = message("user", episode.instruction())
-        return Node(env, episode, candidate_id, instruction, answer.memory, attempt_ids)
+            instruction, faulty = message("user", episode.instruction()), None
+        return Node(env, episode, candidate_id, instruction, answer.memory, attempt_ids, faulty)

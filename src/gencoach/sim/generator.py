@@ -12,8 +12,10 @@ carried per candidate.
 
 Branch orders are executed as they arrive: the anchor's state is restored, the coached
 candidate executed and acknowledged by its `candidate.executed`, and the branch goes on
-as usual, every node below carrying the attempt id. Once every branch has ended and no
-order came for `branch_grace_s`, or a budget is spent, `run.finished` is sent.
+as usual, every node below carrying the attempt id. Once every branch has ended, the run
+asks gencoach whether it is settled (`gencoach.settling`) and sends `run.finished` when
+the answer comes, or after `branch_grace_s` without one (a bound, logged), or at once when
+a budget is spent.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from gencoach.__about__ import __version__
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import BranchOrder
 from gencoach.sim.agent_io import AgentAsker, Answer
-from gencoach.sim.branches import Activity, Budget, SavedSituation, SituationBook
+from gencoach.sim.branches import (
+    Activity,
+    Budget,
+    SavedSituation,
+    SituationBook,
+    until_run_may_end,
+)
 from gencoach.sim.episode import Episode
 from gencoach.sim.explorer import Explorer, Node, message
 from gencoach.sim.options import GenerationOptions, GenerationReport
@@ -128,27 +136,18 @@ class Generator:
 
     def _spawn(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
         assert self._tg is not None
-        self.activity.begin()
-
-        async def branch() -> None:
-            try:
-                await function(*args)
-            finally:
-                self.activity.end()
-
-        self._tg.start_soon(branch)
+        self.activity.spawn(self._tg, function, *args)
 
     async def _settle(self) -> None:
-        """Return once no branch runs and no order came for the grace period."""
-        grace_s = self.options.branch_grace_s if self.recorder.receives_orders else 0.0
-        while True:
+        """Return once no branch runs and gencoach says no order can come (or, as a bound,
+        none came `branch_grace_s` after the last branch ended)."""
+        if not self.recorder.receives_orders or self.budget.exhausted():
             await self.activity.until(lambda count: count == 0)
-            if grace_s == 0 or self.budget.exhausted():
-                return
-            with anyio.move_on_after(grace_s):
-                await self.activity.until(lambda count: count > 0)
-            if self.activity.count == 0:
-                return
+            return
+        grace_s = self.options.branch_grace_s
+        if not await until_run_may_end(self.activity, self.recorder, grace_s):
+            self.report.settle_timeouts += 1
+            log.warning("sim.settle_timed_out", run_id=self.run_id, waited_s=grace_s)
 
     async def _root(self, env: int) -> None:
         if self.budget.exhausted():
@@ -178,6 +177,7 @@ class Generator:
                     continue
                 for order in orders:
                     self._accept(order)
+                self.activity.poke()  # a settled answer may have come with the read
         finally:
             self._orders_done.set()
 
@@ -199,11 +199,12 @@ class Generator:
         attempts = anchor.attempt_ids
         if order.attempt_id not in attempts:
             attempts = (*attempts, order.attempt_id)
-        self.book.save(order.situation_id, SavedSituation(anchor.state, anchor.env, attempts))
+        coached = SavedSituation(anchor.state, anchor.env, attempts, anchor.faulty)
+        self.book.save(order.situation_id, coached)
         await self.recorder.save_state(order.input.id, anchor.state, keep=True)
         episode = Episode.restore(anchor.state)
         following = await self.explorer.execute(
-            order.candidate_id, Answer.of(order.candidate), episode, anchor.env, attempts
+            order.candidate_id, Answer.of(order.candidate), episode, coached
         )
         await self.recorder.flush()
         self.report.orders_executed += 1

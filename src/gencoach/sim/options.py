@@ -41,7 +41,8 @@ class GenerationOptions(BaseModel):
     max_decisions: PositiveInt | None = None
     max_wall_s: PositiveFloat | None = None
     injection_probability: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
-    branch_grace_s: Annotated[float, Field(ge=0.0)] = 10.0
+    branch_grace_s: Annotated[float, Field(ge=0.0)] = 60.0
+    """The longest wait, once every branch ended, for gencoach's settled answer."""
     poll_s: PositiveFloat = 0.5
     log_path: Path | None = None
 
@@ -93,6 +94,8 @@ class GenerationReport(BaseModel):
     stage_ends: dict[str, int] = Field(default_factory=dict)
     orders_executed: int = 0
     orders_skipped: int = 0
+    settle_timeouts: int = 0
+    """Times the run ended on `branch_grace_s` rather than on gencoach's settled answer."""
     finish_reason: str = ""
     log_path: Path | None = None
     elapsed_s: float = 0.0
@@ -107,6 +110,8 @@ class GenerationReport(BaseModel):
             f"stage ends: {ends or 'none'}, branch orders: {self.orders_executed} executed, "
             f"{self.orders_skipped} skipped; {self.finish_reason} after {self.elapsed_s:.1f} s"
         )
+        if self.settle_timeouts:
+            line += " (no settled answer came: ended on --branch-grace-s)"
         if self.log_path is not None:
             line += f"; log: {self.log_path}"
         return line

@@ -18,10 +18,9 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-import redis.asyncio
 
 from gencoach.client import AsyncReporter
-from gencoach.constants import DEFAULT_PREFIX, Keys
+from gencoach.constants import DEFAULT_PREFIX
 from gencoach.protocol import BranchOrder, parse_event
 from gencoach.sim.episode import EpisodeState, StepResult
 from gencoach.sim.injection import ActiveError
@@ -133,7 +132,6 @@ class Recorder:
             raise ValueError("report through redis_url or api_url, not both")
         self.run_id = run_id
         self.log_path = log_path
-        self._keys = Keys(key_prefix)
         self._reporter: AsyncReporter | None = None
         if redis_url is not None or api_url is not None:
             self._reporter = AsyncReporter(
@@ -144,7 +142,7 @@ class Recorder:
                 key_prefix=key_prefix,
                 batch_size=_NEVER_FULL,
             )
-        self._redis = redis.asyncio.Redis.from_url(redis_url) if redis_url else None
+        self._by_redis = redis_url is not None
         self._seq = 0
         self._lines: list[str] = []
         self._buffered = 0
@@ -158,7 +156,7 @@ class Recorder:
     @property
     def receives_orders(self) -> bool:
         """Whether branch orders can be read (they travel on Redis only)."""
-        return self._redis is not None
+        return self._by_redis
 
     async def emit(self, event_type: str, **fields: Any) -> None:
         """Validate, number and buffer one event; a ContractError names a bad field."""
@@ -188,19 +186,27 @@ class Recorder:
 
     async def save_state(self, input_id: int, state: EpisodeState, *, keep: bool = False) -> None:
         """Save a situation's world state under its input id (`keep`: only if none is saved)."""
-        if self._redis is None:
+        if self._reporter is None or not self._by_redis:
             return
-        key, value = self._keys.sim_states(self.run_id), state.model_dump_json()
-        if keep:
-            await self._redis.hsetnx(key, str(input_id), value)
-        else:
-            await self._redis.hset(key, str(input_id), value)
+        await self._reporter.save_teacher_state(input_id, state.model_dump(mode="json"), keep=keep)
 
     async def branch_orders(self, block_s: float) -> list[BranchOrder]:
         """Branch orders published since the last call, waiting up to `block_s` for one."""
-        if self._reporter is None or self._redis is None:
+        if self._reporter is None or not self._by_redis:
             return []
         return await self._reporter.branch_orders(block_s=block_s)
+
+    @property
+    def settled(self) -> bool:
+        """Whether gencoach answered that no branch order can come through the last event."""
+        return self._reporter is not None and self._reporter.settled
+
+    async def ask_settled(self) -> None:
+        """Send what is buffered (to the log too) and ask gencoach whether the run is settled;
+        the answer is read with the branch orders."""
+        await self.flush()
+        if self._reporter is not None and self._by_redis:
+            await self._reporter.ask_settled()
 
     async def aclose(self) -> None:
         """Send what is buffered and release connections."""
@@ -209,8 +215,6 @@ class Recorder:
         finally:
             if self._reporter is not None:
                 await self._reporter.aclose()
-            if self._redis is not None:
-                await self._redis.aclose()
 
     async def __aenter__(self) -> Self:
         if self.log_path is not None:

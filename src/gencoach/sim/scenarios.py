@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from gencoach.errors import ConfigError, ConfigProblem
+from gencoach.sim.catalog import SCENARIO_DESCRIPTIONS
 from gencoach.sim.goals import Answer, Holding, ObjectsIn, PressSequence
 from gencoach.sim.injection import Injection
 from gencoach.sim.stages import Stage
@@ -131,19 +132,17 @@ def _text_question(seed: int) -> Task:
     return Task(world, (stage,))
 
 
+_BUILDERS: Mapping[str, Callable[[int], Task]] = {
+    "buttons": _buttons,
+    "sorting": _sorting,
+    "two_stage": _two_stage,
+    "text_question": _text_question,
+}
+
 SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
     {
-        scenario.name: scenario
-        for scenario in (
-            Scenario("buttons", "Press buttons in a given order on a tabletop.", _buttons),
-            Scenario("sorting", "Sort coloured objects into the bins of their colours.", _sorting),
-            Scenario(
-                "two_stage", "Take an object, then put it where a second order says.", _two_stage
-            ),
-            Scenario(
-                "text_question", "Answer a question about the table in words.", _text_question
-            ),
-        )
+        name: Scenario(name, description, _BUILDERS[name])
+        for name, description in SCENARIO_DESCRIPTIONS.items()
     }
 )
 

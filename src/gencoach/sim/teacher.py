@@ -2,9 +2,10 @@
 
 Like the privileged AI teacher of LEAP (Choudhury and Sodhi, "Better than Your Teacher:
 LLM Agents that Learn from Privileged AI Feedback"), it sees what the agent cannot: the
-world state behind every situation, which the reference generator saves in Redis
-(`Keys.sim_states(run_id)`, one episode state per input id), and the stage's optimal
-plans. It is a `python` backend for the reference world only, so the demo and the tests
+world state behind every situation, which the reference generator saves as each
+situation's teacher state (one episode state per input id, handed to `python` backends
+in `context["teacher_state"]`, see docs/backends.md), and the stage's optimal plans.
+It is a `python` backend for the reference world only, so the demo and the tests
 coach with meaningful corrections without any model::
 
     backends:
@@ -23,7 +24,7 @@ coach with meaningful corrections without any model::
 - text rewrite (`RewriteAnswer`): the exact answer the text-only stage expects;
 - similar-case selection (`CaseSelectionAnswer`): the first cases, up to the limit.
 
-Without the states (no worker context, Redis unreachable, an unknown run) it never
+Without the states (no context, a run that saved none) it never
 fails: it blames the last diagnosable decision and says it had no privileged state (a
 suboptimal diagnosis declines instead).
 """
@@ -35,7 +36,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import redis
 from pydantic import ValidationError
 
 from gencoach.errors import ContractError
@@ -43,7 +43,6 @@ from gencoach.logs import get_logger
 from gencoach.protocol.jobs import JobStep
 from gencoach.sim.departures import Judgement, judge
 from gencoach.sim.episode import Episode, EpisodeState
-from gencoach.workers.context import current_context
 
 log = get_logger("sim.teacher")
 
@@ -75,7 +74,7 @@ def failure_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
     """`{"decision_index", "reason", "expected_decision"}` for a failed, idle or exhausted stage
     (the expected decision as an agent decision object, or null)."""
     steps = _diagnosable(job)
-    states, missing = load_states(job.get("run_id"), steps)
+    states, missing = load_states(job, steps)
     found = first_departure(steps, states)
     if found is not None:
         index, judgement = found
@@ -104,7 +103,7 @@ def failure_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
 def suboptimal_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
     """`{"suboptimal", "decision_idx", "reason"}` for a stage completed beyond its target."""
     steps = _diagnosable(job)
-    states, missing = load_states(job.get("run_id"), steps)
+    states, missing = load_states(job, steps)
     found = first_departure(steps, states)
     if found is None:
         reason = (
@@ -124,7 +123,7 @@ def suboptimal_diagnosis(job: dict[str, Any]) -> dict[str, Any]:
 def rewrite(job: dict[str, Any]) -> str:
     """The exact answer the text-only stage of the rejected step expects."""
     last = _steps(job)[-1:]
-    states, _ = load_states(job.get("run_id"), last)
+    states, _ = load_states(job, last)
     state = states.get(last[0].input.id) if last else None
     plan = Episode.restore(state).optimal_plan() if state is not None else None
     if plan is not None and plan.say:
@@ -156,34 +155,27 @@ def first_departure(
 
 
 def load_states(
-    run_id: object, steps: Sequence[JobStep]
+    job: dict[str, Any], steps: Sequence[JobStep]
 ) -> tuple[dict[int, EpisodeState], str | None]:
-    """The saved states of the steps' situations, and why some are missing (None: none is)."""
+    """The teacher states of the steps' situations from the job's context, and why some are
+    missing (None: none is)."""
     ids = [step.input.id for step in steps]
-    if not isinstance(run_id, str) or not ids:
-        return {}, "the job names no run or no step"
-    try:
-        worker = current_context()
-    except RuntimeError:
-        return {}, "no worker context, so no Redis to read the states from"
-    client = redis.Redis.from_url(worker.redis_url)
-    try:
-        raw = client.hmget(worker.keys.sim_states(run_id), [str(item) for item in ids])
-    except redis.RedisError as error:
-        log.warning("teacher.states_unreadable", run_id=run_id, error=str(error))
-        return {}, f"the states could not be read: {error}"
-    finally:
-        client.close()
+    if not ids:
+        return {}, "the job names no step"
+    saved = job.get("teacher_state")
+    if not isinstance(saved, dict):
+        return {}, "the context carries no teacher state"
     states: dict[int, EpisodeState] = {}
-    for input_id, value in zip(ids, raw, strict=True):
+    for input_id in ids:
+        value = saved.get(str(input_id))
         if value is None:
             continue
         try:
-            states[input_id] = EpisodeState.model_validate_json(value)
+            states[input_id] = EpisodeState.model_validate(value)
         except ValidationError:
-            log.warning("teacher.state_unreadable", run_id=run_id, input_id=input_id)
+            log.warning("teacher.state_unreadable", run_id=job.get("run_id"), input_id=input_id)
     if not states:
-        return {}, f"no state is saved for run {run_id}"
+        return {}, f"no state is saved for run {job.get('run_id')}"
     return states, None
 
 

@@ -29,14 +29,20 @@ class ToolSpec:
     arguments: tuple[tuple[str, str], ...] = ()
 
     def to_magma(self) -> dict[str, Any]:
-        """The MAGMA shape: `{name, description, arguments: {param: {description, type}}}`."""
-        return {
-            "name": self.name,
-            "description": self.description,
-            "arguments": {
-                param: {"description": text, "type": "str"} for param, text in self.arguments
-            },
-        }
+        """The MAGMA shape (see `magma_tool`)."""
+        return magma_tool(self.name, self.description, self.arguments)
+
+
+def magma_tool(
+    name: str, description: str, arguments: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
+    """A tool in the MAGMA shape: `{name, description, arguments: {param: {description,
+    type}}}`, every argument a string."""
+    return {
+        "name": name,
+        "description": description,
+        "arguments": {param: {"description": text, "type": "str"} for param, text in arguments},
+    }
 
 
 TOOLS: dict[str, ToolSpec] = {

@@ -1,0 +1,129 @@
+"""An oracle teacher for any adapter with an `oracle`: a `type: python` backend.
+
+```yaml
+backends:
+  teacher:
+    type: python
+    endpoint: gencoach.integrations.minigrid:teacher   # OracleTeacher(BabyAIAdapter)
+```
+
+Each situation's teacher state is `{adapter, seed, actions}` (saved by the run). For a
+diagnosis the teacher rebuilds every diagnosable step's env by replay and walks the
+step's calls against the oracle: the first call that differs from the oracle's action
+(or a decision without calls, or one the tools refuse) is the faulty decision, and the
+oracle's action from there is the expected decision. The suboptimal contract gets that
+first departure, or `false` when every decision followed the oracle. Without teacher
+states it blames the last decision and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gencoach.errors import ContractError
+from gencoach.integrations.gymnasium.adapter import GymAdapter
+from gencoach.integrations.gymnasium.episode import GymEpisode, invalid_reason
+from gencoach.protocol.jobs import JobStep
+from gencoach.sim.teacher import select_cases
+
+NO_STATE = "the privileged teacher had no teacher state for these steps"
+
+
+class OracleTeacher:
+    """A python backend answering diagnosis contracts from an adapter's oracle."""
+
+    def __init__(self, make_adapter: Callable[..., GymAdapter]) -> None:
+        self.make_adapter = make_adapter
+
+    def __call__(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        schema: dict[str, Any] | None = None,
+        model: str | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> str:
+        """Answer the contract `schema` names (see the module docstring)."""
+        contract = (schema or {}).get("title")
+        job = context or {}
+        if contract == "CaseSelectionAnswer":
+            return json.dumps(select_cases(messages))
+        if contract == "RewriteAnswer":
+            return json.dumps({"say": "I do not know."})
+        found = self.first_departure(job)
+        if contract == "SuboptimalDiagnosisAnswer" or job.get("route") == "suboptimal":
+            if found is None:
+                return json.dumps(
+                    {
+                        "suboptimal": False,
+                        "decision_idx": None,
+                        "reason": "every decision followed the oracle",
+                    }
+                )
+            index, why, _ = found
+            return json.dumps({"suboptimal": True, "decision_idx": index, "reason": why})
+        if found is None:
+            last = max(len(_diagnosable(job)), 1)
+            reason = f"no decision departs from the oracle ({NO_STATE}?); it names the last one"
+            return json.dumps({"decision_index": last, "reason": reason, "expected_decision": None})
+        index, why, expected = found
+        return json.dumps({"decision_index": index, "reason": why, "expected_decision": expected})
+
+    def first_departure(self, job: dict[str, Any]) -> tuple[int, str, dict[str, Any]] | None:
+        """The first diagnosable step (1-based) that departs from the oracle: why, and the
+        oracle's decision from its situation."""
+        states = job.get("teacher_state")
+        if not isinstance(states, dict):
+            return None
+        for index, step in enumerate(_diagnosable(job), start=1):
+            state = states.get(str(step.input.id))
+            if not isinstance(state, dict):
+                continue
+            found = self._judge(state, step)
+            if found is not None:
+                return index, f"Decision {index}: {found[0]}.", found[1]
+        return None
+
+    def _judge(self, state: dict[str, Any], step: JobStep) -> tuple[str, dict[str, Any]] | None:
+        adapter = self.make_adapter(**state.get("adapter", {}))
+        episode = GymEpisode.restore(adapter, int(state["seed"]), state["actions"])
+        decision = step.output
+        calls = decision.tool_calls if decision is not None else []
+        refusal = invalid_reason(adapter, decision) if decision is not None else "no decision"
+        for number, call in enumerate(calls or [None], start=1):
+            best = adapter.oracle(episode.env, episode.seed, episode.actions)
+            tool = adapter.tool_of(best) if best is not None else None
+            if best is None or tool is None:
+                return None
+            expected = {
+                "say": "",
+                "tool_calls": [
+                    {"name": tool.name, "arguments": {}, "target_robot_name": adapter.robot}
+                ],
+            }
+            if refusal is not None:
+                return f"{refusal}; the oracle's action was {tool.name}", expected
+            if call is None:
+                return f"it took no action; the oracle's action was {tool.name}", expected
+            if adapter.action(call) != best:
+                why = f"call {number} ({call.name}) departs from the oracle's {tool.name}"
+                return why, expected
+            *_, terminated, truncated, _ = episode.env.step(best)
+            episode.actions.append(best)
+            if terminated or truncated:
+                return None
+        return None
+
+
+def _diagnosable(job: dict[str, Any]) -> list[JobStep]:
+    steps = []
+    for raw in job.get("trajectory") or []:
+        try:
+            step = JobStep.parse(raw)
+        except ContractError:
+            continue
+        if step.diagnosable:
+            steps.append(step)
+    return steps

@@ -1,0 +1,49 @@
+"""The privileged teacher states a `type: python` backend receives in its context.
+
+A generator saves, per situation, what a teacher may know beyond the prompt
+(`Reporter.save_teacher_state`, at most `TEACHER_STATE_MAX_BYTES` of JSON each); the
+worker reads those of the job's steps and hands them over as `context["teacher_state"]`:
+`{"<input id>": state}`, only the situations that have one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import redis.asyncio
+
+from gencoach.constants import Keys
+from gencoach.logs import get_logger
+from gencoach.protocol.base import JsonObject
+
+log = get_logger("workers.teacher_state")
+
+
+async def teacher_states(
+    client: redis.asyncio.Redis, keys: Keys, run_id: str, input_ids: Iterable[int]
+) -> dict[str, Any]:
+    """The saved states of these inputs of the run (an unreadable one is left out)."""
+    fields = sorted({str(input_id) for input_id in input_ids})
+    if not fields:
+        return {}
+    raw = await client.hmget(keys.teacher_state(run_id), fields)
+    states: dict[str, Any] = {}
+    for field, value in zip(fields, raw, strict=True):
+        if value is None:
+            continue
+        try:
+            states[field] = json.loads(value)
+        except ValueError:
+            log.warning("teacher_state.unreadable", run_id=run_id, input_id=field)
+    return states
+
+
+async def job_context(
+    client: redis.asyncio.Redis, keys: Keys, job: Any, input_ids: Iterable[int]
+) -> JsonObject:
+    """The job's JSON with the teacher states of its steps under `teacher_state`."""
+    context: JsonObject = job.model_dump(mode="json")
+    context["teacher_state"] = await teacher_states(client, keys, job.run_id, input_ids)
+    return context

@@ -1,0 +1,66 @@
+"""`gencoach sim gym`: a real process playing an adapter; clear errors; lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import redis
+
+from gencoach.constants import EVENT_FIELD, Keys
+from tests.integrations.test_frozenlake import walker
+from tests.support.agent_server import ScriptedAgent
+
+pytestmark = pytest.mark.slow
+
+
+def gencoach(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a child process."""
+    command = [sys.executable, "-m", "gencoach", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_cli_imports_neither_gymnasium_nor_minigrid() -> None:
+    """Importing the CLI (and running another command) never loads the simulators."""
+    code = "import sys, gencoach.cli; print(sorted({'gymnasium', 'minigrid'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [
+        ("no_colon", "'no_colon' is not MODULE:ADAPTER"),
+        ("no.such.module:X", "cannot import no.such.module"),
+        ("gencoach.integrations.minigrid:nothing", "has no 'nothing'"),
+        ("gencoach.integrations.minigrid:LEVELS", "is a tuple, not a GymAdapter"),
+    ],
+)
+def test_a_wrong_adapter_is_named_on_one_line(adapter: str, message: str) -> None:
+    """A bad MODULE:ADAPTER exits 2 with one line that says what is wrong."""
+    done = gencoach("sim", "gym", adapter, "--agent", "http://127.0.0.1:1", "--redis-url", "x")
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_sim_gym_plays_runs_and_reports_them(
+    redis_url: str, redis_client: redis.Redis, scripted_agent: ScriptedAgent
+) -> None:
+    """Three FrozenLake runs from the command line: each run's events, its summary line."""
+    scripted_agent.answer = walker
+    done = gencoach(
+        "sim", "gym", "tests.integrations.frozenlake:FrozenLake",
+        "--agent", scripted_agent.url, "--redis-url", redis_url, "--runs", "3",
+        "--concurrency", "2", "--branch-grace-s", "0", "--campaign", "cli",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("3 runs: ")
+    events: list[dict[str, Any]] = [
+        json.loads(fields[EVENT_FIELD.encode()]) for _, fields in redis_client.xrange(Keys().events)
+    ]
+    finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
+    assert finished == {"cli-0", "cli-1", "cli-2"}
