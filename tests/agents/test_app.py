@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 from gencoach.agents import SessionStore, create_agent_app
 from gencoach.protocol import AgentRequest, AgentResponse
 from tests.agents.fakes import EchoPolicy, FixedCoach, info
-from tests.agents.payloads import agent_input, request, session_config
+from tests.agents.payloads import agent_input, coaching_request, request, session_config
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.processes import free_port
 
@@ -189,3 +190,52 @@ def test_delete_closes_a_session_and_an_unknown_run_is_404(
     assert httpx.delete(path).status_code == 204
     assert httpx.delete(path).status_code == 404
     assert httpx.delete(f"{url}/v1/coaching/sessions/never").status_code == 404
+
+
+def test_a_run_id_holding_a_slash_reaches_its_session(serve: Serve, llm: ScriptedLLMServer) -> None:
+    """`team%2Frun-1` (as gencoach encodes `team/run-1`) opens and closes that run's session."""
+    url = serve(create_agent_app(info("failure"), EchoPolicy(), FixedCoach()))
+    path = f"{url}/v1/coaching/sessions/team%2Frun-1"
+    assert httpx.put(path, json=session_config(llm.endpoint)).status_code == 204
+    assert httpx.delete(f"{url}/v1/coaching/sessions/team/run-1").status_code == 204
+    assert httpx.delete(path).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b"],
+)
+def test_a_body_not_sent_as_json_is_415_on_every_body_route(
+    serve: Serve, content_type: str | None
+) -> None:
+    """The answer a browser's form or simple cross-origin post gets, on each route that
+    takes a body: 415 naming the Content-Type, and nothing is done with the body."""
+    policy, coach = EchoPolicy(), FixedCoach()
+    url = serve(create_agent_app(info("failure"), policy, coach))
+    bodies = {
+        ("POST", "/v1/responses"): request(agent_input(1, "go")),
+        ("PUT", "/v1/coaching/sessions/run-1"): session_config("http://127.0.0.1:9/v1/chat"),
+        ("POST", "/v1/coaching"): coaching_request("failure", "run-1", "req-1", {}),
+    }
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    shown = repr(content_type) if content_type else "none"
+    for (method, path), body in bodies.items():
+        content = json.dumps(body).encode()
+        response = httpx.request(method, url + path, content=content, headers=headers)
+        assert response.status_code == 415, (path, response.text)
+        assert response.json() == {
+            "detail": f"the body must be JSON: send Content-Type: application/json (got {shown})"
+        }
+    assert (policy.calls, coach.sessions) == ([], [])
+    assert httpx.delete(f"{url}/v1/coaching/sessions/run-1").status_code == 404  # none opened
+
+
+def test_json_with_a_charset_or_a_json_suffix_is_taken(serve: Serve) -> None:
+    """`application/json; charset=utf-8` and `application/…+json` bodies are read as JSON."""
+    url = serve(create_agent_app(info(), EchoPolicy()))
+    for content_type in ("application/json; charset=utf-8", "application/vnd.magma+json"):
+        content = json.dumps(request(agent_input(1, "go"))).encode()
+        answer = httpx.post(
+            f"{url}/v1/responses", content=content, headers={"Content-Type": content_type}
+        )
+        assert answer.status_code == 200, answer.text

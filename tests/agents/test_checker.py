@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from gencoach.agents import CheckResult, check_agent, run_check_agent
-from gencoach.agents.reference import MistakeRates, ReferenceOptions, reference_app
+from gencoach.agents.app import create_agent_app
+from gencoach.agents.reference import (
+    MistakeRates,
+    ReferenceOptions,
+    ScriptedPolicy,
+    reference_app,
+    reference_info,
+)
 from tests.agents.broken import broken_agent
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.processes import free_port
@@ -121,3 +128,23 @@ def test_run_check_agent_exits_zero_when_everything_passes(
     assert code == 0, out
     assert "FAIL" not in out
     assert out.splitlines()[-1].startswith("all ")
+
+
+class RaisingCoach:
+    """A coach with a bug: every repair raises AttributeError."""
+
+    requires_session = False
+
+    async def coach(self, request: Any, session: Any) -> Any:
+        """Break as a buggy coach does."""
+        raise AttributeError("'NoneType' object has no attribute 'decision'")
+
+
+@pytest.mark.asyncio
+async def test_a_coach_that_raises_fails_the_coaching_checks(serve: Serve) -> None:
+    """An agent whose coach raises answers `error`: coaching.format (and the other kinds) fail,
+    naming the exception."""
+    app = create_agent_app(reference_info(), ScriptedPolicy(), RaisingCoach())
+    failures = _failures(await check_agent(serve(app)))
+    assert "the coach failed: AttributeError" in failures["coaching.format"]
+    assert "coaching.failure" in failures

@@ -5,9 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
-import httpx
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -15,7 +14,7 @@ from typer.testing import CliRunner
 from gencoach.agents.cli import agent_app, check_agent
 from tests.agents.broken import broken_agent
 from tests.agents.conftest import Serve
-from tests.support.processes import free_port
+from tests.support.processes import answers_200, free_port, log_tail, wait_started
 
 SERVE = "from gencoach.agents.cli import agent_app; agent_app(prog_name='gencoach agent')"
 
@@ -27,37 +26,26 @@ def _root() -> typer.Typer:
     return root
 
 
-def _wait_ready(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the agent exited before it was ready"
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError("the agent did not become ready")
-
-
 @pytest.mark.slow
-def test_serve_runs_a_conforming_agent_and_stops_on_sigterm() -> None:
+def test_serve_runs_a_conforming_agent_and_stops_on_sigterm(tmp_path: Path) -> None:
     """`agent serve` serves an agent that passes check-agent, and exits 0 on SIGTERM."""
-    port = free_port()
+    port, output = free_port(), tmp_path / "agent.log"
+    url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-c", SERVE, "serve", "--port", str(port), "--detour", "0.5"]
-    with subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    ) as process:
-        try:
-            _wait_ready(f"http://127.0.0.1:{port}", process)
-            result = CliRunner().invoke(_root(), ["check-agent", f"http://127.0.0.1:{port}"])
-            assert result.exit_code == 0, result.output
-            assert "FAIL" not in result.output
-            process.send_signal(signal.SIGTERM)
-            assert process.wait(timeout=15) == 0
-            assert "agent.stopped" in process.communicate()[1]
-        finally:
-            if process.poll() is None:
-                process.kill()
+    with output.open("wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        wait_started(lambda: answers_200(f"{url}/health"), process, output, "the agent")
+        result = CliRunner().invoke(_root(), ["check-agent", url])
+        assert result.exit_code == 0, result.output
+        assert "FAIL" not in result.output
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0, log_tail(output)
+        assert "agent.stopped" in output.read_text(errors="replace")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
 
 
 def test_serve_refuses_the_llm_policy_without_a_model() -> None:

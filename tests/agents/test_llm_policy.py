@@ -13,25 +13,10 @@ from gencoach.agents.reference import ReferenceOptions, reference_app
 from gencoach.sim import Episode
 from tests.agents.payloads import request
 from tests.agents.play import ask, situation_input
-from tests.support.llm_server import ScriptedLLMServer, json_reply, raw, reply
+from tests.support.llm_server import ScriptedLLMServer, json_reply, reply, tool_calls_reply
 from tests.support.processes import free_port
 
 Serve = Callable[[Any], str]
-
-
-def tool_calls_reply(*calls: tuple[str, str | dict[str, Any]], content: str | None = None) -> Any:
-    """A completion whose assistant message holds these function calls."""
-    message = {
-        "role": "assistant",
-        "content": content,
-        "tool_calls": [
-            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
-            for i, (name, args) in enumerate(calls)
-        ],
-    }
-    body = {"id": "x", "object": "chat.completion", "model": "m", "choices": [
-        {"index": 0, "message": message, "finish_reason": "tool_calls"}]}  # fmt: skip
-    return raw(json.dumps(body))
 
 
 def _agent(serve: Serve, endpoint: str) -> str:

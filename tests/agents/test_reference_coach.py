@@ -1,4 +1,5 @@
-"""The reference coach: the diagnosis's decision, a clean re-decision, a backend, or abandon."""
+"""The reference coach: the diagnosis's decision, a re-decision, a backend, or abandon, each
+labelled by who made the decision."""
 
 from __future__ import annotations
 
@@ -8,10 +9,21 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.agents.reference import MistakeRates, ReferenceOptions, reference_app
+from gencoach.agents.reference import (
+    MistakeRates,
+    ReferenceOptions,
+    reference_app,
+    reference_policy,
+)
 from gencoach.protocol import SpecializedCoachingRequest, SpecializedCoachingResponse
 from tests.agents.payloads import agent_input, coaching_request, request, session_config
-from tests.support.llm_server import ScriptedLLMServer, error, json_reply, reply
+from tests.support.llm_server import (
+    ScriptedLLMServer,
+    error,
+    json_reply,
+    reply,
+    tool_calls_reply,
+)
 
 Serve = Callable[[Any], str]
 PRESS_SW1 = {
@@ -64,6 +76,10 @@ def _decisions(answer: SpecializedCoachingResponse) -> dict[str, Any]:
     return {p.reinjection_point_id: p.extra_keys["decision"] for p in answer.proposals}
 
 
+def _sources(answer: SpecializedCoachingResponse) -> set[Any]:
+    return {p.extra_keys["decision_source"] for p in answer.proposals}
+
+
 def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
     serve: Serve, llm: ScriptedLLMServer
 ) -> None:
@@ -73,6 +89,7 @@ def test_a_parsed_expected_decision_is_proposed_at_both_offered_points(
     assert answer.status == "corrected"
     assert _decisions(answer) == {"replacement": PRESS_SW1, "recovery": PRESS_SW1}
     assert answer.proposals[0].extra_keys["kind"] == "replace_decision"
+    assert _sources(answer) == {"expected_decision"}
     assert "took the diagnosis's expected decision" in answer.logs[0].content
     assert answer.logs[0].coaching_type == "failure_repair"
     assert llm.requests == []
@@ -94,6 +111,7 @@ def test_an_unparseable_expected_decision_asks_the_session_backend(
     body["diagnosis"]["expected_decision"] = "press the second button with the other robot"
     answer = _coach(url, body)
     assert _decisions(answer) == {"replacement": PRESS_SW2, "recovery": PRESS_SW2}
+    assert _sources(answer) == {"repair_model"}
     [sent] = llm.requests
     prompt = sent.body["messages"][-1]["content"]
     assert "Expected decision: press the second button with the other robot" in prompt
@@ -119,16 +137,73 @@ def test_session_repairs_honour_the_agents_structured_output_setting(
     assert "set structured_output: none (or auto)" in refused.logs[0].content
 
 
-def test_format_is_repaired_by_deciding_again_without_mistakes(
+def test_format_repaired_by_the_mistake_free_policy_is_labelled_a_fallback(
     serve: Serve, llm: ScriptedLLMServer
 ) -> None:
-    """A malformed answer is replaced by the scripted policy's clean decision, no backend asked."""
+    """A malformed answer is replaced by the scripted policy's clean decision, no backend
+    asked, and the proposal says `fallback`: no model made it."""
     url = _agent(serve, llm)
     memory = _memory_after_first(url)
     answer = _coach(url, coaching_request("format", "run-1", "r1", memory))
     assert _decisions(answer) == {"replacement": PRESS_SW1}
-    assert "decided again without mistakes" in answer.logs[0].content
+    assert _sources(answer) == {"fallback"}
+    assert "decided again without mistakes (the fallback)" in answer.logs[0].content
     assert llm.requests == []
+
+
+def test_the_mistake_free_policy_as_last_resort_is_labelled_a_fallback(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """A failure whose diagnosis and backend give no decision is repaired by the policy
+    without its mistakes, and the proposals say `fallback`, not the coach's work."""
+    url = _agent(serve, llm)
+    llm.script(reply("not json"), reply("still not json"))
+    body = coaching_request("failure", "run-1", "r1", _memory_after_first(url))
+    body["diagnosis"]["expected_decision"] = "do the right thing"
+    answer = _coach(url, body)
+    assert answer.status == "corrected"
+    assert _sources(answer) == {"fallback"}
+    assert "(fallback)" in answer.logs[0].content
+
+
+def _llm_agent(serve: Serve, llm: ScriptedLLMServer) -> str:
+    return serve(
+        reference_app(ReferenceOptions(policy="llm", llm_endpoint=llm.endpoint, model="m"))
+    )
+
+
+@pytest.mark.parametrize("kind", ["format", "failure"])
+def test_the_llm_policy_asked_again_is_labelled_its_repair_model(
+    serve: Serve, llm: ScriptedLLMServer, kind: str
+) -> None:
+    """With the LLM policy, a format repair and a failure's last resort (no session, prose
+    expected decision) ask the agent's model again, and the proposals say `repair_model`."""
+    url = _llm_agent(serve, llm)
+    llm.script(tool_calls_reply(("press_button", '{"id": "sw1", "target_robot_name": "panda"}')))
+    body = coaching_request(kind, "run-7", "r1", {})
+    if body.get("diagnosis"):
+        body["diagnosis"]["expected_decision"] = "do the right thing"
+    answer = _coach(url, body)
+    assert answer.status == "corrected", answer.reason
+    assert all(decision == PRESS_SW1 for decision in _decisions(answer).values())
+    assert _sources(answer) == {"repair_model"}
+    assert "decided again with the agent's model (repair_model)" in answer.logs[0].content
+    assert len(llm.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "source"),
+    [
+        (ReferenceOptions(), "fallback"),
+        (ReferenceOptions(world="babyai"), "fallback"),
+        (ReferenceOptions(policy="llm", model="m"), "repair_model"),
+    ],
+)
+def test_each_policy_s_coach_says_who_decides_again(options: ReferenceOptions, source: str) -> None:
+    """The scripted and BabyAI policies' coaches decide again without mistakes (`fallback`);
+    the LLM policy's asks the model again (`repair_model`)."""
+    _, coach = reference_policy(options)
+    assert coach.repair_source == source
 
 
 def test_without_a_session_or_a_decision_the_coach_abandons_with_the_reasons(

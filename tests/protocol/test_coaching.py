@@ -145,6 +145,31 @@ def test_response_to_another_request_is_refused(change: dict[str, Any], field: s
     assert error.model == "SpecializedCoachingResponse"
 
 
+def test_a_proposal_without_a_decision_source_reads_as_unknown() -> None:
+    """A MAGMA agent's proposal says nothing of its source: gencoach records `unknown`."""
+    proposal = p.CoachingProposal.parse(ex.coaching_proposal())
+    assert proposal.decision_source == "unknown"
+    said = {
+        **ex.coaching_proposal(),
+        "extra_keys": {**ex.replace_decision(), "decision_source": "fallback"},
+    }
+    assert p.CoachingProposal.parse(said).decision_source == "fallback"
+
+
+def test_a_decision_source_outside_the_vocabulary_is_refused() -> None:
+    """A source gencoach does not know is refused with the ones it knows."""
+    request = p.SpecializedCoachingRequest.parse(ex.coaching_request())
+    payload = {**ex.replace_decision(), "decision_source": "teacher"}
+    proposal = {"reinjection_point_id": "replacement", "extra_keys": payload}
+    response = p.SpecializedCoachingResponse.parse(
+        {**ex.coaching_response(), "proposals": [proposal]}
+    )
+    error = expect_refusal(
+        lambda: response.validate_request(request), "proposals.0.extra_keys.decision_source"
+    )
+    assert "'teacher' is not one of expected_decision, repair_model, rule, fallback" in str(error)
+
+
 @pytest.mark.parametrize(
     ("data", "model"),
     [(ex.replace_say(), p.ReplaceSay), (ex.replace_decision(), p.ReplaceDecision)],

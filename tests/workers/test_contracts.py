@@ -51,8 +51,9 @@ def test_the_failure_schema_bounds_the_index_and_names_each_offered_tool() -> No
     schema = answer_schema(failure_contract(_steps()))
     properties = schema["properties"]
     assert properties["decision_index"] == {"type": "integer", "minimum": 1, "maximum": 3}
-    decision, null = properties["expected_decision"]["anyOf"]
+    decision, text, null = properties["expected_decision"]["anyOf"]
     assert null == {"type": "null"}
+    assert text == {"type": "string", "minLength": 1}
     calls = decision["properties"]["tool_calls"]["items"]["anyOf"]
     by_name = {call["properties"]["name"]["enum"][0]: call for call in calls}
     assert set(by_name) == {"press_button", "take_obj"}
@@ -114,6 +115,30 @@ def test_an_offered_call_or_a_null_decision_is_accepted() -> None:
     assert parse_llm_answer(failure_contract(_steps()), _answer()).expected_decision is None
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('panda.open_door(); say("x")', "call 1: 'open_door' is not an offered tool"),
+        ('panda.press_button(button="sw4")', "call 1: press_button takes exactly ['id']"),
+    ],
+    ids=["unknown-tool", "wrong-arguments"],
+)
+def test_text_in_the_decision_convention_is_checked_like_an_object(text: str, message: str) -> None:
+    """Text that parses as a decision is held to the offered tools as an object is."""
+    answer = json.dumps({"decision_index": 2, "reason": "r", "expected_decision": text})
+    with pytest.raises(ContractError) as refused:
+        parse_llm_answer(failure_contract(_steps()), answer)
+    assert message in str(refused.value)
+    assert "expected_decision:" in str(refused.value)
+
+
+def test_text_outside_the_convention_is_accepted_as_it_is() -> None:
+    """MAGMA-GEN's free text names no checkable call: accepted, kept verbatim."""
+    text = "press_button(id='sw0') with panda"
+    answer = json.dumps({"decision_index": 1, "reason": "r", "expected_decision": text})
+    assert parse_llm_answer(failure_contract(_steps()), answer).expected_decision == text
+
+
 def test_the_suboptimal_schema_bounds_its_index() -> None:
     """decision_idx is an integer of 1..n or null."""
     schema = answer_schema(suboptimal_contract(_steps()[:2]))
@@ -121,13 +146,29 @@ def test_the_suboptimal_schema_bounds_its_index() -> None:
     assert (number["maximum"], null) == (2, {"type": "null"})
 
 
+_PRESS_SW4 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
+    ],
+}
+
+
 @pytest.mark.asyncio
-async def test_the_expected_decision_reaches_the_repair_as_parsable_text(
-    llm_server: ScriptedLLMServer,
+@pytest.mark.parametrize(
+    ("expected", "handed_on"),
+    [
+        (_PRESS_SW4, 'panda.press_button(id="sw4")'),
+        ('panda.press_button( id = "sw4" )', 'panda.press_button(id="sw4")'),
+        ("  press the fourth button with panda ", "press the fourth button with panda"),
+    ],
+    ids=["object", "convention-text", "free-text"],
+)
+async def test_the_expected_decision_reaches_the_repair_as_one_line_of_text(
+    llm_server: ScriptedLLMServer, expected: Any, handed_on: str
 ) -> None:
-    """The model's decision object becomes the one-line text agents' coaches parse back."""
-    call = {"name": "press_button", "arguments": {"id": "sw4"}, "target_robot_name": "panda"}
-    expected = {"say": "", "tool_calls": [call]}
+    """The model's decision object, or text in the convention, becomes the one-line text
+    agents' coaches parse back; other text (MAGMA-GEN's form) is handed on as given."""
     llm_server.script(
         json_reply({"decision_index": 2, "reason": "r", "expected_decision": expected})
     )
@@ -135,7 +176,7 @@ async def test_the_expected_decision_reaches_the_repair_as_parsable_text(
     async with make_backend("coach", openai_settings(llm_server.endpoint)) as backend:
         verdict = await diagnose(job, backend, Transcript())
     assert verdict.diagnosis is not None
-    assert verdict.diagnosis.expected_decision == 'panda.press_button(id="sw4")'
+    assert verdict.diagnosis.expected_decision == handed_on
     prompt = llm_server.requests[0].body["messages"][1]["content"]
     assert "OFFERED TOOLS (name and arguments)\n- press_button(id)\n- take_obj(obj)" in prompt
 

@@ -44,6 +44,14 @@ async def test_sync_and_async_functions_answer(function: str) -> None:
     assert call["model"] == "rules-v1"
 
 
+@pytest.mark.asyncio
+async def test_a_function_answering_in_magma_gens_form_is_accepted() -> None:
+    """A python backend written for MAGMA-GEN (expected decision as text) passes the contract."""
+    async with make_backend("rules", python_settings("diagnose_as_magma")) as backend:
+        answer = await backend.ask(PROMPT, FailureDiagnosisAnswer)
+    assert answer.value.expected_decision == "press_button(id='sw0') with panda"
+
+
 @pytest.mark.parametrize(
     ("endpoint", "message"),
     [

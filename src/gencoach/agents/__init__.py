@@ -13,8 +13,9 @@ app = create_agent_app(AgentInfo(agent_id="echo", agent_version="1", capabilitie
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gencoach.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gencoach.agents.app import create_agent_app
@@ -74,13 +75,7 @@ _MODULES = {
     "run_check_agent": "gencoach.agents.checker",
 }
 
-
-def __getattr__(name: str) -> Any:
-    """Import a public name's module when the name is first used."""
-    module = _MODULES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _MODULES)
 
 
 __all__ = [

@@ -2,8 +2,9 @@
 
 `create_agent_app(info, policy, coach)` serves `GET /health`, `GET /v1/info`,
 `POST /v1/responses` and, when the agent announces specialized coaching, the session
-routes and `POST /v1/coaching`. Bodies are validated strictly (422 with every refused
-field and why), and every answer is validated before it is sent: a policy's or a coach's
+routes and `POST /v1/coaching`. Bodies must be sent as `application/json` (415 otherwise,
+as the controller answers) and are validated strictly (422 with every refused field and
+why), and every answer is validated before it is sent: a policy's or a coach's
 mistake becomes an error candidate, a 500 or a coaching `error`, never an invalid answer.
 An input carrying a correction under `extra_keys.coaching` (`replace_decision`, or
 `replace_say` as words alone) is answered with that decision without calling the policy.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 
 import anyio
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from gencoach.agents.coach import Coach, CoachingOutcome
@@ -36,6 +37,7 @@ from gencoach.protocol import (
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 )
+from gencoach.protocol.media import not_json_refusal
 
 log = get_logger("agents.app")
 
@@ -44,6 +46,16 @@ def refusal(error: ContractError, status: int = 422) -> JSONResponse:
     """The answer to a refused body: every field and why, as `{"detail": [{field, reason}]}`."""
     detail = [{"field": v.field, "reason": v.reason} for v in error.violations]
     return JSONResponse({"detail": detail}, status)
+
+
+async def _json_only(request: Request) -> None:
+    """Refuse a body not sent as JSON with 415, before its route reads it."""
+    why = not_json_refusal(request.headers.get("content-type"))
+    if why is not None:
+        raise HTTPException(415, why)
+
+
+_JSON_BODY = [Depends(_json_only)]
 
 
 def _within(error: ContractError, prefix: str, model: str) -> ContractError:
@@ -147,7 +159,7 @@ def create_agent_app(
         """The agent's announcement."""
         return JSONResponse(info_body)
 
-    @app.post("/v1/responses")
+    @app.post("/v1/responses", dependencies=_JSON_BODY)
     async def responses(request: Request) -> Response:
         """Candidates for every input, in input order then candidate order."""
         try:
@@ -194,7 +206,7 @@ async def _respond(
 
 
 def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: SessionStore) -> None:
-    @app.put("/v1/coaching/sessions/{run_id}")
+    @app.put("/v1/coaching/sessions/{run_id:path}", dependencies=_JSON_BODY)
     async def open_session(run_id: str, request: Request) -> Response:
         """Open the run's session: 204, 409 for another config, 503 for a dead backend."""
         try:
@@ -207,14 +219,14 @@ def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: Ses
             return JSONResponse({"detail": refused.detail}, refused.status)
         return Response(status_code=204)
 
-    @app.delete("/v1/coaching/sessions/{run_id}")
+    @app.delete("/v1/coaching/sessions/{run_id:path}")
     async def close_session(run_id: str) -> Response:
         """Close the run's session: 204, or 404 when it has none."""
         if not store.close(run_id):
             return JSONResponse({"detail": f"no coaching session for run {run_id}"}, 404)
         return Response(status_code=204)
 
-    @app.post("/v1/coaching")
+    @app.post("/v1/coaching", dependencies=_JSON_BODY)
     async def coaching(request: Request) -> Response:
         """Repair a decision: the coach's outcome, validated against the request."""
         try:

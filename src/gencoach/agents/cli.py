@@ -27,6 +27,13 @@ class StructuredOutputChoice(StrEnum):
     none = "none"
 
 
+class WorldChoice(StrEnum):
+    """Which world the scripted policy plays."""
+
+    reference = "reference"
+    babyai = "babyai"
+
+
 class PolicyChoice(StrEnum):
     """Who decides in the reference agent."""
 
@@ -50,6 +57,10 @@ def serve(
         PolicyChoice, typer.Option(help="Who decides: scripted (the reference world) or llm.")
     ] = PolicyChoice.scripted,
     seed: Annotated[int, typer.Option(help="Seed of the scripted policy's mistakes.")] = 0,
+    world: Annotated[
+        WorldChoice,
+        typer.Option(help="The world the scripted policy plays (babyai needs the gym extra)."),
+    ] = WorldChoice.reference,
     wrong_argument: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Rate of calls with a wrong id.")
     ] = 0.0,
@@ -93,6 +104,7 @@ def serve(
     )
     options = ReferenceOptions(
         policy=chosen,
+        world="babyai" if world is WorldChoice.babyai else "reference",
         rates=rates,
         seed=seed,
         llm_endpoint=llm_endpoint,

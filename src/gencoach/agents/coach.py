@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from gencoach.agents.sessions import CoachingSession
 from gencoach.protocol import (
@@ -12,6 +12,7 @@ from gencoach.protocol import (
     AgentInput,
     CoachingLog,
     CoachingProposal,
+    DecisionSource,
     ReinjectionPoint,
     ReplaceDecision,
     ReplaceSay,
@@ -62,20 +63,32 @@ class Coach(Protocol):
         ...
 
 
-def replace_decision(point_id: str, decision: AgentDecision) -> CoachingProposal:
+def replace_decision(
+    point_id: str, decision: AgentDecision, *, source: DecisionSource | None = None
+) -> CoachingProposal:
     """A proposal that resumes at `point_id` with this whole decision.
 
     Its `extra_keys` is the payload itself: the coach (gencoach or MAGMA-GEN) sets the
-    reinjected input's `extra_keys["coaching"]` to it, verbatim.
+    reinjected input's `extra_keys["coaching"]` to it, verbatim. `source` says where the
+    decision came from (`gencoach.protocol.DECISION_SOURCES`); without it gencoach
+    records `unknown`.
     """
-    payload = ReplaceDecision(decision=decision).model_dump(mode="json")
-    return CoachingProposal(reinjection_point_id=point_id, extra_keys=payload)
+    payload = ReplaceDecision(decision=decision, decision_source=source)
+    return CoachingProposal(reinjection_point_id=point_id, extra_keys=_dumped(payload))
 
 
-def replace_say(point_id: str, text: str) -> CoachingProposal:
+def replace_say(
+    point_id: str, text: str, *, source: DecisionSource | None = None
+) -> CoachingProposal:
     """A proposal that resumes at `point_id` with these words (the payload, unwrapped)."""
-    payload = ReplaceSay(text=text).model_dump(mode="json")
-    return CoachingProposal(reinjection_point_id=point_id, extra_keys=payload)
+    payload = ReplaceSay(text=text, decision_source=source)
+    return CoachingProposal(reinjection_point_id=point_id, extra_keys=_dumped(payload))
+
+
+def _dumped(payload: ReplaceDecision | ReplaceSay) -> dict[str, Any]:
+    # An unsaid source is left out, as a MAGMA agent's payload leaves it out.
+    unsaid = {"decision_source"} if payload.decision_source is None else set()
+    return payload.model_dump(mode="json", exclude=unsaid)
 
 
 def point_input(request: SpecializedCoachingRequest, point: ReinjectionPoint) -> AgentInput:

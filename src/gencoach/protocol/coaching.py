@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Final, Literal, NoReturn
+from typing import Annotated, Final, Literal, NoReturn, get_args
 
 from pydantic import Field, model_validator
 
@@ -32,6 +32,33 @@ REPLACE_DECISION: Final = "replace_decision"
 """Correction payload kind: resume with a whole new decision (a convention, not MAGMA's)."""
 COACHING_KEY: Final = "coaching"
 """The `extra_keys` entry of a reinjected input that holds the proposal's payload."""
+DECISION_SOURCE_KEY: Final = "decision_source"
+"""The payload entry (`extra_keys`) saying where a proposal's decision came from."""
+
+DecisionSource = Literal[
+    "expected_decision", "repair_model", "rule", "fallback", "rewrite", "human", "unknown"
+]
+"""Where a correction's decision came from (`gencoach.protocol.coaching.DECISION_SOURCES`):
+
+- `expected_decision`: the diagnosis's expected decision, taken by the agent;
+- `repair_model`: the agent's own repair model (a session backend, or its model asked again);
+- `rule`: a deterministic rule of the agent's coach;
+- `fallback`: a last resort of the agent's coach when nothing else gave a decision;
+- `rewrite`: gencoach's rewrite backend (the `text_rewrite` route, no agent coach);
+- `human`: a person's intervention;
+- `unknown`: the agent did not say (MAGMA agents send no `decision_source`).
+"""
+DECISION_SOURCES: Final[tuple[DecisionSource, ...]] = get_args(DecisionSource)
+MODEL_SOURCES: Final[frozenset[DecisionSource]] = frozenset(
+    {"expected_decision", "repair_model", "rewrite"}
+)
+"""The sources whose decision a model made (the diagnosis's, the agent's or the rewriter's)."""
+
+
+def as_decision_source(value: object) -> DecisionSource:
+    """A recorded decision source: the value when it is one of `DECISION_SOURCES`, else
+    `unknown` (nothing recorded, as from a MAGMA agent or an earlier save)."""
+    return value if isinstance(value, str) and value in DECISION_SOURCES else "unknown"
 
 
 class InternalStep(ContractModel):
@@ -156,11 +183,17 @@ class CoachingProposal(ContractModel):
     """A correction to reinject at a named point.
 
     `extra_keys` IS the payload (`{"kind": "replace_decision", "decision": ...}`): the
-    reinjected input carries it, verbatim, as `extra_keys["coaching"]`.
+    reinjected input carries it, verbatim, as `extra_keys["coaching"]`. Its
+    `decision_source`, when given, is one of `DECISION_SOURCES`.
     """
 
     reinjection_point_id: str
     extra_keys: JsonObject
+
+    @property
+    def decision_source(self) -> DecisionSource:
+        """Where the decision came from, as the payload says; `unknown` when it does not."""
+        return as_decision_source(self.extra_keys.get(DECISION_SOURCE_KEY))
 
 
 class SpecializedCoachingResponse(ContractModel):
@@ -195,6 +228,10 @@ class SpecializedCoachingResponse(ContractModel):
                     f"the request offered {offered!r}"
                 )
                 self._refuse(f"proposals.{index}.reinjection_point_id", reason)
+            source = proposal.extra_keys.get(DECISION_SOURCE_KEY)
+            if source is not None and source not in DECISION_SOURCES:
+                reason = f"{source!r} is not one of {', '.join(DECISION_SOURCES)}"
+                self._refuse(f"proposals.{index}.extra_keys.{DECISION_SOURCE_KEY}", reason)
 
     def _refuse(self, field: str, reason: str) -> NoReturn:
         raise ContractError(type(self).__name__, [ContractViolation(field, reason)])
@@ -205,6 +242,7 @@ class ReplaceSay(ContractModel):
 
     kind: Literal["replace_say"] = REPLACE_SAY
     text: NonEmptyStr
+    decision_source: DecisionSource | None = None
 
 
 class ReplaceDecision(ContractModel):
@@ -212,6 +250,7 @@ class ReplaceDecision(ContractModel):
 
     kind: Literal["replace_decision"] = REPLACE_DECISION
     decision: AgentDecision
+    decision_source: DecisionSource | None = None
 
 
 CoachingPayload = Annotated[ReplaceSay | ReplaceDecision, Field(discriminator="kind")]

@@ -97,3 +97,12 @@ def parse_decision(text: str) -> AgentDecision | None:
             )
         )
     return AgentDecision(say=say, tool_calls=calls)
+
+
+def decision_line(expected: AgentDecision | str) -> str:
+    """An expected decision as the coaching protocol carries it: a decision object as one
+    line of text, text that follows the convention in its normal form, other text as given."""
+    if isinstance(expected, str):
+        decision = parse_decision(expected)
+        return format_decision(decision) if decision is not None else expected.strip()
+    return format_decision(expected)

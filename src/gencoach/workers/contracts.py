@@ -3,10 +3,13 @@
 The public contracts (`gencoach.protocol.llm`) say what any answer looks like; a job
 narrows them to its trajectory: `decision_index` runs from 1 to the number of diagnosable
 steps, and the tool calls of `expected_decision` name only the tools the agent was
-offered, each with exactly its own arguments. The narrowed contract validates answers
-(a refusal names the allowed range or tools, and the backend is asked again once) and
-gives the tight JSON schema structured output sends (`answer_json_schema`), so a server
-that enforces schemas cannot produce an out-of-range number or an unknown tool.
+offered, each with exactly its own arguments. An expected decision given as text
+(MAGMA-GEN's form) is checked the same way when it follows the one-line convention of
+`gencoach.protocol.decision_text`; other text is passed on as it is. The narrowed
+contract validates answers (a refusal names the allowed range or tools, and the backend
+is asked again once) and gives the tight JSON schema structured output sends
+(`answer_json_schema`), so a server that enforces schemas cannot produce an
+out-of-range number or an unknown tool.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pydantic import model_validator
 
 from gencoach.protocol.agent import AgentDecision
 from gencoach.protocol.base import FieldError
+from gencoach.protocol.decision_text import parse_decision
 from gencoach.protocol.jobs import JobStep
 from gencoach.protocol.llm import FailureDiagnosisAnswer, SuboptimalDiagnosisAnswer
 
@@ -54,6 +58,9 @@ def known_robots(steps: Sequence[JobStep]) -> list[str]:
                 robots.append(name)
     return robots
 
+
+# An expected decision as one line of text (MAGMA-GEN's form).
+_TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 
 # A tool call of any name, self-contained (no $defs: it is nested in a larger schema).
 _ANY_CALL: dict[str, Any] = {
@@ -114,17 +121,24 @@ def _out_of_range(field: str, number: int, count: int) -> FieldError:
     )
 
 
-def _check_decision(decision: AgentDecision, tools: dict[str, dict[str, str]]) -> None:
-    if not tools:
+def _check_decision(expected: AgentDecision | str, tools: dict[str, dict[str, str]]) -> None:
+    decision = parse_decision(expected) if isinstance(expected, str) else expected
+    if not tools or decision is None:
         return
     for index, call in enumerate(decision.tool_calls):
         where = f"expected_decision.tool_calls.{index}"
+        if isinstance(expected, str):  # text has no fields to blame: name the call instead
+            where, call_name = "expected_decision", f"call {index + 1}: "
+        else:
+            call_name = ""
         if call.name not in tools:
             offered = ", ".join(sorted(tools)) or "none"
-            raise FieldError(f"{where}.name", f"{call.name!r} is not an offered tool ({offered})")
+            field = where if call_name else f"{where}.name"
+            raise FieldError(field, f"{call_name}{call.name!r} is not an offered tool ({offered})")
         if set(call.arguments) != set(tools[call.name]):
             wanted = sorted(tools[call.name])
-            raise FieldError(f"{where}.arguments", f"{call.name} takes exactly {wanted}")
+            field = where if call_name else f"{where}.arguments"
+            raise FieldError(field, f"{call_name}{call.name} takes exactly {wanted}")
 
 
 class _BoundedFailure(FailureDiagnosisAnswer):
@@ -149,7 +163,7 @@ class _BoundedFailure(FailureDiagnosisAnswer):
             "properties": {
                 "decision_index": {"type": "integer", "minimum": 1, "maximum": cls.decision_count},
                 "reason": {"type": "string", "minLength": 1},
-                "expected_decision": {"anyOf": [cls.decision, {"type": "null"}]},
+                "expected_decision": {"anyOf": [cls.decision, _TEXT, {"type": "null"}]},
             },
             "required": ["decision_index", "reason", "expected_decision"],
             "additionalProperties": False,

@@ -1,6 +1,6 @@
 """Checks for agents that announce specialized coaching: sessions, repairs, reinjection.
 
-DESIGN.md fixes PUT (204, the same config again 204, a different one 409) and DELETE
+Protocol 2.0 fixes PUT (204, the same config again 204, a different one 409) and DELETE
 (204); it says nothing of a second DELETE, so 204 and 404 are both accepted there.
 """
 
@@ -108,8 +108,8 @@ class CoachingChecks:
         return passed("coaching.session_conflict")
 
     async def repair(self, kind: CoachingKind) -> CheckResult:
-        """A valid request of an announced kind gets a valid answer, at offered points only,
-        whose proposals carry their payload unwrapped."""
+        """A valid request of an announced kind gets a valid answer that is not `error`, at
+        offered points only, whose proposals carry their payload unwrapped."""
         body = coaching_request(
             kind, self.run_id, f"check-{uuid.uuid4().hex}", self.target.first_memory
         )
@@ -119,6 +119,8 @@ class CoachingChecks:
             wrapped = _wrapped_payload(proposal)
             if wrapped is not None:
                 return failed(f"coaching.{kind}", wrapped)
+        if answer.status == "error":  # the coach broke (it raised, or broke the contract)
+            return failed(f"coaching.{kind}", f"the agent's coach answered error: {answer.reason}")
         self.proposals += [(request, proposal) for proposal in answer.proposals]
         if answer.status == "corrected":
             points = ", ".join(p.reinjection_point_id for p in answer.proposals)
@@ -176,7 +178,7 @@ class CoachingChecks:
         return passed(
             "coaching.session_close",
             f"a second DELETE answered {again.status_code}; "
-            "DESIGN.md is silent there, 204 and 404 are accepted",
+            "the protocol is silent there, 204 and 404 are accepted",
         )
 
 

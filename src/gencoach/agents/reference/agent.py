@@ -19,13 +19,16 @@ from gencoach.agents.sessions import SessionStore, StructuredOutput
 from gencoach.protocol import COACHING_KINDS, AgentInfo
 
 PolicyName = Literal["scripted", "llm"]
+World = Literal["reference", "babyai"]
 
 
 @dataclass(frozen=True)
 class ReferenceOptions:
-    """What `gencoach agent serve` chooses: the policy, its mistakes and seed, the LLM."""
+    """What `gencoach agent serve` chooses: world, policy, its mistakes and seed, the LLM."""
 
     policy: PolicyName = "scripted"
+    world: World = "reference"
+    """Which world the scripted policy plays (`babyai`: gencoach.integrations.minigrid)."""
     rates: MistakeRates = field(default_factory=MistakeRates)
     seed: int = 0
     llm_endpoint: str = DEFAULT_LLM_ENDPOINT
@@ -50,20 +53,27 @@ def reference_info(agent_id: str = DEFAULT_AGENT_ID) -> AgentInfo:
     )
 
 
-def reference_policy(options: ReferenceOptions) -> tuple[Policy, Policy]:
-    """The policy that decides, and the one the coach re-decides malformed answers with."""
+def reference_policy(options: ReferenceOptions) -> tuple[Policy, ReferenceCoach]:
+    """The policy that decides, and the coach that repairs its answers: with the LLM
+    policy its model decides again (`repair_model`); a scripted policy's coach decides
+    again without the seeded mistakes, which no real agent can (`fallback`)."""
     if options.policy == "llm":
         assert options.model is not None
         llm = LLMPolicy(options.llm_endpoint, options.model)
-        return llm, llm
+        return llm, ReferenceCoach(llm, "repair_model")
+    if options.world == "babyai":
+        from gencoach.integrations.minigrid.agent import BabyAIPolicy
+
+        babyai = BabyAIPolicy(options.rates, options.seed)
+        return babyai, ReferenceCoach(babyai.without_mistakes(), "fallback")
     scripted = ScriptedPolicy(options.rates, options.seed)
-    return scripted, scripted.without_mistakes()
+    return scripted, ReferenceCoach(scripted.without_mistakes(), "fallback")
 
 
 def reference_app(options: ReferenceOptions | None = None) -> FastAPI:
     """The reference agent's FastAPI app."""
     options = options or ReferenceOptions()
-    policy, repair = reference_policy(options)
+    policy, coach = reference_policy(options)
     sessions = SessionStore(structured_output=options.structured_output)
     info = reference_info(options.agent_id)
-    return create_agent_app(info, policy, ReferenceCoach(repair), sessions=sessions)
+    return create_agent_app(info, policy, coach, sessions=sessions)

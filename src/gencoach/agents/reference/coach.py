@@ -1,12 +1,18 @@
 """The reference coach: repairs `format`, `failure` and `suboptimal` with a replacement decision.
 
 In order, it takes the diagnosis's `expected_decision` when it follows the one-line
-convention of `gencoach.protocol.decision_text`; for `format`, the policy's decision
-made again without mistakes; then each session backend in turn, asked for the decision as
-JSON. The decision is proposed at `replacement`, and also at `recovery` when offered (a
-refused call changed nothing, so the same decision applies after its feedback). When
-nothing gives a well-formed decision it abandons, saying why. No session is required:
-without one, only the backend step is skipped.
+convention of `gencoach.protocol.decision_text`; for `format`, its repair policy's
+decision; then each session backend in turn, asked for the decision as JSON; last, for
+`failure` and `suboptimal`, its repair policy's decision. The decision is proposed at
+`replacement`, and also at `recovery` when offered (a refused call changed nothing, so
+the same decision applies after its feedback), with who made it as its
+`decision_source`: `expected_decision` (the diagnosis), `repair_model` (a session
+backend, or the agent's model asked again), or `fallback` (the policy without its
+seeded mistakes, which only the reference agent has, so that decision is never the
+coach's, whichever step took it). The repair policy is the agent's own: the LLM
+policy's model (`repair_model`), or the scripted policies without their mistakes
+(`fallback`). When nothing gives a well-formed decision it abandons, saying why. No
+session is required: without one, only the backend step is skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from gencoach.protocol import (
     AgentDecision,
     AgentInput,
     CoachingLog,
+    DecisionSource,
     ReinjectionPoint,
     SpecializedCoachingRequest,
 )
@@ -54,12 +61,17 @@ def _points(request: SpecializedCoachingRequest) -> list[ReinjectionPoint]:
 
 
 class ReferenceCoach:
-    """The reference agent's coach; `repair_policy` re-decides malformed answers."""
+    """The reference agent's coach; `repair_policy` decides again, and `repair_source`
+    says who that is: `fallback` for a policy without its seeded mistakes,
+    `repair_model` for the agent's model asked again."""
 
     requires_session = False
 
-    def __init__(self, repair_policy: Policy | None = None) -> None:
+    def __init__(
+        self, repair_policy: Policy | None = None, repair_source: DecisionSource = "fallback"
+    ) -> None:
         self.repair_policy = repair_policy
+        self.repair_source: DecisionSource = repair_source
 
     async def coach(
         self, request: SpecializedCoachingRequest, session: CoachingSession | None
@@ -70,19 +82,21 @@ class ReferenceCoach:
             return CoachingOutcome.abandoned("the request offers no reinjection point")
         agent_input = point_input(request, points[0])
         notes: list[str] = []
+        source: DecisionSource = "expected_decision"
         decision = self._expected(request, notes)
         if decision is None and request.kind == "format":
-            decision = await self._redecide(agent_input, notes)
+            source, decision = self.repair_source, await self._redecide(agent_input, notes)
         if decision is None:
-            decision = await self._ask(request, agent_input, session, notes)
+            source, decision = "repair_model", await self._ask(request, agent_input, session, notes)
         if decision is None and request.kind != "format":
-            # Last resort, for the reference agent only: its policy without the mistakes
-            # it makes on purpose knows the intended decision at that step.
-            decision = await self._redecide(agent_input, notes)
+            # Last resort: the scripted policies without the mistakes they make on
+            # purpose know the intended decision at that step; a model decides again.
+            source, decision = self.repair_source, await self._redecide(agent_input, notes)
         if decision is None:
             return CoachingOutcome.abandoned("; ".join(notes), [_log(request, notes)])
-        notes.append(f"proposed at {', '.join(p.id for p in points)}: {format_decision(decision)}")
-        proposals = [replace_decision(point.id, decision) for point in points]
+        where = ", ".join(p.id for p in points)
+        notes.append(f"proposed at {where} ({source}): {format_decision(decision)}")
+        proposals = [replace_decision(point.id, decision, source=source) for point in points]
         return CoachingOutcome.corrected(proposals, [_log(request, notes)])
 
     def _expected(
@@ -116,7 +130,10 @@ class ReferenceCoach:
         if problem is not None:
             notes.append(f"deciding again gave a malformed decision: {problem}")
             return None
-        notes.append("decided again without mistakes")
+        if self.repair_source == "fallback":
+            notes.append("decided again without mistakes (the fallback)")
+        else:
+            notes.append(f"decided again with the agent's model ({self.repair_source})")
         return decided.decision
 
     async def _ask(
