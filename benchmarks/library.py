@@ -10,7 +10,10 @@ peak resident memory is its own:
 - build from the first campaign only, then append the second (10% new data);
 - `metadata()` p50 over repeated calls, for a selective query (one task, best verified)
   and a broad one (every successful trajectory of a scenario);
-- a plain JSON read of the same records (every shard line through `json.loads`), then
+- the same records written whole to one plain JSONL file (`write_canonical`: the
+  sources parsed, nothing indexed), the baseline of the build's rate and the library's
+  size;
+- a plain JSON read of that file (every line through `json.loads`), then
   `iter_examples` over all of them in each view (three times each, interleaved, the
   fastest kept); the consumer must iterate at least at half the plain read's record rate.
 
@@ -75,7 +78,7 @@ def queries(library: str) -> dict[str, float]:
     from gencoach.library import CanonicalDatasetAdapter, DatasetQuery
 
     with CanonicalDatasetAdapter(library) as lib:
-        task = lib.metadata(DatasetQuery(targets="t7"))[0].task_key
+        task = lib.select(DatasetQuery(targets="t7"))[0].task_key
         selective = DatasetQuery(task_keys=task, selection="best")
         broad = DatasetQuery(scenarios="bench", selection="successful")
         timings: dict[str, list[float]] = {"selective": [], "broad": []}
@@ -83,7 +86,7 @@ def queries(library: str) -> dict[str, float]:
         for name, query in (("selective", selective), ("broad", broad)):
             for _ in range(REPEATS if name == "selective" else 5):
                 started = time.perf_counter()
-                rows[name] = len(lib.metadata(query))
+                rows[name] = len(lib.select(query))
                 timings[name].append(time.perf_counter() - started)
     return {
         "selective_ms": statistics.median(timings["selective"]) * 1000,
@@ -93,16 +96,32 @@ def queries(library: str) -> dict[str, float]:
     }
 
 
-def plain(library: str) -> dict[str, float]:
-    """`json.loads` of every record line of the library's shards: the floor of any reader."""
+def canonical(sources: str, output: str) -> dict[str, float]:
+    """The same records written whole to one JSONL file (`gencoach library canonical`):
+    the plain file the reads are compared with, and the source parsing a build pays."""
+    from gencoach.library.build import write_canonical
+
+    start_rss = _peak_rss_mb()
+    started = time.perf_counter()
+    result = write_canonical([Path(s) for s in sources.split(",")], Path(output))
+    return {
+        "seconds": time.perf_counter() - started,
+        "rows": result.accepted,
+        "start_rss": start_rss,
+        "peak_rss": _peak_rss_mb(),
+    }
+
+
+def plain(records_file: str) -> dict[str, float]:
+    """`json.loads` of every line of a plain JSONL file of the records: the floor of any
+    reader."""
     start_rss = _peak_rss_mb()
     started = time.perf_counter()
     records = 0
-    for shard in sorted((Path(library) / "shards").iterdir()):
-        with shard.open("rb") as handle:
-            for line in handle:
-                json.loads(line)
-                records += 1
+    with open(records_file, "rb") as handle:
+        for line in handle:
+            json.loads(line)
+            records += 1
     return {
         "seconds": time.perf_counter() - started,
         "rows": records,
@@ -119,7 +138,7 @@ def iterate(library: str, view: str) -> dict[str, float]:
     start_rss = _peak_rss_mb()
     with CanonicalDatasetAdapter(library) as lib:
         started = time.perf_counter()
-        rows = lib.metadata()
+        rows = lib.select()
         examples = sum(1 for _ in lib.examples_of(rows, view))
         seconds = time.perf_counter() - started
     return {
@@ -152,18 +171,26 @@ def main() -> None:
         print(f"source: {situations:,} situations in {len(runs):,} saves, {source_mb:,.0f} MB; "
               f"{len(runs) - cut} saves ({NEW_SHARE:.0%}) held back for the append")  # fmt: skip
         full, base, grown = (os.path.join(tmp, name) for name in ("full", "base", "grown"))
+        records_file = os.path.join(tmp, "records.jsonl")
+        written = _isolated(canonical, f"{old},{new}", records_file)
         rebuild = _isolated(build, f"{old},{new}", full)
         _isolated(build, old, base)
         appended = _isolated(append, base, new, grown)
         library_mb = _folder_mb(full)
         print(f"\n{'phase':<24}{'seconds':>9}{'rows':>10}{'rows/s':>10}{'peak RSS MB':>13}"
               f"{'growth MB':>11}")  # fmt: skip
-        for name, result in (("build (full rebuild)", rebuild), ("append 10%", appended)):
+        phases_run = (("plain JSONL write", written), ("build (full rebuild)", rebuild),
+                      ("append 10%", appended))  # fmt: skip
+        for name, result in phases_run:
             print(f"{name:<24}{result['seconds']:>9.1f}{int(result['rows']):>10,}"
                   f"{result['rows'] / result['seconds']:>10,.0f}{result['peak_rss']:>13.0f}"
                   f"{result['peak_rss'] - result['start_rss']:>11.0f}")  # fmt: skip
         print(f"append / full rebuild time: {appended['seconds'] / rebuild['seconds']:.2f}")
-        print(f"library {library_mb:,.0f} MB = {library_mb / source_mb:.2f} × source")
+        print(f"build rate / plain JSONL write rate: {written['seconds'] / rebuild['seconds']:.2f}")
+        plain_mb = os.path.getsize(records_file) / 1e6
+        print(f"library {library_mb:,.0f} MB = {library_mb / source_mb:.2f} × source; "
+              f"the plain JSONL of the same records {plain_mb:,.0f} MB = "
+              f"{plain_mb / source_mb:.2f} × source")  # fmt: skip
         timing = _isolated(queries, full)
         print(f"metadata() p50: selective {timing['selective_ms']:.2f} ms "
               f"({int(timing['selective_rows'])} rows), broad {timing['broad_ms']:.0f} ms "
@@ -171,7 +198,7 @@ def main() -> None:
         # Reads are short and the machine is shared: each runs three times, interleaved,
         # and the fastest of each is kept.
         phases = {
-            "plain JSON read": (plain, full),
+            "plain JSON read": (plain, records_file),
             "full_trajectory": (iterate, full, "full_trajectory"),
             "assistant_turn": (iterate, full, "assistant_turn"),
         }

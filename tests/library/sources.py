@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, Trajectory
 from gencoach.protocol import RunConfig
 from tests.export.saves import candidate, press, run_config, situation, write_run
 
@@ -109,3 +110,10 @@ def write_chat(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:
     lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def trajectories(
+    lib: CanonicalDatasetAdapter, query: DatasetQuery | None = None
+) -> list[Trajectory]:
+    """The parsed trajectories of a query's records."""
+    return [record.trajectory for record in lib.iter_records(query)]

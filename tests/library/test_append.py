@@ -28,7 +28,7 @@ def campaigns(tmp_path: Path) -> tuple[Path, Path]:
 
 def _facts(path: Path) -> list[tuple[object, ...]]:
     with CanonicalDatasetAdapter(path) as lib:
-        return [(r.id, r.rank, r.task_rank, r.split) for r in lib.metadata()]
+        return [(r.trajectory_id, r.quality_rank, r.task_rank, r.split) for r in lib.select()]
 
 
 def test_append_equals_a_rebuild(campaigns: tuple[Path, Path], tmp_path: Path) -> None:
@@ -44,11 +44,11 @@ def test_append_equals_a_rebuild(campaigns: tuple[Path, Path], tmp_path: Path) -
         CanonicalDatasetAdapter(tmp_path / "rebuilt") as rebuilt,
     ):
         query = DatasetQuery(selection="successful")
-        assert [r.id for r in grown.metadata(query, sampling)] == [
-            r.id for r in rebuilt.metadata(query, sampling)
+        assert [r.trajectory_id for r in grown.metadata(query, sampling)] == [
+            r.trajectory_id for r in rebuilt.metadata(query, sampling)
         ]
-        assert [e.id for e in grown.iter_examples(view="turn")] == [
-            e.id for e in rebuilt.iter_examples(view="turn")
+        assert [e.sample_id for e in grown.iter_examples(view="turn")] == [
+            e.sample_id for e in rebuilt.iter_examples(view="turn")
         ]
 
 
@@ -82,7 +82,7 @@ def test_append_report(campaigns: tuple[Path, Path], tmp_path: Path) -> None:
     assert report["duplicates"] == 5
     assert report["already_present"] == ["first/magma-1", "first/run-1"]
     with CanonicalDatasetAdapter(tmp_path / "grown") as lib:
-        tasks = {row.task_key for row in lib.metadata(DatasetQuery(source_ids=(
+        tasks = {row.task_key for row in lib.select(DatasetQuery(source_ids=(
             "save:run-2", "save:human-1", "save:magma-2")))}  # fmt: skip
     assert sorted(report["affected_tasks"]) == sorted(tasks)
 
@@ -100,10 +100,8 @@ def test_only_affected_tasks_are_reranked(tmp_path: Path) -> None:
     assert [key.split("/")[1] for key in report["affected_tasks"]] == ["sw7"]
     before, after = _facts(tmp_path / "base"), _facts(tmp_path / "grown")
     with CanonicalDatasetAdapter(tmp_path / "grown") as lib:
-        untouched = {row.id for row in lib.metadata(DatasetQuery(targets="sw0-sw4"))}
-        sw7 = [
-            (row.task_rank, row.quality_tier) for row in lib.metadata(DatasetQuery(targets="sw7"))
-        ]
+        untouched = {row.trajectory_id for row in lib.select(DatasetQuery(targets="sw0-sw4"))}
+        sw7 = [(row.task_rank, row.quality_tier) for row in lib.select(DatasetQuery(targets="sw7"))]
     assert [fact for fact in before if fact[0] in untouched] == [
         fact for fact in after if fact[0] in untouched
     ]

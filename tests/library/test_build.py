@@ -42,7 +42,7 @@ def test_an_unreadable_save_is_reported_and_skipped(saves: Path, tmp_path: Path)
         "written, or interrupted"
     ]
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        assert {row.source_id for row in lib.metadata()} == {
+        assert {row.source_id for row in lib.select()} == {
             "save:run-1", "save:run-2", "save:run-3", "save:magma-1", "save:human-1"
         }  # fmt: skip
 
@@ -69,8 +69,8 @@ def test_duplicates_collapse_into_one_record_keeping_every_contributor(tmp_path:
     result = build_library([tmp_path / "src"], tmp_path / "lib", "r1")
     assert (result.accepted, result.duplicates) == (5, 5)
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        assert len(lib.metadata()) == 5
-        record = lib.get_trajectory(lib.metadata()[0].id)
+        assert len(lib.select()) == 5
+        record = lib.get_trajectory(lib.select()[0].trajectory_id).trajectory
         assert [c.source_id for c in record.contributors] == ["save:run-a", "save:run-b"]
         assert lib.manifest.counts["duplicates"] == 5
 
@@ -79,7 +79,7 @@ def test_the_adapter_never_writes(library: CanonicalDatasetAdapter) -> None:
     """Reading everything changes no byte of the library, and its index refuses writes."""
     before = _tree(library.path)
     list(library.iter_examples(view="turn"))
-    library.evaluation_bundle(library.metadata()[0].task_key)
+    library.evaluation_bundle(library.select()[0].task_key)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         library._index._db.execute("DELETE FROM splits")
     assert _tree(library.path) == before
@@ -101,7 +101,7 @@ def test_an_unknown_format_version_is_refused(saves: Path, tmp_path: Path) -> No
     build_library([saves], tmp_path / "lib", "r1")
     path = tmp_path / "lib" / "manifest.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "format_version": 9}))
-    with pytest.raises(LibraryError, match="format_version 9 cannot be read; this reader reads 1"):
+    with pytest.raises(LibraryError, match="format_version 9 cannot be read; this reader reads 2"):
         CanonicalDatasetAdapter(tmp_path / "lib")
 
 
@@ -112,8 +112,8 @@ from gencoach.library import writer
 from gencoach.library.build import build_library
 
 real_add = writer.LibraryWriter.add
-def slow_add(self, source):
-    tally = real_add(self, source)
+def slow_add(self, source, **options):
+    tally = real_add(self, source, **options)
     Path(sys.argv[3]).touch()
     time.sleep(60)
     return tally
@@ -164,4 +164,36 @@ def test_the_same_sources_build_the_same_library(saves: Path, tmp_path: Path) ->
         CanonicalDatasetAdapter(tmp_path / "one") as first,
         CanonicalDatasetAdapter(tmp_path / "two") as second,
     ):
-        assert first.metadata() == second.metadata()
+        assert first.select() == second.select()
+
+
+def test_shared_prefixes_are_stored_once_and_read_back_whole(saves: Path, tmp_path: Path) -> None:
+    """Most records of a save are stored as tails of an anchor, and every record reads
+    back exactly as the whole canonical record the sources give."""
+    from gencoach.library.build import write_canonical
+    from gencoach.library.prefixes import PREFIX
+
+    build_library([saves], tmp_path / "lib", "r1")
+    write_canonical([saves], tmp_path / "whole.jsonl")
+    whole = {
+        record["id"]: record
+        for record in map(json.loads, (tmp_path / "whole.jsonl").read_text().splitlines())
+    }
+    lines = [
+        json.loads(line)
+        for shard in sorted((tmp_path / "lib" / "shards").iterdir())
+        for line in shard.read_text().splitlines()
+    ]
+    tails = [line for line in lines if PREFIX in line]
+    assert len(tails) > len(lines) / 2
+    assert all("system" not in tail and "tools" not in tail for tail in tails)
+    shard_bytes = sum(p.stat().st_size for p in (tmp_path / "lib" / "shards").iterdir())
+    assert shard_bytes < (tmp_path / "whole.jsonl").stat().st_size * 0.7
+    with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+        for record in lib.iter_records():
+            expected = whole[record.metadata.trajectory_id]
+            trajectory = record.trajectory
+            assert trajectory.events == expected["events"]
+            assert trajectory.system == expected["system"]
+            assert trajectory.tools == expected["tools"]
+            assert trajectory.task == expected["task"]

@@ -8,22 +8,24 @@ from pathlib import Path
 from gencoach.export import ExportSettings, run_export
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, Outcome, Provenance
 from gencoach.library.build import build_library
-from tests.library.sources import chat_row, coached_save, write_chat
+from tests.library.sources import chat_row, coached_save, trajectories, write_chat
 
 
 def test_the_chat_exporters_file_is_read(tmp_path: Path) -> None:
     """Every row `gencoach export --format chat` writes becomes a trajectory with its
     assistant `trainable` flags and its top-level metadata as task and lineage."""
     coached_save(tmp_path / "saves" / "run-1")
-    outcome = run_export(
-        ExportSettings(source=tmp_path / "saves", format="chat", out=tmp_path / "out")
+    # The coached answer repeats an earlier decision: with `dedupe` on, its row is left out.
+    settings = ExportSettings(
+        source=tmp_path / "saves", format="chat", out=tmp_path / "out", dedupe=False
     )
+    outcome = run_export(settings)
     chat = tmp_path / "out" / "chat.jsonl"
     rows = [json.loads(line) for line in chat.read_text().splitlines()]
     result = build_library([chat], tmp_path / "lib", "r1")
     assert result.accepted == sum(outcome.rows.values()) == len(rows)
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        records = list(lib.iter_records())
+        records = trajectories(lib)
         for record, row in zip(sorted(records, key=lambda r: r.locator["line"]), rows, strict=True):
             flags = [m["trainable"] for m in row["messages"] if m["role"] == "assistant"]
             assert [event["trainable"] for event in record.decisions] == flags
@@ -42,10 +44,10 @@ def test_trainable_and_weight_markers_mean_the_same(tmp_path: Path) -> None:
     old = write_chat(tmp_path / "old.jsonl", [chat_row("done", weight=0)])
     build_library([new, old], tmp_path / "lib", "r1")
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        records = list(lib.iter_records())
+        records = trajectories(lib)
         assert len(records) == 1  # same content: one record, two contributors
         assert [event["trainable"] for event in records[0].decisions] == [False, True]
-        assert [c.source_id for c in lib.get_trajectory(records[0].id).contributors] == [
+        assert [c.source_id for c in lib.get_trajectory(records[0].id).trajectory.contributors] == [
             "chat:new.jsonl",
             "chat:old.jsonl",
         ]
@@ -58,10 +60,13 @@ def test_top_level_metadata_and_outcomes(tmp_path: Path) -> None:
     path = write_chat(tmp_path / "t.jsonl", [{**row, **metadata, "outcome": "success"}])
     build_library([path], tmp_path / "lib", "r1")
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        (record,) = lib.iter_records()
+        (record,) = trajectories(lib)
         assert record.task["target"] == "sw1"
         assert record.outcome is Outcome.SUCCESS
-        assert lib.metadata(DatasetQuery(selection="best"))[0].id == record.id
+        assert lib.select(DatasetQuery(selection="successful"))[0].trajectory_id == record.id
+        # The file states the outcome without evidence: not verified, so never "best".
+        assert record.verification.strength.value == "reported"
+        assert lib.select(DatasetQuery(selection="best")) == []
 
 
 def test_a_file_with_a_bad_line_is_skipped_whole(tmp_path: Path) -> None:
@@ -73,7 +78,7 @@ def test_a_file_with_a_bad_line_is_skipped_whole(tmp_path: Path) -> None:
     assert messages[0].startswith("skipped bad.jsonl: line 3: ")
     assert [skip.location for skip in result.skipped] == ["bad.jsonl"]
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
-        assert [row.source_id for row in lib.metadata()] == ["chat:good.jsonl"]
+        assert [row.source_id for row in lib.select()] == ["chat:good.jsonl"]
         assert lib.manifest.shards[0].records == 1
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from gencoach.cli import app
+from gencoach.library import CanonicalDatasetAdapter, DatasetQuery
 from tests.library.sources import coached_save, magma_save
 
 runner = CliRunner()
@@ -80,3 +81,33 @@ def test_append_writes_a_new_library_and_its_report(tmp_path: Path) -> None:
     )  # fmt: skip
     assert training.exit_code == 0
     assert training.stdout.splitlines()[0] == "2 trajectories in 2 tasks"
+
+
+def test_a_federated_build_and_its_overlay_from_the_command_line(
+    saves: Path, tmp_path: Path
+) -> None:
+    """`build --metadata-only --permissions` indexes a source without its payloads and
+    audits the saves; `canonical` writes the overlay a reader is given."""
+    chat = tmp_path / "restricted.jsonl"
+    chat.write_text(json.dumps({"prompt": "2+2?", "completion": "4"}) + "\n")
+    audit = tmp_path / "permissions.yaml"
+    audit.write_text('sources:\n  "save:*": {model_training: permitted}\n')
+    lib = tmp_path / "lib"
+    built = runner.invoke(app, ["library", "build", str(saves), "--metadata-only", str(chat),
+                                "--permissions", str(audit), "-o", str(lib)])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    overlay = tmp_path / "authorized.jsonl"
+    written = runner.invoke(app, ["library", "canonical", str(chat), "-o", str(overlay)])
+    assert written.exit_code == 0, written.output
+    assert written.stdout == f"wrote 1 canonical records from 1 sources to {overlay}\n"
+
+    with CanonicalDatasetAdapter(lib) as plain:
+        assert plain.content_availability("chat:restricted.jsonl") == "metadata_only"
+        assert plain.permissions("save:run-1").dimensions["model_training"] == "permitted"
+        assert plain.permissions("chat:restricted.jsonl").dimensions["model_training"] == (
+            "unknown"
+        )
+    overlays = {"chat:restricted.jsonl": overlay}
+    with CanonicalDatasetAdapter(lib, content_overlays=overlays) as joined:
+        (record,) = joined.iter_records(DatasetQuery(source_ids="chat:restricted.jsonl"))
+        assert record.trajectory.supervised_targets == [{"role": "assistant", "content": "4"}]

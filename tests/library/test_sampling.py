@@ -14,22 +14,25 @@ from gencoach.library import (
     SamplingConfig,
     SamplingStrategy,
 )
-from gencoach.library.index import IndexRow
+from gencoach.library.metadata import PermissionRecord, TrajectoryMetadata
 from gencoach.library.sampling import sample
 
 _DRAW = """
 import sys
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, SamplingConfig
 with CanonicalDatasetAdapter(sys.argv[1]) as lib:
-    rows = lib.metadata(DatasetQuery(outcomes="success"), SamplingConfig(5, 11, sys.argv[2]))
-    print(",".join(row.id for row in rows))
+    rows = lib.select(DatasetQuery(outcomes="success"), SamplingConfig(5, 11, sys.argv[2]))
+    print(",".join(row.trajectory_id for row in rows))
 """
 
 
-def _row(tid: str, task: str, source: str, task_rank: int = 1) -> IndexRow:
-    return IndexRow(tid, task, "env", "s", "t", source, "rev", "a@1", "recorded_agent_completion",
-                    "success", "optimal", 1.0, 1, 1, 1, 1, task_rank, task_rank, "train",
-                    "shards/000000.jsonl", 0, 1, 1)  # fmt: skip
+def _row(tid: str, task: str, source: str, task_rank: int = 1) -> TrajectoryMetadata:
+    return TrajectoryMetadata(
+        tid, task, "env", "bench", "s", "t", source, "rev", None, "{}", "unknown", "a@1",
+        "recorded_agent_completion", "success", 1.0, "optimal", task_rank, task_rank, "train",
+        True, True, "simulator task checks", "source_evaluator", False, 1, 1, (), "hosted",
+        PermissionRecord.unknown(source), (tid,), 1, "shards/000000.jsonl", 0, 1,
+    )  # fmt: skip
 
 
 @pytest.mark.slow
@@ -38,20 +41,20 @@ def test_same_seed_same_ordered_ids_in_another_process(
     library: CanonicalDatasetAdapter, strategy: SamplingStrategy
 ) -> None:
     """A draw repeated in a fresh interpreter gives the same ids in the same order."""
-    here = library.metadata(DatasetQuery(outcomes="success"), SamplingConfig(5, 11, strategy))
+    here = library.select(DatasetQuery(outcomes="success"), SamplingConfig(5, 11, strategy))
     result = subprocess.run(
         [sys.executable, "-c", _DRAW, str(library.path), strategy.value],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
-    assert result.stdout.strip() == ",".join(row.id for row in here)
-    assert [r.id for r in library.iter_records(DatasetQuery(outcomes="success"),
-            SamplingConfig(5, 11, strategy))] == [row.id for row in here]  # fmt: skip
+    assert result.stdout.strip() == ",".join(row.trajectory_id for row in here)
+    assert [r.metadata.trajectory_id for r in library.iter_records(DatasetQuery(outcomes="success"),
+            SamplingConfig(5, 11, strategy))] == [row.trajectory_id for row in here]  # fmt: skip
 
 
 def test_another_seed_draws_another_order(library: CanonicalDatasetAdapter) -> None:
     """Seeds matter: two seeds give two different orders of the same rows."""
     draws = {
-        tuple(row.id for row in library.metadata(sampling=SamplingConfig(100, seed)))
+        tuple(row.trajectory_id for row in library.select(sampling=SamplingConfig(100, seed)))
         for seed in range(5)
     }
     assert len(draws) > 1
@@ -61,8 +64,8 @@ def test_another_seed_draws_another_order(library: CanonicalDatasetAdapter) -> N
 def test_by_task_draws_each_task_once_by_its_best_attempt() -> None:
     """By task, a drawn task is represented by its best attempt among the selected rows."""
     rows = [_row("a2", "A", "s", 2), _row("a1", "A", "s", 1), _row("b3", "B", "s", 3)]
-    drawn = sample(rows, SamplingConfig(10, 1, "by_task"))
-    assert sorted(row.id for row in drawn) == ["a1", "b3"]
+    drawn = sample(rows, SamplingConfig(10, 1, "task"))
+    assert sorted(row.trajectory_id for row in drawn) == ["a1", "b3"]
 
 
 def test_source_balanced_takes_turns_and_redistributes() -> None:

@@ -14,17 +14,21 @@ CONSUMER_MODULES = [
     "gencoach.library",
     "gencoach.library.adapter",
     "gencoach.library.errors",
+    "gencoach.library.evaluation",
     "gencoach.library.index",
     "gencoach.library.layout",
     "gencoach.library.loaders",
     "gencoach.library.manifest",
+    "gencoach.library.metadata",
+    "gencoach.library.overlays",
+    "gencoach.library.prefixes",
     "gencoach.library.query",
     "gencoach.library.records",
     "gencoach.library.sampling",
     "gencoach.library.views",
 ]
 # What the consumer may load of gencoach beyond its own modules: the version and errors.
-ALLOWED = {"gencoach", "gencoach.__about__", "gencoach.errors"}
+ALLOWED = {"gencoach", "gencoach.__about__", "gencoach.errors", "gencoach.lazy"}
 
 _PROBE = """
 import importlib, json, sys
@@ -37,11 +41,14 @@ print(json.dumps(sorted(sys.modules)))
 def test_public_names_are_pinned() -> None:
     """The package exports exactly the consumer API."""
     assert set(gencoach.library.__all__) == {
-        "API_VERSION", "FORMAT_VERSION", "AssistantTurnExample", "CanonicalDatasetAdapter",
-        "Contributor", "DatasetQuery", "EvaluationBundle", "EventKind", "FullTrajectoryExample",
-        "IndexRow", "LibraryError", "Outcome", "Provenance", "QualityTier", "QueryError",
-        "SamplingConfig", "SamplingStrategy", "Selection", "SourceError", "Split",
-        "TrainingView", "Trajectory",
+        "API_VERSION", "FORMAT_VERSION", "AssistantTurnExample", "AuditState",
+        "CanonicalDatasetAdapter", "ContentAvailability", "Contributor", "DatasetQuery",
+        "DatasetRecord", "EvaluationBundle", "EvaluationReference", "EventKind",
+        "FullTrajectoryExample", "LibraryError", "MissingTrajectoryContentError", "Outcome",
+        "Permission", "PermissionRecord", "Provenance", "QualityTier", "QueryError",
+        "SamplingConfig", "SamplingStrategy", "SourceError", "Split", "TrainingView",
+        "Trajectory", "TrajectoryMetadata", "TrajectorySelection", "Verification",
+        "VerificationStrength",
     }  # fmt: skip
 
 
@@ -66,4 +73,4 @@ def test_consumer_imports_no_source_parser_or_generation_code() -> None:
 def test_api_version_is_carried_by_the_adapter() -> None:
     """The adapter carries its API version, separate from the on-disk format version."""
     assert gencoach.library.CanonicalDatasetAdapter.api_version == gencoach.library.API_VERSION
-    assert gencoach.library.API_VERSION == "1.0"
+    assert gencoach.library.API_VERSION == "1.3"

@@ -8,7 +8,7 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-from gencoach.library import CanonicalDatasetAdapter, LibraryError
+from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, LibraryError, TrainingView
 from gencoach.library.loaders import worker_share
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -37,8 +37,8 @@ def test_dataloader_workers_yield_each_example_once(library: CanonicalDatasetAda
 
     dataset = library.as_torch_iterable(view="turn")
     loader = DataLoader(dataset, batch_size=None, num_workers=2)
-    ids = sorted(example["id"] for example in loader)
-    assert ids == sorted(example.id for example in library.iter_examples(view="turn"))
+    ids = sorted(example["sample_id"] for example in loader)
+    assert ids == sorted(example.sample_id for example in library.iter_examples(view="turn"))
 
 
 def test_each_worker_iterates_its_own_share(
@@ -54,11 +54,31 @@ def test_each_worker_iterates_its_own_share(
     monkeypatch.setitem(sys.modules, "torch.utils", ModuleType("torch.utils"))
     monkeypatch.setitem(sys.modules, "torch.utils.data", data)
     dataset = library.as_torch_iterable(view="turn")
-    alone = [example["id"] for example in dataset]
+    alone = [example["sample_id"] for example in dataset]
     shares = []
     for index in range(2):
         worker[0] = SimpleNamespace(id=index, num_workers=2)
-        shares.append([example["id"] for example in dataset])
-    assert alone == [example.id for example in library.iter_examples(view="turn")]
+        shares.append([example["sample_id"] for example in dataset])
+    assert alone == [example.sample_id for example in library.iter_examples(view="turn")]
     assert not set(shares[0]) & set(shares[1])
     assert sorted(shares[0] + shares[1]) == sorted(alone)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # two worker processes each import torch
+@pytest.mark.skipif(not HAS_TORCH, reason="needs the torch extra")
+def test_the_documented_torch_example(library: CanonicalDatasetAdapter) -> None:
+    """The documented example: a training query's turns through a two-worker DataLoader."""
+    torch_dataset = library.as_torch_iterable(
+        DatasetQuery.for_training(splits=("train",)),
+        view=TrainingView.ASSISTANT_TURN,
+    )
+
+    # Standard torch DataLoader worker processes are sharded by item index.
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(torch_dataset, batch_size=None, num_workers=2)
+    ids = sorted(example["sample_id"] for example in loader)
+    expected = library.iter_examples(DatasetQuery.for_training(splits=("train",)), view="turn")
+    assert ids == sorted(example.sample_id for example in expected)
+    assert ids

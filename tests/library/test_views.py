@@ -14,6 +14,7 @@ from gencoach.library import (
     QueryError,
     TrainingView,
 )
+from tests.library.sources import trajectories
 
 
 def _full(library: CanonicalDatasetAdapter) -> list[FullTrajectoryExample]:
@@ -31,9 +32,9 @@ def _turns(library: CanonicalDatasetAdapter) -> list[AssistantTurnExample]:
 def test_full_view_mask_is_aligned_and_assistant_only(library: CanonicalDatasetAdapter) -> None:
     """The loss mask has one bit per message, set only on trainable assistant messages."""
     for example in _full(library):
-        assert len(example.loss_mask) == len(example.messages) == len(example.event_ids)
+        assert len(example.loss_mask) == len(example.model_input) == len(example.event_ids)
         for message, bit, event_id in zip(
-            example.messages, example.loss_mask, example.event_ids, strict=True
+            example.model_input, example.loss_mask, example.event_ids, strict=True
         ):
             if bit:
                 assert message["role"] == "assistant"
@@ -46,7 +47,7 @@ def test_failed_steps_are_not_trained(library: CanonicalDatasetAdapter) -> None:
     """The blamed decision whose call failed is in the messages with a zero mask bit."""
     record = next(
         r
-        for r in library.iter_records(DatasetQuery(targets="sw0-sw4"))
+        for r in trajectories(library, DatasetQuery(targets="sw0-sw4"))
         if r.locator["candidate_ids"] == [0, 3]
     )
     full = next(e for e in _full(library) if e.trajectory_id == record.id)
@@ -57,7 +58,7 @@ def test_outcomes_stay_out_of_the_model_input(library: CanonicalDatasetAdapter) 
     """Outcome, reward and tier are in metadata; no message mentions them."""
     for example in _full(library):
         assert example.metadata["outcome"] in {"success", "failure", "ongoing", "unknown"}
-        text = json.dumps(example.messages)
+        text = json.dumps(example.model_input)
         assert "quality_tier" not in text
         assert "outcome" not in text
         assert "stage_end" not in text
@@ -69,11 +70,11 @@ def test_turns_see_only_what_came_before(library: CanonicalDatasetAdapter) -> No
     for turn in _turns(library):
         whole = full[turn.trajectory_id]
         assert turn.target_index == len(turn.context)
-        assert turn.context == whole.messages[: turn.target_index]
-        assert turn.supervised_target == whole.messages[turn.target_index]
-        assert turn.lineage["turn_id"] == whole.event_ids[turn.target_index]
-        assert "outcome" not in turn.metadata
-        assert "reward" not in turn.metadata
+        assert turn.context == whole.model_input[: turn.target_index]
+        assert turn.supervised_target == whole.model_input[turn.target_index]
+        assert turn.target_event_id == whole.event_ids[turn.target_index]
+        assert "outcome" not in json.dumps(turn.context)
+        assert turn.model_input == turn.context
 
 
 def test_both_views_share_split_lineage_and_targets(library: CanonicalDatasetAdapter) -> None:
@@ -86,10 +87,14 @@ def test_both_views_share_split_lineage_and_targets(library: CanonicalDatasetAda
     assert set(turns) == set(full)
     for trajectory_id, whole in full.items():
         mine = turns[trajectory_id]
-        assert [turn.lineage["turn_id"] for turn in mine] == whole.target_event_ids
+        assert [turn.target_event_id for turn in mine] == whole.target_event_ids
         assert {turn.split for turn in mine} == {whole.split}
         for turn in mine:
-            assert {k: v for k, v in turn.lineage.items() if k != "turn_id"} == whole.lineage
+            lineage = {k: v for k, v in turn.metadata["lineage"].items() if k != "turn_id"}
+            assert lineage == {
+                k: v for k, v in whole.metadata["lineage"].items() if k != "turn_ids"
+            }
+        assert whole.metadata["lineage"]["turn_ids"] == whole.target_event_ids
 
 
 def test_a_bad_view_name_is_refused(library: CanonicalDatasetAdapter) -> None:
@@ -100,7 +105,7 @@ def test_a_bad_view_name_is_refused(library: CanonicalDatasetAdapter) -> None:
 
 def test_batches_are_bounded_lists(library: CanonicalDatasetAdapter) -> None:
     """Batches hold at most `size` examples and together every example, in order."""
-    flat = [example.id for example in library.iter_examples(view="turn")]
+    flat = [example.sample_id for example in library.iter_examples(view="turn")]
     batches = list(library.iter_batches(4, view="turn"))
     assert all(1 <= len(batch) <= 4 for batch in batches)
-    assert [example.id for batch in batches for example in batch] == flat
+    assert [example.sample_id for batch in batches for example in batch] == flat

@@ -15,15 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.graph.files import write_json_atomic
 from gencoach.library.errors import LibraryError, SourceError
 from gencoach.library.layout import APPEND_REPORT_FILE, INDEX_FILE
 from gencoach.library.manifest import read_manifest, verify_files
+from gencoach.library.permissions import apply_permissions, read_permissions
 from gencoach.library.ranking import DEFAULT_SPLIT_RATIOS, check_ratios, rerank
 from gencoach.library.sources.base import SourceAdapter, Unusable, discover
 from gencoach.library.writer import (
     DEFAULT_SHARD_RECORDS,
     LibraryWriter,
+    canonical_line,
     count_shared,
     counts,
     open_index,
@@ -64,14 +67,15 @@ def _feed(
     result: BuildResult,
     track: Track,
     say: Callable[[str], None],
+    unhosted: frozenset[int] = frozenset(),
 ) -> None:
-    for source in track(sources):
+    for number, source in enumerate(track(sources)):
         try:
             if writer.known(source.revision):
                 result.already_present.append(source.location)
                 say(f"{source.location}: already in the library (same revision), not read again")
                 continue
-            tally = writer.add(source)
+            tally = writer.add(source, hosted=number not in unhosted)
         except SourceError as error:
             result.skipped.append(Unusable(source.location, error.reason))
             say(f"skipped {source.location}: {error.reason}")
@@ -90,12 +94,24 @@ def build_library(
     split_seed: int = 0,
     split_ratios: Mapping[str, float] = DEFAULT_SPLIT_RATIOS,
     shard_records: int = DEFAULT_SHARD_RECORDS,
+    metadata_only: Sequence[Path] = (),
+    permissions: Path | None = None,
+    failures: ToolFailures = NO_PREDICATES,
     track: Track = _no_track,
     say: Callable[[str], None] = _quiet,
 ) -> BuildResult:
-    """Read every source below `paths` into a new library at `output`."""
+    """Read every source below `paths` into a new library at `output`.
+
+    Sources below `metadata_only` are indexed without their payloads (a federated
+    release: an overlay supplies them to a reader); `permissions` is an audit file;
+    `failures` are the tools' own failure predicates, read by the save source (a
+    decision whose every call one recognises is not trainable)."""
     ratios = check_ratios(split_ratios)
-    found = discover(paths)
+    audits = read_permissions(permissions) if permissions is not None else {}
+    found, federated = discover(paths, failures), discover(metadata_only, failures)
+    unhosted = frozenset(range(len(found.sources), len(found.sources) + len(federated.sources)))
+    found.sources += federated.sources
+    found.unusable += federated.unusable
     result = BuildResult(output, release, skipped=list(found.unusable))
     for unusable in found.unusable:
         say(f"skipped {unusable.location}: {unusable.reason}")
@@ -103,9 +119,10 @@ def build_library(
         db = open_index(folder / INDEX_FILE, create=True)
         try:
             writer = LibraryWriter(folder, db, release, shard_records=shard_records)
-            _feed(writer, found.sources, result, track, say)
+            _feed(writer, found.sources, result, track, say, unhosted)
             if result.accepted == 0:
                 raise LibraryError(output, "no trajectory could be read from the given sources")
+            apply_permissions(db, audits)
             rerank(db, sorted(writer.affected), split_seed, ratios)
             count_shared(db)
             result.counts = counts(db)
@@ -138,17 +155,22 @@ def append_library(
     release: str,
     *,
     shard_records: int = DEFAULT_SHARD_RECORDS,
+    permissions: Path | None = None,
+    failures: ToolFailures = NO_PREDICATES,
     track: Track = _no_track,
     say: Callable[[str], None] = _quiet,
 ) -> BuildResult:
-    """A new library at `output`: the base library plus what the new sources add."""
+    """A new library at `output`: the base library plus what the new sources add (an
+    audit in `permissions` replaces the base's for the sources it matches; `failures`
+    apply to the new sources only, as in `build_library`)."""
+    audits = read_permissions(permissions) if permissions is not None else {}
     manifest = read_manifest(base)
     verify_files(base, manifest)
     releases = [str(name) for name in manifest.data.get("releases", [manifest.release])]
     if release in releases:
         raise LibraryError(output, f"release {release!r} is already in the base library")
     split = manifest.data["split"]
-    found = discover(paths)
+    found = discover(paths, failures)
     result = BuildResult(output, release, skipped=list(found.unusable))
     for unusable in found.unusable:
         say(f"skipped {unusable.location}: {unusable.reason}")
@@ -162,6 +184,7 @@ def append_library(
                 folder, db, release, first_shard=len(manifest.shards), shard_records=shard_records
             )
             _feed(writer, found.sources, result, track, say)
+            apply_permissions(db, audits)
             rerank(db, sorted(writer.affected), int(split["seed"]), check_ratios(split["ratios"]))
             count_shared(db)
             result.counts = counts(db)
@@ -192,4 +215,42 @@ def append_library(
             library_counts=result.counts,
             base={"release": manifest.release, "manifest_sha256": manifest.sha256},
         )
+    return result
+
+
+def write_canonical(
+    paths: Sequence[Path],
+    output: Path,
+    *,
+    failures: ToolFailures = NO_PREDICATES,
+    say: Callable[[str], None] = _quiet,
+) -> BuildResult:
+    """Write the canonical records of every source below `paths` to a `.jsonl` file (an
+    overlay), or nothing when no source could be read; `failures` as in `build_library`
+    (the same predicates give the same records, so the overlay joins the index)."""
+    if output.exists():
+        raise LibraryError(output, "already exists; it is never overwritten")
+    found = discover(paths, failures)
+    result = BuildResult(output, "", skipped=list(found.unusable))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        with partial.open("wb") as handle:
+            for source in found.sources:
+                start = handle.tell()
+                try:
+                    lines = [canonical_line(payload) for payload in source.open().payloads]
+                except SourceError as error:
+                    handle.truncate(start)
+                    result.skipped.append(Unusable(source.location, error.reason))
+                    say(f"skipped {source.location}: {error.reason}")
+                    continue
+                handle.write(b"".join(line + b"\n" for line in lines))
+                result.sources_read += 1
+                result.accepted += len(lines)
+        if result.accepted == 0:
+            raise LibraryError(output, "no trajectory could be read from the given sources")
+        os.replace(partial, output)
+    finally:
+        partial.unlink(missing_ok=True)
     return result

@@ -3,7 +3,10 @@
 ```
 LibraryError            a library cannot be built, appended to or read (`path` says which)
 ├── SourceError         one source cannot be read: it is reported and skipped
-└── QueryError          a query, view or sampling setting is not valid (`field` names it)
+├── QueryError          a query, view or sampling setting is not valid (`field` names it)
+└── MissingTrajectoryContentError
+                        selected records' payloads are not readable (`source_ids` names
+                        their sources)
 ```
 """
 
@@ -31,3 +34,16 @@ class QueryError(LibraryError, ValueError):
     def __init__(self, field: str, reason: str) -> None:
         self.field = field
         super().__init__(field, reason)
+
+
+class MissingTrajectoryContentError(LibraryError):
+    """Selected records whose payload is not readable: their sources are indexed
+    metadata-only and no overlay supplies them. `source_ids` lists those sources."""
+
+    def __init__(self, source_ids: list[str]) -> None:
+        self.source_ids = sorted(set(source_ids))
+        super().__init__(
+            "content",
+            "the payload of selected trajectories is not available (metadata-only sources: "
+            f"{', '.join(self.source_ids)}); give an overlay with their canonical records",
+        )

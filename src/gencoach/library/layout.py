@@ -3,9 +3,11 @@
 ```
 LIB/
   manifest.json        versions, release, split settings, index and shard hashes (written last)
-  index.sqlite         one row per trajectory, ranks, splits, routes, contributors
-                       (and which records have several), sources
-  shards/NNNNNN.jsonl  canonical payloads, one JSON object per line
+  index.sqlite         one row per trajectory, ranks, splits, routes, curated selections,
+                       contributors (and which records have several), sources and
+                       their permission audits
+  shards/NNNNNN.jsonl  canonical payloads, one JSON object per line (none for a source
+                       indexed metadata-only)
   append_report.json   only in a library made by `append`
 ```
 """
@@ -15,9 +17,9 @@ from __future__ import annotations
 from typing import Final
 
 FORMAT_NAME: Final = "gencoach-trajectory-library"
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 """The on-disk format; a reader refuses any other."""
-API_VERSION: Final = "1.0"
+API_VERSION: Final = "1.3"
 """The consumer API (`CanonicalDatasetAdapter` and friends), versioned on its own."""
 
 MANIFEST_FILE: Final = "manifest.json"
@@ -36,10 +38,15 @@ CREATE TABLE trajectories (
     id TEXT PRIMARY KEY,
     task_key TEXT NOT NULL,
     environment_key TEXT NOT NULL,
+    benchmark TEXT NOT NULL,
     scenario TEXT NOT NULL,
     target TEXT NOT NULL,
     source_id TEXT NOT NULL,
     source_revision TEXT NOT NULL,
+    source_split TEXT,
+    locator TEXT NOT NULL,
+    contributor TEXT NOT NULL,
+    agent_model TEXT NOT NULL,
     agent TEXT NOT NULL,
     provenance TEXT NOT NULL,
     outcome TEXT NOT NULL,
@@ -52,6 +59,10 @@ CREATE TABLE trajectories (
     events INTEGER NOT NULL,
     structural INTEGER NOT NULL,
     training INTEGER NOT NULL,
+    verification_method TEXT NOT NULL,
+    verification_strength TEXT NOT NULL,
+    replayed INTEGER NOT NULL,
+    selections TEXT NOT NULL,
     shard TEXT NOT NULL,
     offset INTEGER NOT NULL,
     length INTEGER NOT NULL
@@ -68,12 +79,18 @@ CREATE TABLE routes (
     route TEXT NOT NULL,
     PRIMARY KEY (trajectory_id, route)
 ) WITHOUT ROWID;
+CREATE TABLE selections (
+    trajectory_id TEXT NOT NULL,
+    selection TEXT NOT NULL,
+    PRIMARY KEY (trajectory_id, selection)
+) WITHOUT ROWID;
 CREATE TABLE contributors (
     trajectory_id TEXT NOT NULL,
+    contributor_id TEXT NOT NULL,
     source_id TEXT NOT NULL,
     source_revision TEXT NOT NULL,
     locator TEXT NOT NULL,
-    PRIMARY KEY (trajectory_id, source_id, source_revision, locator)
+    PRIMARY KEY (trajectory_id, contributor_id)
 ) WITHOUT ROWID;
 CREATE TABLE shared (
     trajectory_id TEXT PRIMARY KEY,
@@ -85,12 +102,24 @@ CREATE TABLE sources (
     kind TEXT NOT NULL,
     location TEXT NOT NULL,
     release TEXT NOT NULL,
+    content TEXT NOT NULL,
     trajectories INTEGER NOT NULL,
     accepted INTEGER NOT NULL,
     duplicates INTEGER NOT NULL,
     PRIMARY KEY (source_id, source_revision)
 ) WITHOUT ROWID;
+CREATE TABLE permissions (
+    source_id TEXT PRIMARY KEY,
+    research TEXT NOT NULL,
+    model_training TEXT NOT NULL,
+    commercial_training TEXT NOT NULL,
+    transformed_redistribution TEXT NOT NULL,
+    training_verification TEXT NOT NULL,
+    conditions TEXT NOT NULL,
+    audit TEXT NOT NULL
+) WITHOUT ROWID;
 CREATE INDEX trajectories_task ON trajectories (task_key, environment_key);
 CREATE INDEX trajectories_scenario ON trajectories (scenario, target);
 CREATE INDEX routes_route ON routes (route);
+CREATE INDEX contributors_id ON contributors (contributor_id);
 """

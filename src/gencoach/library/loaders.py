@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gencoach.library.errors import LibraryError
-from gencoach.library.index import IndexRow
+from gencoach.library.metadata import TrajectoryMetadata
 from gencoach.library.query import TrainingView
 
 T = TypeVar("T")
@@ -18,7 +18,12 @@ def worker_share(items: Sequence[T], worker: int, workers: int) -> list[T]:
     return list(items[worker::workers])
 
 
-def torch_iterable(library: Path, rows: list[IndexRow], view: TrainingView) -> Any:
+def torch_iterable(
+    library: Path,
+    rows: list[TrajectoryMetadata],
+    view: TrainingView,
+    overlays: Mapping[str, Path],
+) -> Any:
     """An IterableDataset over `rows` as `view` examples (plain dicts).
 
     Each iteration opens the library afresh (sizes checked, hashes already were), so a
@@ -40,6 +45,7 @@ def torch_iterable(library: Path, rows: list[IndexRow], view: TrainingView) -> A
             self.library = library
             self.rows = rows
             self.view = view
+            self.overlays = dict(overlays)
 
         def __iter__(self) -> Iterator[dict[str, Any]]:
             info = get_worker_info()
@@ -48,7 +54,9 @@ def torch_iterable(library: Path, rows: list[IndexRow], view: TrainingView) -> A
             )
             from gencoach.library.adapter import CanonicalDatasetAdapter
 
-            with CanonicalDatasetAdapter(self.library, verify_hashes=False) as adapter:
+            with CanonicalDatasetAdapter(
+                self.library, verify_hashes=False, content_overlays=self.overlays
+            ) as adapter:
                 for example in adapter.examples_of(share, self.view):
                     yield example.to_dict()
 

@@ -1,8 +1,10 @@
 """`DatasetQuery`: which trajectories a consumer asks for (OR within a field, AND across).
 
-Every field is a tuple of accepted values; an empty tuple accepts everything. Fields
-with a closed vocabulary take the enum or its string value, and `selection` and the
-views also take the short aliases (`all`, `successful`, `best`; `full`, `turn`).
+Every field is a tuple of accepted values (one value is a one-value tuple); an empty
+tuple accepts everything. Fields with a closed vocabulary take the enum or its string
+value, and `selection` and the views also take the aliases (`all`, `successful`, `best`;
+`full`, `full-trajectory`, `turn`, `assistant-turn`). The two gates take True, False or
+None (either).
 """
 
 from __future__ import annotations
@@ -13,13 +15,21 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from gencoach.library.errors import QueryError
-from gencoach.library.records import Outcome, Provenance, QualityTier, Split
+from gencoach.library.records import (
+    AuditState,
+    ContentAvailability,
+    Outcome,
+    Permission,
+    Provenance,
+    QualityTier,
+    Split,
+)
 
 E = TypeVar("E", bound=StrEnum)
 
 
-class Selection(StrEnum):
-    """How many trajectories per task: all, the successful ones, or the best successful one."""
+class TrajectorySelection(StrEnum):
+    """How many trajectories per task: all, the successful ones, or the best verified one."""
 
     ALL_ATTEMPTS = "all_attempts"
     ALL_SUCCESSFUL = "all_successful"
@@ -34,9 +44,14 @@ class TrainingView(StrEnum):
 
 
 ALIASES: dict[type[StrEnum], dict[str, str]] = {
-    Selection: {"all": "all_attempts", "successful": "all_successful", "best": "best_verified"},
-    TrainingView: {"full": "full_trajectory", "turn": "assistant_turn"},
-}
+    TrajectorySelection: {
+        "all": "all_attempts", "successful": "all_successful", "best": "best_verified"
+    },
+    TrainingView: {
+        "full": "full_trajectory", "full-trajectory": "full_trajectory",
+        "turn": "assistant_turn", "assistant-turn": "assistant_turn",
+    },
+}  # fmt: skip
 
 
 def coerce(kind: type[E], value: object, field: str) -> E:
@@ -55,17 +70,25 @@ def coerce(kind: type[E], value: object, field: str) -> E:
 
 _ENUM_FIELDS: dict[str, type[StrEnum]] = {
     "splits": Split,
-    "provenance": Provenance,
+    "excluded_splits": Split,
+    "demonstration_provenance": Provenance,
     "outcomes": Outcome,
     "quality_tiers": QualityTier,
-    "views": TrainingView,
+    "supported_views": TrainingView,
+    "content_availability": ContentAvailability,
+    "research_permissions": Permission,
+    "training_permissions": Permission,
+    "commercial_training_permissions": Permission,
+    "redistribution_permissions": Permission,
+    "training_verifications": AuditState,
 }
+_GATES = ("structurally_eligible", "training_eligible")
 
 
 def _values(value: object, field: str) -> tuple[Any, ...]:
     if value is None:
         return ()
-    if isinstance(value, str | StrEnum):
+    if isinstance(value, str | StrEnum | int):
         return (value,)
     if isinstance(value, Iterable):
         return tuple(value)
@@ -76,23 +99,36 @@ def _values(value: object, field: str) -> tuple[Any, ...]:
 class DatasetQuery:
     """A selection of trajectories; see the module docstring for the matching rules."""
 
-    scenarios: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ()
+    benchmarks: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    source_versions: tuple[str, ...] = ()
+    agent_models: tuple[str, ...] = ()
+    agent_scaffolds: tuple[str, ...] = ()
+    trajectory_ids: tuple[str, ...] = ()
     task_keys: tuple[str, ...] = ()
     environment_keys: tuple[str, ...] = ()
-    source_ids: tuple[str, ...] = ()
-    source_revisions: tuple[str, ...] = ()
+    splits: tuple[Split, ...] = ()
+    quality_tiers: tuple[QualityTier, ...] = ()
+    quality_ranks: tuple[int, ...] = ()
+    demonstration_provenance: tuple[Provenance, ...] = ()
+    curated_selections: tuple[str, ...] = ()
+    supported_views: tuple[TrainingView, ...] = ()
+    content_availability: tuple[ContentAvailability, ...] = ()
+    research_permissions: tuple[Permission, ...] = ()
+    training_permissions: tuple[Permission, ...] = ()
+    training_verifications: tuple[AuditState, ...] = ()
+    commercial_training_permissions: tuple[Permission, ...] = ()
+    redistribution_permissions: tuple[Permission, ...] = ()
+    structurally_eligible: bool | None = None
+    training_eligible: bool | None = None
+    selection: TrajectorySelection = TrajectorySelection.ALL_ATTEMPTS
+    # gencoach's own: its tasks' parts, agents, coaching routes, outcomes.
+    scenarios: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
     agents: tuple[str, ...] = ()
     """`agent_id` or `agent_id@agent_version`."""
-    splits: tuple[Split, ...] = ()
-    provenance: tuple[Provenance, ...] = ()
     routes: tuple[str, ...] = ()
     outcomes: tuple[Outcome, ...] = ()
-    quality_tiers: tuple[QualityTier, ...] = ()
-    views: tuple[TrainingView, ...] = ()
-    selection: Selection = Selection.ALL_ATTEMPTS
-    structural_only: bool = False
-    training_only: bool = False
     excluded_splits: tuple[Split, ...] = ()
 
     def __post_init__(self) -> None:
@@ -100,14 +136,19 @@ class DatasetQuery:
             name = spec.name
             value = getattr(self, name)
             if name == "selection":
-                object.__setattr__(self, name, coerce(Selection, value, name))
-            elif name in ("structural_only", "training_only"):
-                if not isinstance(value, bool):
-                    raise QueryError(name, f"expected true or false, got {value!r}")
-            elif name in _ENUM_FIELDS or name == "excluded_splits":
-                kind = _ENUM_FIELDS.get(name, Split)
+                object.__setattr__(self, name, coerce(TrajectorySelection, value, name))
+            elif name in _GATES:
+                if value is not None and not isinstance(value, bool):
+                    raise QueryError(name, f"expected true, false or None, got {value!r}")
+            elif name in _ENUM_FIELDS:
+                kind = _ENUM_FIELDS[name]
                 members = tuple(coerce(kind, item, name) for item in _values(value, name))
                 object.__setattr__(self, name, tuple(dict.fromkeys(members)))
+            elif name == "quality_ranks":
+                ranks = _values(value, name)
+                if not all(isinstance(r, int) and not isinstance(r, bool) for r in ranks):
+                    raise QueryError(name, f"expected whole numbers, got {value!r}")
+                object.__setattr__(self, name, tuple(dict.fromkeys(ranks)))
             else:
                 items = _values(value, name)
                 for item in items:
@@ -120,14 +161,17 @@ class DatasetQuery:
 
     @classmethod
     def for_training(cls, **criteria: Any) -> DatasetQuery:
-        """A query with the structural and training gates, never `protected_evaluation`."""
+        """A query with the structural and training gates, never `protected_evaluation`.
+
+        The gates are about quality, not a legal permission: add the permission fields
+        for a project's policy."""
         splits = _values(criteria.get("splits"), "splits")
         if any(coerce(Split, item, "splits") is Split.PROTECTED_EVALUATION for item in splits):
             raise QueryError("splits", "protected_evaluation is never used for training")
         excluded = _values(criteria.pop("excluded_splits", ()), "excluded_splits")
         return cls(
             **criteria,
-            structural_only=True,
-            training_only=True,
+            structurally_eligible=True,
+            training_eligible=True,
             excluded_splits=(*excluded, Split.PROTECTED_EVALUATION),
         )

@@ -1,7 +1,7 @@
 """Deterministic sampling over selected index rows: same rows + config → same ordered ids.
 
 - `uniform`: every selected trajectory equally likely;
-- `by_task`: tasks are drawn equally, and each drawn task is represented by its best
+- `task` (also `by_task`): tasks are drawn equally, and each drawn task is represented by its best
   attempt among the selected rows (lowest task rank);
 - `source_balanced`: sources take turns (round robin, sources in sorted order), each
   drawing from its own seeded shuffle; a source that runs out leaves its turns to the
@@ -18,16 +18,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gencoach.library.errors import QueryError
-from gencoach.library.index import IndexRow
-from gencoach.library.query import coerce
+from gencoach.library.metadata import TrajectoryMetadata
+from gencoach.library.query import ALIASES, coerce
 
 
 class SamplingStrategy(StrEnum):
     """How draws are spread: over trajectories, over tasks, or across sources."""
 
     UNIFORM = "uniform"
-    BY_TASK = "by_task"
+    TASK = "task"
     SOURCE_BALANCED = "source_balanced"
+
+
+ALIASES[SamplingStrategy] = {"by_task": "task", "source-balanced": "source_balanced"}
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def _rng(config: SamplingConfig, *salt: str) -> random.Random:
     return random.Random(":".join([str(config.seed), config.strategy.value, *salt]))
 
 
-def _draw(rows: Sequence[IndexRow], config: SamplingConfig) -> list[IndexRow]:
+def _draw(rows: Sequence[TrajectoryMetadata], config: SamplingConfig) -> list[TrajectoryMetadata]:
     rng = _rng(config)
     if not rows:
         return []
@@ -60,25 +63,32 @@ def _draw(rows: Sequence[IndexRow], config: SamplingConfig) -> list[IndexRow]:
     return rng.sample(list(rows), min(config.count, len(rows)))
 
 
-def _by_task(rows: Sequence[IndexRow], config: SamplingConfig) -> list[IndexRow]:
-    best: dict[str, IndexRow] = {}
+def _by_task(
+    rows: Sequence[TrajectoryMetadata], config: SamplingConfig
+) -> list[TrajectoryMetadata]:
+    best: dict[str, TrajectoryMetadata] = {}
     for row in rows:
         held = best.get(row.task_key)
-        if held is None or (row.task_rank, row.id) < (held.task_rank, held.id):
+        if held is None or (row.task_rank, row.trajectory_id) < (
+            held.task_rank,
+            held.trajectory_id,
+        ):
             best[row.task_key] = row
     return _draw([best[task] for task in sorted(best)], config)
 
 
-def _source_balanced(rows: Sequence[IndexRow], config: SamplingConfig) -> list[IndexRow]:
-    groups: dict[str, list[IndexRow]] = {}
+def _source_balanced(
+    rows: Sequence[TrajectoryMetadata], config: SamplingConfig
+) -> list[TrajectoryMetadata]:
+    groups: dict[str, list[TrajectoryMetadata]] = {}
     for row in rows:
         groups.setdefault(row.source_id, []).append(row)
-    queues: list[list[IndexRow]] = []
+    queues: list[list[TrajectoryMetadata]] = []
     for source in sorted(groups):
         members = groups[source]
         _rng(config, source).shuffle(members)
         queues.append(members)
-    drawn: list[IndexRow] = []
+    drawn: list[TrajectoryMetadata] = []
     if config.with_replacement:
         pickers = [_rng(config, "replace", source) for source in sorted(groups)]
         while queues and len(drawn) < config.count:
@@ -100,9 +110,9 @@ def _source_balanced(rows: Sequence[IndexRow], config: SamplingConfig) -> list[I
     return drawn
 
 
-def sample(rows: Sequence[IndexRow], config: SamplingConfig) -> list[IndexRow]:
+def sample(rows: Sequence[TrajectoryMetadata], config: SamplingConfig) -> list[TrajectoryMetadata]:
     """Draw from `rows` (in canonical order) as `config` says."""
-    if config.strategy is SamplingStrategy.BY_TASK:
+    if config.strategy is SamplingStrategy.TASK:
         return _by_task(rows, config)
     if config.strategy is SamplingStrategy.SOURCE_BALANCED:
         return _source_balanced(rows, config)

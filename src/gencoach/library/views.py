@@ -1,13 +1,16 @@
 """Training views: how one canonical record becomes model examples.
 
-- `full_trajectory`: one example per record. `messages` is the model input (system
+- `full_trajectory`: one example per record. `model_input` is the conversation (system
   message, then every instruction, tool feedback and decision); `event_ids` names the
   event behind each message; `loss_mask` is 1 exactly on the trainable decisions, whose
   ids are `target_event_ids`. Outcome, reward and tier are in `metadata`, never in a
   message.
-- `assistant_turn`: one example per trainable decision. `context` holds only what came
-  before it (no later event, no outcome); `supervised_target` is the decision's message
-  and `target_index == len(context)`; `lineage["turn_id"]` is the decision's event id.
+- `assistant_turn`: one example per trainable decision. `context` (also `model_input`)
+  holds only what came before it (no later event, no outcome); `supervised_target` is
+  the decision's message, `target_index == len(context)`, and `target_event_id ==
+  metadata["lineage"]["turn_id"]` is the decision's event id.
+
+`metadata["lineage"]` is the record's `lineage()`; the full view's adds `turn_ids`.
 
 Both come from the same record, so they share its split and lineage, and the turn
 targets are exactly the full view's targets. Messages are shared with the parsed record:
@@ -19,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from gencoach.library.metadata import lineage_of
 from gencoach.library.records import EventKind, Trajectory
 
 SYSTEM_EVENT_ID = "system"
@@ -29,16 +33,16 @@ Message = dict[str, Any]
 class FullTrajectoryExample:
     """A whole trajectory as one example, with an aligned loss mask."""
 
-    id: str
+    sample_id: str
     trajectory_id: str
     split: str
-    messages: list[Message]
+    model_input: list[Message]
     tools: list[dict[str, Any]]
     event_ids: list[str]
     loss_mask: list[int]
     target_event_ids: list[str]
     metadata: dict[str, Any]
-    lineage: dict[str, Any]
+    """Task, outcome, reward, tier, rank, provenance and `lineage` (with `turn_ids`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (what `as_torch_iterable` yields)."""
@@ -49,15 +53,18 @@ class FullTrajectoryExample:
 class AssistantTurnExample:
     """One assistant decision in its causal context."""
 
-    id: str
+    sample_id: str
     trajectory_id: str
     split: str
+    model_input: list[Message]
+    """The causal prefix: exactly `context`."""
     context: list[Message]
     tools: list[dict[str, Any]]
     supervised_target: Message
     target_index: int
+    target_event_id: str
     metadata: dict[str, Any]
-    lineage: dict[str, Any]
+    """Task, provenance and `lineage` (with the decision's `turn_id`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (what `as_torch_iterable` yields)."""
@@ -65,17 +72,6 @@ class AssistantTurnExample:
 
 
 Example = FullTrajectoryExample | AssistantTurnExample
-
-
-def _lineage(record: Trajectory) -> dict[str, Any]:
-    return {
-        "trajectory_id": record.id,
-        "source_id": record.source_id,
-        "source_revision": record.source_revision,
-        "locator": record.locator,
-        "request_ids": record.coaching.get("request_ids", []),
-        "attempt_ids": record.coaching.get("attempt_ids", []),
-    }
 
 
 def _conversation(record: Trajectory) -> tuple[list[Message], list[str], list[int]]:
@@ -97,55 +93,63 @@ def _conversation(record: Trajectory) -> tuple[list[Message], list[str], list[in
     return messages, ids, mask
 
 
+def _task(record: Trajectory) -> dict[str, Any]:
+    return {
+        "task_key": record.task_key,
+        "environment_key": record.environment_key,
+        "benchmark": record.benchmark,
+        "source_id": record.source_id,
+        "demonstration_provenance": record.provenance.value,
+    }
+
+
 def full_trajectory(record: Trajectory) -> FullTrajectoryExample:
     """The record as one example."""
     messages, ids, mask = _conversation(record)
+    targets = [event_id for event_id, bit in zip(ids, mask, strict=True) if bit]
     return FullTrajectoryExample(
-        id=record.id,
+        sample_id=record.id,
         trajectory_id=record.id,
         split=record.split.value,
-        messages=messages,
+        model_input=messages,
         tools=record.tools,
         event_ids=ids,
         loss_mask=mask,
-        target_event_ids=[event_id for event_id, bit in zip(ids, mask, strict=True) if bit],
+        target_event_ids=targets,
         metadata={
-            "task_key": record.task_key,
-            "environment_key": record.environment_key,
+            **_task(record),
             "outcome": record.outcome.value,
             "reward": record.reward,
             "quality_tier": record.quality_tier.value,
-            "rank": record.rank,
-            "provenance": record.provenance.value,
+            "quality_rank": record.rank,
             "descendant_score": record.descendant_score,
+            "lineage": {**lineage_of(record), "turn_ids": targets},
         },
-        lineage=_lineage(record),
     )
 
 
 def assistant_turns(record: Trajectory) -> list[AssistantTurnExample]:
     """One example per trainable decision of the record, in order."""
     messages, ids, mask = _conversation(record)
-    lineage = _lineage(record)
+    lineage = lineage_of(record)
+    task = _task(record)
     examples: list[AssistantTurnExample] = []
     for index, bit in enumerate(mask):
         if not bit:
             continue
+        context = messages[:index]
         examples.append(
             AssistantTurnExample(
-                id=f"{record.id}/{ids[index]}",
+                sample_id=f"{record.id}/{ids[index]}",
                 trajectory_id=record.id,
                 split=record.split.value,
-                context=messages[:index],
+                model_input=context,
+                context=context,
                 tools=record.tools,
                 supervised_target=messages[index],
                 target_index=index,
-                metadata={
-                    "task_key": record.task_key,
-                    "environment_key": record.environment_key,
-                    "provenance": record.provenance.value,
-                },
-                lineage={**lineage, "turn_id": ids[index]},
+                target_event_id=ids[index],
+                metadata={**task, "lineage": {**lineage, "turn_id": ids[index]}},
             )
         )
     return examples

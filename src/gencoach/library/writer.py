@@ -33,10 +33,14 @@ from gencoach.library.layout import (
     shard_name,
 )
 from gencoach.library.manifest import file_sha256
+from gencoach.library.prefixes import PrefixEncoder
 from gencoach.library.records import TIER_ORDER, EventKind, Outcome
 from gencoach.library.sources.base import SourceAdapter
+from gencoach.library.sources.canonical import contributor_id
 
 DEFAULT_SHARD_RECORDS = 20_000
+WINDOW = 64
+"""Payloads of a source stored together, longest first (see `gencoach.library.prefixes`)."""
 
 
 @contextmanager
@@ -83,18 +87,29 @@ def _stages_passed(events: list[dict[str, Any]]) -> int:
     )
 
 
-def _row(payload: dict[str, Any], shard: str, offset: int, length: int) -> tuple[Any, ...]:
+def canonical_line(payload: dict[str, Any]) -> bytes:
+    """A payload as the one line a shard (or an overlay) holds, its id first."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _row(
+    payload: dict[str, Any], locator: str, contributor: str, where: tuple[str, int, int]
+) -> tuple[Any, ...]:
     decisions = [event for event in payload["events"] if event["kind"] == EventKind.DECISION]
     agent = payload["agent"]
+    verification = payload["verification"]
     return (
-        payload["id"], payload["task_key"], payload["environment_key"],
+        payload["id"], payload["task_key"], payload["environment_key"], payload["benchmark"],
         payload["task"]["scenario"], payload["task"]["target"],
-        payload["source_id"], payload["source_revision"], f"{agent['id']}@{agent['version']}",
+        payload["source_id"], payload["source_revision"], payload["source_split"], locator,
+        contributor, agent.get("model", "unknown"), f"{agent['id']}@{agent['version']}",
         payload["provenance"], payload["outcome"], payload["quality_tier"],
         TIER_ORDER[payload["quality_tier"]], payload["reward"], _stages_passed(payload["events"]),
         len(decisions), sum(1 for event in decisions if event["trainable"]), len(payload["events"]),
         int(payload["eligibility"]["structural"]), int(payload["eligibility"]["training"]),
-        shard, offset, length,
+        verification["method"], verification["strength"],
+        int(verification["independently_replayed"]), "\x1f".join(payload["curated_selections"]),
+        *where,
     )  # fmt: skip
 
 
@@ -145,13 +160,16 @@ class LibraryWriter:
             self._number += 1
             self._handle = None
 
-    def add(self, source: SourceAdapter) -> SourceTally:
-        """Add every trajectory of a source, or none of them (then raise `SourceError`)."""
+    def add(self, source: SourceAdapter, *, hosted: bool = True) -> SourceTally:
+        """Add every trajectory of a source, or none of them (then raise `SourceError`).
+
+        A source added with `hosted=False` is indexed metadata-only: its rows are written,
+        its payloads are not (an overlay supplies them to a reader)."""
         handle = self._shard()
         start, records = handle.tell(), self._records
         self.db.execute("BEGIN")
         try:
-            tally = self._add(source, handle)
+            tally = self._add(source, handle if hosted else None)
         except BaseException as error:
             self.db.execute("ROLLBACK")
             handle.truncate(start)
@@ -165,42 +183,78 @@ class LibraryWriter:
         self._rotate()
         return tally
 
-    def _add(self, source: SourceAdapter, handle: IO[bytes]) -> SourceTally:
+    def _add(self, source: SourceAdapter, handle: IO[bytes] | None) -> SourceTally:
         content = source.open()
         tally = SourceTally()
-        shard = shard_name(self._number)
+        prefixes = PrefixEncoder()
+        window: list[dict[str, Any]] = []
         for payload in content.payloads:
             tally.trajectories += 1
+            window.append(payload)
+            if len(window) == WINDOW:
+                self._put(window, handle, prefixes, tally)
+                window = []
+        self._put(window, handle, prefixes, tally)
+        self.db.execute(
+            "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (content.source_id, source.revision, source.kind, source.location, self.release,
+             "hosted" if handle is not None else "metadata_only", tally.trajectories,
+             tally.accepted, tally.duplicates),
+        )  # fmt: skip
+        return tally
+
+    def _put(
+        self,
+        window: list[dict[str, Any]],
+        handle: IO[bytes] | None,
+        prefixes: PrefixEncoder,
+        tally: SourceTally,
+    ) -> None:
+        """Store a window of a source's payloads, longest first, so that the longest
+        paths become the anchors the shorter ones share their prefixes with."""
+        shard = shard_name(self._number)
+        for payload in sorted(window, key=lambda item: -len(item["events"])):
             locator = json.dumps(payload["locator"], sort_keys=True, ensure_ascii=False)
+            contributor = contributor_id(payload["source_id"], locator)
             self.db.execute(
-                "INSERT OR IGNORE INTO contributors VALUES (?, ?, ?, ?)",
-                (payload["id"], payload["source_id"], payload["source_revision"], locator),
-            )
-            if self.db.execute(
-                "SELECT 1 FROM trajectories WHERE id = ?", (payload["id"],)
-            ).fetchone():
+                "INSERT OR IGNORE INTO contributors VALUES (?, ?, ?, ?, ?)",
+                (payload["id"], contributor, payload["source_id"], payload["source_revision"],
+                 locator),
+            )  # fmt: skip
+            held = self.db.execute(
+                "SELECT shard FROM trajectories WHERE id = ?", (payload["id"],)
+            ).fetchone()
+            where = ("", 0, 0)
+            if handle is not None and (held is None or not held[0]):
+                stored, events = prefixes.encode(payload)
+                line = canonical_line(stored)
+                where = (shard, handle.tell(), len(line))
+                handle.write(line + b"\n")
+                self._records += 1
+                if stored is payload:
+                    prefixes.anchored(payload, events, where[1:])
+            if held is not None:
+                if where[0]:  # a hosted copy of a record indexed metadata-only
+                    self.db.execute(
+                        "UPDATE trajectories SET shard = ?, offset = ?, length = ? WHERE id = ?",
+                        (*where, payload["id"]),
+                    )
                 tally.duplicates += 1
                 continue
-            line = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
-            offset = handle.tell()
-            handle.write(line + b"\n")
-            self._records += 1
             self.db.execute(
-                f"INSERT INTO trajectories VALUES ({', '.join('?' * 22)})",  # noqa: S608
-                _row(payload, shard, offset, len(line)),
+                f"INSERT INTO trajectories VALUES ({', '.join('?' * 31)})",  # noqa: S608
+                _row(payload, locator, contributor, where),
             )
             self.db.executemany(
                 "INSERT OR IGNORE INTO routes VALUES (?, ?)",
                 ((payload["id"], route) for route in payload["coaching"]["routes"]),
             )
+            self.db.executemany(
+                "INSERT OR IGNORE INTO selections VALUES (?, ?)",
+                ((payload["id"], name) for name in payload["curated_selections"]),
+            )
             tally.accepted += 1
             tally.tasks.add(payload["task_key"])
-        self.db.execute(
-            "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (content.source_id, source.revision, source.kind, source.location, self.release,
-             tally.trajectories, tally.accepted, tally.duplicates),
-        )  # fmt: skip
-        return tally
 
 
 def count_shared(db: sqlite3.Connection) -> None:

@@ -1,11 +1,13 @@
 """What a source adapter is, and finding the sources below the paths a build is given.
 
-A path is a chat JSONL file when it names a `.jsonl` file, and otherwise a save folder
-or a folder searched for saves (every folder holding a `config.json`).
+A path is read by what it is (see `discover`): a source file by its suffix, a saved
+dataset folder, or a save folder or a folder searched for saves (every folder holding a
+`config.json`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from gencoach.export.sources import find_folders
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,30 @@ class SourceAdapter(ABC):
         """Read the source; payloads may still raise `SourceError` while iterated."""
 
 
+def files_digest(root: Path, files: Sequence[Path], location: str) -> str:
+    """SHA-256 over files (names relative to `root`, and bytes), read in chunks."""
+    from gencoach.library.errors import SourceError
+
+    digest = hashlib.sha256()
+    try:
+        for path in files:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+    except OSError as error:
+        raise SourceError(location, f"cannot be read: {error.strerror}") from None
+    return digest.hexdigest()
+
+
+class FileSource(SourceAdapter):
+    """A source that is one file: its revision is the SHA-256 of its bytes."""
+
+    def digest(self) -> str:
+        """SHA-256 of the file's bytes."""
+        return files_digest(self.path.parent, [self.path], self.location)
+
+
 @dataclass(frozen=True)
 class Unusable:
     """A path given to the build that holds no source, and why."""
@@ -65,21 +92,47 @@ class Found:
     unusable: list[Unusable] = field(default_factory=list)
 
 
-def discover(paths: Sequence[Path]) -> Found:
-    """Every source below `paths`, in the order given, saves of a folder sorted by path."""
-    from gencoach.library.sources.chat import ChatFileSource
+_FILE_KINDS = {
+    ".jsonl": ("gencoach.library.sources.chat", "ChatFileSource"),
+    ".traj": ("gencoach.library.sources.swe_agent", "SweAgentSource"),
+    ".json": ("gencoach.library.sources.tau_bench", "TauBenchSource"),
+    ".parquet": ("gencoach.library.sources.hf", "ParquetSource"),
+}
+_DATASET_MARKERS = ("state.json", "dataset_dict.json")
+
+
+def _adapter(module: str, name: str) -> type[SourceAdapter]:
+    import importlib
+
+    adapter: type[SourceAdapter] = getattr(importlib.import_module(module), name)
+    return adapter
+
+
+def discover(paths: Sequence[Path], failures: ToolFailures = NO_PREDICATES) -> Found:
+    """Every source below `paths`, in the order given, saves of a folder sorted by path.
+
+    A file is read by its suffix (`.jsonl` conversations, `.traj` SWE-agent, `.json`
+    τ-bench results, `.parquet` a dataset table); a folder holding `state.json` or
+    `dataset_dict.json` is a dataset saved by Hugging Face `datasets`; any other folder
+    is a save folder or a folder searched for saves, read with the tools' failure
+    predicates `failures`."""
     from gencoach.library.sources.saves import SaveSource
 
     found = Found()
     for given in paths:
-        if given.is_file() and given.suffix == ".jsonl":
-            found.sources.append(ChatFileSource(given, given.name))
+        if given.is_file() and given.suffix in _FILE_KINDS:
+            found.sources.append(_adapter(*_FILE_KINDS[given.suffix])(given, given.name))
+            continue
+        if given.is_dir() and any((given / marker).is_file() for marker in _DATASET_MARKERS):
+            found.sources.append(_adapter("gencoach.library.sources.hf", "SavedDatasetSource")(
+                given, given.name))  # fmt: skip
             continue
         if not given.is_dir():
+            kinds = ", ".join(sorted(_FILE_KINDS))
             reason = (
-                "is not a folder of saves or a .jsonl chat file"
+                f"is not a folder of saves or a source file ({kinds})"
                 if given.exists()
-                else ("does not exist")
+                else "does not exist"
             )
             found.unusable.append(Unusable(str(given), reason))
             continue
@@ -89,5 +142,5 @@ def discover(paths: Sequence[Path]) -> Found:
         for folder in folders:
             relative = folder.relative_to(given).as_posix()
             location = given.name if relative == "." else f"{given.name}/{relative}"
-            found.sources.append(SaveSource(folder, location))
+            found.sources.append(SaveSource(folder, location, failures))
     return found

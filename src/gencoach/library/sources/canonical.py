@@ -6,12 +6,20 @@ import hashlib
 import json
 from typing import Any
 
-from gencoach.library.records import Event, EventKind, Outcome, Provenance, QualityTier
+from gencoach.library.records import (
+    Event,
+    EventKind,
+    Outcome,
+    Provenance,
+    QualityTier,
+    VerificationStrength,
+)
 
 _PROVENANCE_STRENGTH = {
     Provenance.RECORDED_AGENT_COMPLETION: 0,
     Provenance.COACHED_CORRECTION: 1,
     Provenance.HUMAN_CORRECTION: 2,
+    Provenance.EXPERT_OR_REFERENCE_DEMONSTRATION: 3,
 }
 # The coaching types gencoach writes (`<event>:<focus>`), by the route that opens them.
 _ROUTES = {
@@ -58,14 +66,32 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def task_key(scenario: str, target: str, description: str) -> str:
-    """`scenario/target/<hash of the description>`: readable, and exact about the text."""
-    return f"{scenario}/{target}/{_short_hash(description)}"
+def task_key(scenario: str, target: str, task_description: object) -> str:
+    """`scenario/target/<hash of the task text>`: readable, and exact about the text.
+
+    `task_description` is a save's (a string or MAGMA-GEN's object, see `description_text`).
+    Saves, the rows `gencoach export` writes (their `task_key`) and the chat source all
+    name a task by this one function, so a task has one split whatever the source.
+    """
+    return f"{scenario}/{target}/{_short_hash(description_text(task_description))}"
 
 
 def environment_key(generator: str, generator_version: str, scenario: str, version: str) -> str:
     """`generator@version/scenario@scenario_version`."""
     return f"{generator}@{generator_version}/{scenario}@{version}"
+
+
+def verification(
+    method: str, strength: VerificationStrength, evidence: dict[str, Any]
+) -> dict[str, Any]:
+    """How a source established a trajectory's outcome (nothing is replayed by gencoach)."""
+    return {"method": method, "strength": strength.value, "independently_replayed": False,
+            "evidence": evidence}  # fmt: skip
+
+
+def contributor_id(source_id: str, locator: str) -> str:
+    """The id of one source trajectory (its source id and locator, as JSON text)."""
+    return "t" + hashlib.sha256(f"{source_id}\n{locator}".encode()).hexdigest()[:31]
 
 
 def strongest(provenances: list[Provenance]) -> Provenance:

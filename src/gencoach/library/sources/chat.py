@@ -1,23 +1,26 @@
-"""Chat JSONL conversations (as `gencoach export --format chat` writes them) as trajectories.
+"""Conversation JSONL files as trajectories: OpenAI-style chat with tool calls (as
+`gencoach export --format chat` writes it), ShareGPT and TRL rows (see `shapes`).
 
-Each line is `{"messages", "tools"?, "metadata"?}`; metadata may also sit in top-level
-keys (tinker-cookbook's shape). Assistant messages say whether they are training
-targets with `trainable: bool` or, in the older shape, `weight` (0: not a target);
-without either they are. Tool-call `arguments` may be JSON strings or objects. Content
-may be a string or parts (`text`, `thinking`). A file with one unreadable line is
-skipped whole, so a library never holds half a file.
+Each line is one conversation with `tools`? and `metadata`?; metadata may also sit in
+top-level keys (tinker-cookbook's shape, and the exporter's). A row's `task_key` (the
+exporter writes it) names its task; without one the key is derived from `scenario`,
+`target` and `task_description`, or the first user message. `demonstration_provenance`
+(or `provenance`) may say `expert_or_reference_demonstration`. Assistant messages say
+whether they are training targets with `trainable: bool` or, in the older shape,
+`weight` (0: not a target); without either they are. Tool-call `arguments` may be JSON
+strings or objects. Content may be a string or parts (`text`, `thinking`). A file with
+one unreadable line is skipped whole, so a library never holds half a file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from gencoach.library.errors import SourceError
-from gencoach.library.records import Event, EventKind, Outcome, Provenance
-from gencoach.library.sources.base import SourceAdapter, SourceContent
+from gencoach.library.records import Event, EventKind, Outcome, Provenance, VerificationStrength
+from gencoach.library.sources.base import FileSource, SourceContent
 from gencoach.library.sources.canonical import (
     description_text,
     environment_key,
@@ -27,10 +30,11 @@ from gencoach.library.sources.canonical import (
     strongest,
     task_key,
     tier_of,
+    verification,
 )
 from gencoach.library.sources.saves import SCORE_DIGITS
+from gencoach.library.sources.shapes import ROW_KEYS, messages_of, tools_of
 
-_ROW_KEYS = {"messages", "tools", "metadata"}
 _ROLES = {"system", "user", "assistant", "tool"}
 
 
@@ -90,9 +94,12 @@ def _trainable(message: dict[str, Any], where: str) -> bool:
 
 
 def _provenance(metadata: dict[str, Any]) -> Provenance:
-    if metadata.get("origin") == "human" or metadata.get("provenance") == "human_correction":
+    stated = metadata.get("demonstration_provenance", metadata.get("provenance"))
+    if stated in set(Provenance):
+        return Provenance(stated)
+    if metadata.get("origin") == "human":
         return Provenance.HUMAN_CORRECTION
-    if metadata.get("origin") == "coaching" or metadata.get("provenance") == "coached_correction":
+    if metadata.get("origin") == "coaching":
         return Provenance.COACHED_CORRECTION
     return Provenance.RECORDED_AGENT_COMPLETION
 
@@ -152,23 +159,46 @@ def _reward(metadata: dict[str, Any]) -> float | None:
     return round(float(reward), SCORE_DIGITS)
 
 
-def _payload(
-    row: dict[str, Any], source_id: str, revision: str, location: str, line: int
-) -> dict[str, Any]:
-    messages = row.get("messages")
+def _first_instruction(events: list[Event]) -> str:
+    for event in events:
+        if event["kind"] == EventKind.INSTRUCTION:
+            return str(event["message"]["content"])
+    return ""
+
+
+def _verification(metadata: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    evidence = metadata.get("verification")
+    if outcome is Outcome.UNKNOWN:
+        return verification("none", VerificationStrength.NONE, {})
+    return verification(
+        "stated by the source row",
+        VerificationStrength.REPORTED,
+        evidence if isinstance(evidence, dict) else {},
+    )
+
+
+def conversation_payload(
+    row: dict[str, Any], source_id: str, revision: str, locator: dict[str, Any],
+    source_split: str | None = None, checked: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The canonical payload of one conversation row, in any shape `shapes` reads.
+
+    `checked` is how an adapter that knows its source's evaluator established the outcome
+    (`canonical.verification`); without it a stated outcome is `reported`."""
+    shape, messages = messages_of(row)
     if not isinstance(messages, list) or not messages:
         raise ValueError("needs a non-empty list of messages")
     metadata = row.get("metadata")
     if not isinstance(metadata, dict):
-        metadata = {key: value for key, value in row.items() if key not in _ROW_KEYS}
-    tools = row.get("tools", [])
+        metadata = {key: value for key, value in row.items() if key not in ROW_KEYS}
+    tools = tools_of(row.get("tools"))
     if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
         raise ValueError("tools must be a list of objects")
     system, events = _events(messages, metadata)
     events = number_events(events)
     scenario = _string(metadata, "scenario", "unknown")
     target = _string(metadata, "target", "unknown")
-    description = description_text(metadata.get("task_description"))
+    description = description_text(metadata.get("task_description")) or _first_instruction(events)
     generator = metadata.get("generator")
     generator = generator if isinstance(generator, dict) else {}
     gen_name = _string(generator, "name", "unknown")
@@ -180,28 +210,38 @@ def _payload(
     attempts = [a for a in attempts if isinstance(a, int)] if isinstance(attempts, list) else []
     route = metadata.get("route") or metadata.get("type_coaching")
     request = metadata.get("request_id")
+    selections = metadata.get("curated_selections")
+    selections = (
+        [s for s in selections if isinstance(s, str)] if isinstance(selections, list) else []
+    )
     return finish(
         {
-            "task_key": task_key(scenario, target, description),
+            # The exporter writes the task's key (the one a save gives); else it is derived.
+            "task_key": _string(metadata, "task_key", "")
+            or task_key(scenario, target, description),
+            "benchmark": _string(metadata, "benchmark", f"{gen_name}/{scenario}"),
             "task": {"scenario": scenario, "target": target,
                      "target_kind": _string(metadata, "target_kind", "unknown"),
                      "description": description},
             "environment_key": environment_key(gen_name, gen_version, scenario, scenario_version),
             "environment": {"generator": gen_name, "generator_version": gen_version,
-                            "format_version": "chat", "scenario": scenario,
+                            "format_version": shape, "scenario": scenario,
                             "scenario_version": scenario_version},
             "source_id": source_id,
             "source_revision": revision,
-            "locator": {"kind": "chat", "file": location, "line": line,
+            "source_split": source_split,
+            "locator": {**locator,
                         **{key: metadata[key] for key in ("run_id", "situation_id", "candidate_id")
                            if key in metadata}},
             "agent": {"id": _string(metadata, "agent_id", "unknown"),
-                      "version": _string(metadata, "agent_version", "unknown")},
+                      "version": _string(metadata, "agent_version", "unknown"),
+                      "model": _string(metadata, "model", "unknown")},
             "system": system,
             "tools": tools,
             "events": events,
             "outcome": outcome.value,
             "reward": _reward(metadata),
+            "verification": checked or _verification(metadata, outcome),
             "descendant_score": {},
             "quality_tier": tier_of(outcome, _string(metadata, "stage_state", "") or None).value,
             "provenance": strongest([_provenance(metadata)]).value,
@@ -209,25 +249,15 @@ def _payload(
                          "attempt_ids": attempts,
                          "routes": [route_of(route)] if isinstance(route, str) else [],
                          "diagnoses": []},
+            "curated_selections": selections,
         }
     )  # fmt: skip
 
 
-class ChatFileSource(SourceAdapter):
-    """A chat JSONL file: one conversation per line."""
+class ChatFileSource(FileSource):
+    """A conversation JSONL file: one conversation per line."""
 
     kind = "chat"
-
-    def digest(self) -> str:
-        """SHA-256 of the file's bytes."""
-        digest = hashlib.sha256()
-        try:
-            with self.path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-        except OSError as error:
-            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
-        return digest.hexdigest()
 
     def open(self) -> SourceContent:
         """Yield a payload per line; a bad line raises `SourceError` naming it."""
@@ -248,6 +278,7 @@ class ChatFileSource(SourceAdapter):
                     row = json.loads(raw)
                     if not isinstance(row, dict):
                         raise ValueError("is not a JSON object")
-                    yield _payload(row, source_id, revision, self.location, number)
+                    locator = {"kind": "chat", "file": self.location, "line": number}
+                    yield conversation_payload(row, source_id, revision, locator)
                 except (ValueError, UnicodeDecodeError) as error:
                     raise SourceError(self.location, f"line {number}: {error}") from None

@@ -5,12 +5,15 @@ nothing follows, and a path goes through coached alternatives like through `next
 links. Both save dialects are read: `task_description` as a string or as MAGMA-GEN's
 object, and executions as per-robot results or as MAGMA-GEN's step summary
 (`per_robot_status` as a list of robot statuses or by robot, `stage_success` and
-`stage_state` as MAGMA Core's enum values or names).
+`stage_state` as MAGMA Core's enum values or names). A decision is trainable exactly
+when the chat export trains on it (`is_target`, with the tools' failure predicates the
+build was given: `--tool-failures`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from gencoach.errors import SaveError
@@ -26,9 +29,10 @@ from gencoach.export.history import Step, is_target, trajectory
 from gencoach.export.inputs import HISTORY_KEY, RULES_KEY, ModelInput
 from gencoach.export.selection import score_of
 from gencoach.export.sources import folder_digest
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.graph import SavedGraph, read_save
 from gencoach.library.errors import SourceError
-from gencoach.library.records import Event, EventKind, Outcome, Provenance
+from gencoach.library.records import Event, EventKind, Outcome, Provenance, VerificationStrength
 from gencoach.library.sources.base import SourceAdapter, SourceContent
 from gencoach.library.sources.canonical import (
     description_text,
@@ -39,10 +43,12 @@ from gencoach.library.sources.canonical import (
     strongest,
     task_key,
     tier_of,
+    verification,
 )
 from gencoach.protocol import AgentInput, CandidateRecord
 
 SCORE_DIGITS = 6
+SIMULATOR_CHECKS = "simulator task checks"
 _STAGE_ENDS = {
     "optimal": ("success", "optimal"),
     "suboptimal": ("success", "acceptable"),
@@ -57,23 +63,6 @@ _STATES = {
     1: "optimal", "OPTIMAL": "optimal", 0: "acceptable", "ACCEPTABLE": "acceptable",
     2: "unassessed", "UNASSESSED": "unassessed", -1: "exceeded", "EXCEEDED": "exceeded",
 }  # fmt: skip
-
-
-def _per_robot(execution: dict[str, Any]) -> dict[str, Any] | None:
-    """A step summary's `per_robot_status` (a list of `RobotToolStatus`, or a mapping) by robot."""
-    nested = execution.get("per_robot_status")
-    if isinstance(nested, list):
-        return {str(item.get("robot_name")): item for item in nested if isinstance(item, dict)}
-    return nested if isinstance(nested, dict) else None
-
-
-def trainable(candidate: CandidateRecord) -> bool:
-    """The export's rule (the agent's own answer, not blamed, not every call failed), with
-    MAGMA-GEN's step-summary execution read through its `per_robot_status`."""
-    robots = _per_robot(candidate.execution)
-    if robots is not None:
-        candidate = candidate.model_copy(update={"execution": robots})
-    return is_target(candidate)
 
 
 def provenance_of(candidate: CandidateRecord) -> Provenance:
@@ -128,7 +117,7 @@ def _system(source: AgentInput) -> str:
     return str(system_message(DEFAULT_SYSTEM_PROMPT, seen)["content"])
 
 
-def _events(steps: list[Step]) -> list[Event]:
+def _events(steps: list[Step], failures: ToolFailures) -> list[Event]:
     events: list[Event] = []
     previous: CandidateRecord | None = None
     for step in steps:
@@ -139,7 +128,7 @@ def _events(steps: list[Step]) -> list[Event]:
         decision: Event = {
             "kind": EventKind.DECISION.value,
             "message": assistant_message(candidate),
-            "trainable": trainable(candidate),
+            "trainable": is_target(candidate, failures),
             "provenance": provenance_of(candidate).value,
             "status": candidate.status,
             "attempt_ids": list(candidate.coaching_attempt_ids),
@@ -187,14 +176,31 @@ def _coaching(steps: list[Step]) -> dict[str, list[Any]]:
             "diagnoses": diagnoses}  # fmt: skip
 
 
+def _verification(outcome: Outcome, last: CandidateRecord, events: list[Event]) -> dict[str, Any]:
+    """The simulator's task checks decided the outcome; unknown and ongoing: no verdict.
+    The evidence names the `stage_end` events (each stage's result and state) and the last
+    candidate's status."""
+    ends = [event["id"] for event in events if event["kind"] == EventKind.STAGE_END]
+    decided = outcome in (Outcome.SUCCESS, Outcome.FAILURE)
+    return verification(
+        SIMULATOR_CHECKS,
+        VerificationStrength.SOURCE_EVALUATOR if decided else VerificationStrength.NONE,
+        {"stage_end_events": ends, "last_status": last.status},
+    )
+
+
 def _leaves(graph: SavedGraph) -> list[int]:
     return sorted(cid for cid, candidate in graph.candidates.items() if not candidate.links)
 
 
 class SaveSource(SourceAdapter):
-    """A MAGMA-GEN 2.0 save folder."""
+    """A MAGMA-GEN 2.0 save folder, read with the tools' own failure predicates."""
 
     kind = "save"
+
+    def __init__(self, path: Path, location: str, failures: ToolFailures = NO_PREDICATES) -> None:
+        super().__init__(path, location)
+        self.failures = failures
 
     def digest(self) -> str:
         """SHA-256 over `config.json` and every situation file, names and bytes."""
@@ -218,12 +224,13 @@ class SaveSource(SourceAdapter):
         for leaf in _leaves(graph):
             steps = trajectory(graph, leaf)
             last = steps[-1].candidate
-            events = _events(steps)
+            events = _events(steps, self.failures)
             outcome = outcome_of(last)
             end = stage_end(last)
             decisions = [step.candidate for step in steps]
             payload: dict[str, Any] = {
                 "task_key": task_key(config.scenario, config.target, description),
+                "benchmark": f"{generator}/{config.scenario}",
                 "task": {"scenario": config.scenario, "target": config.target,
                          "target_kind": config.target_kind, "description": description},
                 "environment_key": environment_key(
@@ -234,18 +241,22 @@ class SaveSource(SourceAdapter):
                                 "scenario": config.scenario, "scenario_version": scenario_version},
                 "source_id": f"save:{config.run_id}",
                 "source_revision": self.revision,
+                "source_split": None,
                 "locator": {"kind": self.kind, "save": self.location, "run_id": config.run_id,
                             "situation_ids": [step.situation.id for step in steps],
                             "candidate_ids": [c.id for c in decisions]},
-                "agent": {"id": config.agent_id, "version": config.agent_version},
+                "agent": {"id": config.agent_id, "version": config.agent_version,
+                          "model": "unknown"},
                 "system": _system(steps[0].situation.input),
                 "tools": [function_tool(tool) for tool in steps[0].situation.input.tools],
                 "events": events,
                 "outcome": outcome.value,
                 "reward": round(score_of(last.score), SCORE_DIGITS),
+                "verification": _verification(outcome, last, events),
                 "descendant_score": {k: v.model_dump(by_alias=True) for k, v in last.score.items()},
                 "quality_tier": tier_of(outcome, end[1] if end else None).value,
                 "provenance": strongest([provenance_of(c) for c in decisions]).value,
                 "coaching": _coaching(steps),
+                "curated_selections": [],
             }  # fmt: skip
             yield finish(payload)

@@ -1,0 +1,109 @@
+"""Conversation rows in the shapes training sets come in, as OpenAI-style messages.
+
+- OpenAI chat (and TRL's conversational language modelling): `messages` with `role`,
+  `content`, `tool_calls`, `tool_call_id`; taken as they are.
+- ShareGPT: `conversations: [{from, value}]` with `from` one of `system`, `human`
+  (`user`), `gpt` (`assistant`, `chatgpt`), `function_call` (a JSON `{name, arguments}`
+  becoming an assistant tool call) and `observation` (its result); `tools` may be a JSON
+  string (LLaMA-Factory's shape).
+- TRL prompt/completion: `prompt` and `completion` as strings (standard) or as lists of
+  messages (conversational). Only the completion is supervised: assistant messages in the
+  prompt are context (`trainable: false`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+Message = dict[str, Any]
+
+_SHAREGPT_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "chatgpt": "assistant",
+    "observation": "tool",
+    "tool": "tool",
+}
+
+
+def _sharegpt(turns: object) -> list[Message]:
+    if not isinstance(turns, list):
+        raise ValueError("conversations must be a list of {from, value}")
+    messages: list[Message] = []
+    calls = 0
+    for index, turn in enumerate(turns):
+        where = f"conversations.{index}"
+        if not isinstance(turn, dict) or not isinstance(turn.get("value"), str):
+            raise ValueError(f"{where} needs `from` and a string `value`")
+        speaker = turn.get("from")
+        if speaker == "function_call":
+            try:
+                call = json.loads(turn["value"])
+            except ValueError:
+                raise ValueError(f"{where}: a function_call value must be JSON") from None
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                raise ValueError(f"{where}: a function_call needs a name")
+            calls += 1
+            messages.append({"role": "assistant", "content": "", "tool_calls": [
+                {"id": f"call_{calls}", "type": "function",
+                 "function": {"name": call["name"], "arguments": call.get("arguments", {})}}
+            ]})  # fmt: skip
+            continue
+        role = _SHAREGPT_ROLES.get(str(speaker))
+        if role is None:
+            known = ", ".join([*_SHAREGPT_ROLES, "function_call"])
+            raise ValueError(f"{where}: unknown speaker {speaker!r}; one of: {known}")
+        message: Message = {"role": role, "content": turn["value"]}
+        if role == "tool":
+            message["tool_call_id"] = f"call_{calls}"
+        messages.append(message)
+    return messages
+
+
+def _trl(prompt: object, completion: object) -> list[Message]:
+    if isinstance(prompt, str) and isinstance(completion, str):
+        return [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": completion},
+        ]
+    if not (isinstance(prompt, list) and isinstance(completion, list)):
+        raise ValueError("prompt and completion must both be strings or both lists of messages")
+    context = [
+        {**message, "trainable": False}
+        if isinstance(message, dict) and message.get("role") == "assistant"
+        else message
+        for message in prompt
+    ]
+    return [*context, *completion]
+
+
+def tools_of(value: object) -> object:
+    """A row's tools: a list, or a JSON string of one (LLaMA-Factory writes that)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value) if value.strip() else []
+        except ValueError:
+            raise ValueError("tools is a string but not JSON") from None
+    return [] if value is None else value
+
+
+def messages_of(row: dict[str, Any]) -> tuple[str, list[Message]]:
+    """The row's shape (`openai`, `sharegpt`, `trl`) and its messages."""
+    if "messages" in row:
+        return "openai", row["messages"]
+    if "conversations" in row:
+        return "sharegpt", _sharegpt(row["conversations"])
+    if "prompt" in row and "completion" in row:
+        return "trl", _trl(row["prompt"], row["completion"])
+    raise ValueError(
+        "is not a conversation: needs `messages` (OpenAI chat), `conversations` "
+        "(ShareGPT) or `prompt` and `completion` (TRL)"
+    )
+
+
+ROW_KEYS = {"messages", "conversations", "prompt", "completion", "tools", "metadata"}
+"""The keys that are the conversation itself; the others are metadata."""
