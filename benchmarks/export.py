@@ -9,8 +9,13 @@ succeeding and a failing (diagnosed faulty) candidate, and each with a coached
 alternative that succeeds: every situation yields examples, and every coached copy a pair.
 
     .venv/bin/python -m benchmarks.export [--runs 5000] [--formats chat,full-history,preference]
+        [--chat-options '{"reasoning": false, "dedupe": false}']
 
-Only `chat` is exported by default, to keep the run under two minutes on two cores.
+Only `chat` is exported by default, to keep the run under three minutes on two cores.
+When MAGMA-GEN is installed (`make .venv-magma/.installed`; `--magma PYTHON` to name
+another interpreter), its own `magma_gen.launch_export` runs on the same source too, with
+a minimal exporter plugin (one small row per example), in a process of its own whose CPU
+time and peak memory are read from the kernel (`wait4`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import argparse
 import json
 import os
 import resource
+import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -127,6 +134,7 @@ def plain_read(source: str) -> dict[str, float]:
     """Parse every JSON file of every save, keeping nothing: the floor any reader pays."""
     start_rss = _peak_rss_mb()
     started = time.perf_counter()
+    cpu = time.process_time()
     files = 0
     for root, _, names in os.walk(source):
         for name in sorted(names):
@@ -136,6 +144,7 @@ def plain_read(source: str) -> dict[str, float]:
                 files += 1
     return {
         "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - cpu,
         "files": files,
         "rows": 0,
         "start_rss": start_rss,
@@ -143,22 +152,94 @@ def plain_read(source: str) -> dict[str, float]:
     }
 
 
-def export(source: str, fmt: str) -> dict[str, float]:
-    """One export of the whole source, in a fresh process."""
+def export(source: str, fmt: str, options: str = "{}") -> dict[str, float]:
+    """One export of the whole source, in a fresh process (`options`: a JSON object)."""
     from gencoach.export import ExportSettings, run_export
 
     start_rss = _peak_rss_mb()
     started = time.perf_counter()
-    outcome = run_export(ExportSettings(source=Path(source), format=fmt))
+    cpu = time.process_time()
+    settings = ExportSettings(source=Path(source), format=fmt, options=json.loads(options))
+    outcome = run_export(settings)
     if outcome.skipped or outcome.failures:
         raise RuntimeError(f"generated saves were refused: {outcome.skipped or outcome.failures}")
     return {
         "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - cpu,
         "files": 0,
         "rows": sum(outcome.rows.values()),
         "start_rss": start_rss,
         "peak_rss": _peak_rss_mb(),
     }
+
+
+PLUGIN = '''
+"""A minimal MAGMA exporter: one small row per example."""
+from magma_core.protocol.agent_export import (
+    DatasetRenderer, ExportRecord, ExportResult, GenExporter,
+)
+
+
+class Renderer(DatasetRenderer):
+    filenames = {"rows": "rows.json"}
+
+    def render(self, channel, example):
+        return example
+
+
+class BenchExporter(GenExporter):
+    agent_id = "reference-agent"
+    agent_version = "1.0.0"
+
+    def __init__(self):
+        self.renderer = Renderer()
+
+    def export(self, examples, *, options=None):
+        return [
+            ExportResult(
+                example_id=e.example_id,
+                status="exported",
+                records=[ExportRecord(record_id=e.example_id, dataset="rows",
+                                      data={"id": e.example_id, "say": e.candidate.output.say})],
+            )
+            for e in examples
+        ]
+'''
+
+
+def magma_export(python: str, source: Path, plugins: Path) -> dict[str, float]:
+    """MAGMA-GEN's own `launch_export` of the source with the minimal plugin."""
+    info = plugins / "bench_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (plugins / "bench_plugin.py").write_text(PLUGIN)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bench-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[magma.export.gen]\nbench = bench_plugin:BenchExporter\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(plugins)}
+    command = [python, "-m", "magma_gen.launch_export", str(source), "--agent", "bench"]
+    started = time.perf_counter()
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    out, err = child.communicate()
+    if status != 0:
+        raise RuntimeError(f"launch_export failed: {out.decode()} {err.decode()}")
+    rows = json.loads((source / "datasets" / "rows.json").read_text())
+    shutil.rmtree(source / "datasets")
+    return {
+        "seconds": seconds,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "files": 0,
+        "rows": len(rows),
+        "start_rss": 0.0,
+        "peak_rss": usage.ru_maxrss / 1024,
+    }
+
+
+def _magma_python() -> str | None:
+    default = Path(".venv-magma/bin/python")
+    return str(default) if default.exists() else None
 
 
 def _memory_folder() -> str | None:
@@ -184,6 +265,16 @@ def main() -> None:
         help="where the source is generated (default: /dev/shm when there is one, so the "
         "figures measure the work, not a disk shared with other jobs)",
     )
+    parser.add_argument(
+        "--magma",
+        default=_magma_python(),
+        help="a Python with magma-gen 2.0.0 (default: .venv-magma/bin/python when present)",
+    )
+    parser.add_argument(
+        "--chat-options",
+        default="{}",
+        help='a JSON object of chat options, e.g. \'{"reasoning": false, "dedupe": false}\'',
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="gencoach-bench-export-", dir=args.tmp_dir) as folder:
         source = Path(folder) / "source"
@@ -196,19 +287,27 @@ def main() -> None:
         )
         plain = _isolated(plain_read, str(source))
         results = {"plain JSON read": plain}
+        if args.magma:
+            magma = magma_export(args.magma, source, Path(folder) / "plugins")
+            results["magma-gen launch_export"] = magma
         for fmt in args.formats.split(","):
-            results[f"export {fmt}"] = _isolated(export, str(source), fmt)
-    header = f"{'phase':<26}{'seconds':>9}{'situations/s':>14}{'rows':>10}{'rows/s':>10}"
-    print(header + f"{'peak RSS MB':>13}{'growth MB':>11}{'time ×plain':>13}{'RSS ×plain':>12}")
+            options = args.chat_options if fmt == "chat" else "{}"
+            results[f"export {fmt}"] = _isolated(export, str(source), fmt, options)
+    magma_result = results.get("magma-gen launch_export")
+    header = f"{'phase':<26}{'wall s':>8}{'CPU s':>8}{'situations/s':>14}{'rows':>10}"
+    header += f"{'peak RSS MB':>13}{'CPU ×plain':>12}{'RSS ×plain':>12}"
+    print(header + (f"{'CPU ×magma':>12}{'RSS ×magma':>12}" if magma_result else ""))
     for name, result in results.items():
-        seconds = result["seconds"]
-        rows = int(result["rows"])
-        print(
-            f"{name:<26}{seconds:>9.1f}{situations / seconds:>14,.0f}{rows:>10,}"
-            f"{(rows / seconds if rows else 0):>10,.0f}{result['peak_rss']:>13.0f}"
-            f"{result['peak_rss'] - result['start_rss']:>11.0f}"
-            f"{seconds / plain['seconds']:>13.1f}{result['peak_rss'] / plain['peak_rss']:>12.1f}"
+        cpu = result["cpu"]
+        line = (
+            f"{name:<26}{result['seconds']:>8.1f}{cpu:>8.1f}{situations / cpu:>14,.0f}"
+            f"{int(result['rows']):>10,}{result['peak_rss']:>13.0f}"
+            f"{cpu / plain['cpu']:>12.1f}{result['peak_rss'] / plain['peak_rss']:>12.1f}"
         )
+        if magma_result:
+            line += f"{cpu / magma_result['cpu']:>12.2f}"
+            line += f"{result['peak_rss'] / magma_result['peak_rss']:>12.2f}"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,3 +42,23 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = json.loads(text)
         return rows
     return [json.loads(line) for line in text.splitlines()]
+
+
+def run_demo(output: Path, *arguments: str) -> Path:
+    """Run `gencoach demo` into `output` with `arguments`; the folder of its saves."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gencoach", "demo", *arguments, "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, f"gencoach demo failed:\n{done.stdout}\n{done.stderr}"
+    (graphs,) = output.glob("*/graphs")
+    return graphs
+
+
+@pytest.fixture(scope="session")
+def demo_saves(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The saves of a default `gencoach demo` run: four tasks, two environments each."""
+    return run_demo(tmp_path_factory.mktemp("demo"))

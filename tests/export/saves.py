@@ -18,6 +18,7 @@ Selection scores: c0 0.32, c2 0.52, c4 0.2 (dropped: 0.2 below c5), c5 0.4, c6 0
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -143,8 +144,12 @@ def run_config(
     roots: Sequence[int] = (0,),
     agent_id: str = "reference-agent",
     agent_version: str = "1.0.0",
+    started_at: str | None = None,
 ) -> RunConfig:
-    """A complete run config."""
+    """A complete run config (`started_at`: when the run started, ISO 8601)."""
+    producer: Json = {"package": "gencoach", "version": "0.1.0"}
+    if started_at is not None:
+        producer["started_at"] = datetime.fromisoformat(started_at).timestamp()
     return RunConfig.parse(
         {
             "run_id": run_id,
@@ -159,7 +164,7 @@ def run_config(
             "env_options": {"seed": 7},
             "task_description": "press sw0, then sw4; then say done",
             "error_statistics": {},
-            "producer": {"package": "gencoach", "version": "0.1.0"},
+            "producer": producer,
         }
     )
 

@@ -30,7 +30,7 @@ def _chat(source: Path, name: str = "chat.jsonl") -> list[dict[str, Any]]:
 def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path) -> None:
     """c5 of the coached run: system, user, tool feedback, assistant calls as JSON strings."""
     write_run(source / "run", coached_run(plain=True))
-    export("chat")
+    export("chat", dedupe=False)
     rows = _chat(source)
     assert [row["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
     assert rows[2] == {
@@ -47,23 +47,29 @@ def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path
         "run_id": "run-1",
         "scenario": "buttons",
         "target": "sw0-sw4",
+        "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
         "situation_id": 2,
         "candidate_id": 5,
         "attempt_ids": [],
         "origin": "model",
+        "agent_id": "reference-agent",
+        "agent_version": "1.0.0",
+        "decision_source": None,
         "score": 0.4,
         "coached": False,
+        "whole_run": True,
     }
 
 
 def test_lineage_stays_out_of_the_model_input(export: Export, source: Path) -> None:
     """Run, situation and attempt ids sit in top-level keys, never in messages or tools."""
     write_run(source / "run", coached_run(plain=True))
-    export("chat")
+    export("chat", dedupe=False)
     coached = _chat(source)[-1]
     assert coached["origin"] == "coaching"
     assert coached["attempt_ids"] == [1]
     assert coached["coached"] is True
+    assert coached["decision_source"] == "unknown"  # the save predates decision sources
     model_input = str(coached["messages"]) + str(coached["tools"])
     assert "run-1" not in model_input
     assert "coaching" not in model_input
@@ -174,7 +180,7 @@ def test_an_unknown_flavour_is_refused(export: Export, source: Path) -> None:
 def test_per_turn_rows_end_at_each_target_turn_once(export: Export, source: Path) -> None:
     """One row per distinct target turn of the examples' paths; only its last turn trains."""
     write_run(source / "run", coached_run(plain=True))
-    export("chat", options={"per_turn": True})
+    export("chat", options={"per_turn": True}, dedupe=False)
     rows = _chat(source)
     assert [row["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
     marks = [[m["trainable"] for m in row["messages"] if m["role"] == "assistant"] for row in rows]
@@ -222,19 +228,21 @@ def test_min_score_keeps_the_best_examples_only(export: Export, source: Path) ->
 
 
 def test_best_of_keeps_the_k_best_per_task_across_runs(export: Export, source: Path) -> None:
-    """Two runs of one task, `best_of` 3: both c2 (0.52), then c5 of the first run (0.4)."""
-    write_run(source / "a", config=run_config("run-a"))
-    write_run(source / "b", config=run_config("run-b"))
+    """Two runs of one task, `best_of` 3: both c2 (0.52), then, of the runs' c5, c6 and c7
+    (all 0.4), the newest answer of the newest run (started last): c7 of run-b; the other
+    task keeps its c2, then c7 and c6."""
+    write_run(source / "a", config=run_config("run-a", started_at="2026-12-01T10:00:00Z"))
+    write_run(source / "b", config=run_config("run-b", started_at="2026-12-01T11:00:00Z"))
     write_run(source / "c", config=run_config("run-c", target="other"))
-    export("chat", options={"best_of": 3})
+    export("chat", options={"best_of": 3}, dedupe=False)
     kept = [(row["run_id"], row["candidate_id"]) for row in _chat(source)]
     assert kept == [
         ("run-a", 2),
-        ("run-a", 5),
         ("run-b", 2),
+        ("run-b", 7),
         ("run-c", 2),
-        ("run-c", 5),
         ("run-c", 6),
+        ("run-c", 7),
     ]
 
 
@@ -291,7 +299,7 @@ def test_chat_files_load_with_hugging_face_datasets(
     situations[1].candidates[0].internal_steps.extend(steps)
     write_run(source / "a", situations)
     write_run(source / "b", config=run_config("run-b", target="other"))
-    outcome = export("chat", options=options, validation_ratio=0.5)
+    outcome = export("chat", options=options, validation_ratio=0.5, dedupe=False)
     folder = source / "datasets" / "chat"
     for name in ("chat.jsonl", "chat_train.jsonl", "chat_validation.jsonl"):
         loaded = datasets.load_dataset(

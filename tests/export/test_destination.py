@@ -103,8 +103,16 @@ def test_an_unreadable_manifest_is_not_overwritten(
     [
         ({"agent": "mine"}, "give a --format or an --agent to export with (one of them)"),
         ({"format": ""}, "give a --format or an --agent to export with (one of them)"),
-        ({"any_agent": True}, "--any-agent applies to --agent exports only"),
+        (
+            {"any_agent": True, "from_agents": ("me",)},
+            "--from and option 'agents' choose producers; they do not go with --agent (which "
+            "exports its own agent's saves) nor with --any-agent (which exports every one)",
+        ),
         ({"split_by": "scenario"}, "--split-by must be task or folder, got 'scenario'"),
+        (
+            {"format": "preference", "dedupe": False},
+            "--dedupe/--no-dedupe apply to the chat and full-history formats only",
+        ),
     ],
 )
 def test_conflicting_choices_are_refused(

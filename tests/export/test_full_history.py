@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gencoach.export import ExportError
+from gencoach.export.command import summary
 from tests.export.conftest import Export, read_rows
 from tests.export.saves import (
     FEEDBACK,
@@ -30,7 +31,8 @@ def test_a_row_has_the_magma_full_history_shape(export: Export, source: Path) ->
     write_run(source / "run", coached_run(plain=True))
     export("full-history")
     rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
-    assert [row["metadata"]["candidate_id"] for row in rows] == [0, 2, 5, 6, 7]
+    # c7 answers the coached copy of c2's situation as c2 did: a duplicate, left out.
+    assert [row["metadata"]["candidate_id"] for row in rows] == [0, 2, 5, 6]
     assert rows[1] == {
         "persistent_rules": '["press buttons in order"]',
         "attributes": '{"known_robots": ["panda"]}',
@@ -50,10 +52,14 @@ def test_a_row_has_the_magma_full_history_shape(export: Export, source: Path) ->
             "run_id": "run-1",
             "scenario": "buttons",
             "target": "sw0-sw4",
+            "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
             "situation_id": 1,
             "candidate_id": 2,
             "attempt_ids": [],
             "origin": "model",
+            "agent_id": "reference-agent",
+            "agent_version": "1.0.0",
+            "decision_source": None,
             "score": 0.52,
         },
     }
@@ -62,16 +68,20 @@ def test_a_row_has_the_magma_full_history_shape(export: Export, source: Path) ->
 def test_the_coached_answer_carries_its_lineage(export: Export, source: Path) -> None:
     """c7 answers the coached copy S4: origin coaching, attempt 1, history through c0."""
     write_run(source / "run", coached_run(plain=True))
-    export("full-history")
+    export("full-history", dedupe=False)
     row = read_rows(source / "datasets" / "full-history" / "hr_data.json")[-1]
     assert row["metadata"] == {
         "run_id": "run-1",
         "scenario": "buttons",
         "target": "sw0-sw4",
+        "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
         "situation_id": 4,
         "candidate_id": 7,
         "attempt_ids": [1],
         "origin": "coaching",
+        "agent_id": "reference-agent",
+        "agent_version": "1.0.0",
+        "decision_source": "unknown",  # the save predates decision sources
         "score": 0.4,
     }
     assert [entry["author"] for entry in json.loads(row["history"])] == ["USER", "MODEL"]
@@ -150,7 +160,7 @@ def test_orders_are_shuffled_per_example_and_reproducibly(export: Export, source
         write_run(source / f"run-{index}", config=run_config(f"run-{index}"))
 
     def orders(seed: int) -> list[tuple[str, str, str]]:
-        export("full-history", shuffle_seed=seed)
+        export("full-history", shuffle_seed=seed, dedupe=False)
         rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
         return [(row["tools"], row["attributes"], row["persistent_rules"]) for row in rows]
 
@@ -162,6 +172,25 @@ def test_orders_are_shuffled_per_example_and_reproducibly(export: Export, source
         assert len(variants) == 2
         contents = {json.dumps(sorted(map(json.dumps, _items(text)))) for text in variants}
         assert len(contents) == 1
+
+
+def test_rows_that_repeat_an_earlier_pair_are_left_out(export: Export, source: Path) -> None:
+    """Two runs of one conversation: each (context, output) pair is a row once, whatever
+    the shuffles did to the second run's orders; c7, answering the coached copy of c2's
+    situation as c2 did, is a repeat too. The manifest counts them; dedupe off keeps all."""
+    write_run(source / "a", config=run_config("run-a"))
+    write_run(source / "b", config=run_config("run-b"))
+    outcome = export("full-history")
+    folder = source / "datasets" / "full-history"
+    rows = read_rows(folder / "hr_data.json")
+    kept = [(row["metadata"]["run_id"], row["metadata"]["candidate_id"]) for row in rows]
+    assert kept == [("run-a", 0), ("run-a", 2), ("run-a", 5), ("run-a", 6)]
+    assert outcome.counts == {"duplicate_rows": 6}
+    manifest = json.loads((folder / "export_manifest.json").read_text())
+    assert manifest["counts"] == {"duplicate_rows": 6}
+    assert summary(outcome).endswith("; 6 duplicate rows left out")
+    export("full-history", dedupe=False)
+    assert len(read_rows(folder / "hr_data.json")) == 10
 
 
 def _items(text: str) -> list[object]:
@@ -185,5 +214,5 @@ def test_options_the_format_does_not_know_are_refused(export: Export) -> None:
         export("full-history", options={"min_scor": 0.2})
     assert caught.value.reason == (
         "unknown option 'min_scor' for format 'full-history'; "
-        "known options: agents, best_of, min_score"
+        "known options: best_of, dedupe, exclude_fallbacks, min_score"
     )

@@ -33,7 +33,7 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
     export: Export, two_tasks: Path
 ) -> None:
     """Every written file is listed with the SHA-256 of its bytes; no failure means complete."""
-    export("chat", options={"min_score": 0.3}, validation_ratio=0.5, split_seed=1)
+    export("chat", dedupe=False, options={"min_score": 0.3}, validation_ratio=0.5, split_seed=1)
     manifest = _manifest(two_tasks)
     folder = two_tasks / "datasets" / "chat"
     assert manifest["producer"] == {"package": "gencoach", "version": __version__}
@@ -41,7 +41,9 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
     assert manifest["settings"] == {
         "format": "chat",
         "exporter_version": __version__,
-        "options": {"min_score": 0.3},
+        "options": {"min_score": 0.3, "dedupe": False},
+        "filters": {"cases": None, "since": None, "limit": None},
+        "producers": ["reference-agent 1.0.0"],
         "validation_ratio": 0.5,
         "split_by": "task",
         "split_seed": 1,
@@ -78,9 +80,9 @@ def test_the_manifest_records_producer_settings_rows_split_and_hashes(
 
 def test_skip_pre_made_reuses_an_intact_export(export: Export, two_tasks: Path) -> None:
     """Same sources and settings, files intact: nothing is rewritten."""
-    export("chat")
+    export("chat", dedupe=False)
     before = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets" / "chat").iterdir()}
-    outcome = export("chat", skip_pre_made=True)
+    outcome = export("chat", dedupe=False, skip_pre_made=True)
     after = {p.name: p.stat().st_mtime_ns for p in (two_tasks / "datasets" / "chat").iterdir()}
     assert outcome.reused
     assert outcome.rows == {"chat": 10}
@@ -107,11 +109,11 @@ def test_one_changed_byte_in_a_source_or_output_redoes_the_export(
     export: Export, two_tasks: Path, changed: str
 ) -> None:
     """A byte changed in a situation, a config or an output file makes the export run again."""
-    export("chat")
+    export("chat", dedupe=False)
     original = (two_tasks / "datasets" / "chat" / "chat.jsonl").read_bytes()
     signature = _manifest(two_tasks)["signature"]
     _flip_one_byte(two_tasks / changed)
-    outcome = export("chat", skip_pre_made=True)
+    outcome = export("chat", dedupe=False, skip_pre_made=True)
     assert not outcome.reused
     if changed.startswith("datasets/chat/"):
         assert (two_tasks / "datasets" / "chat" / "chat.jsonl").read_bytes() == original
@@ -122,14 +124,14 @@ def test_one_changed_byte_in_a_source_or_output_redoes_the_export(
 
 def test_other_settings_redo_the_export(export: Export, two_tasks: Path) -> None:
     """A different seed is a different export, even with `--skip-pre-made`."""
-    export("chat")
+    export("chat", dedupe=False)
     assert not export("chat", shuffle_seed=7, skip_pre_made=True).reused
     assert not export("chat", shuffle_seed=7, options={"per_turn": True}, skip_pre_made=True).reused
 
 
 def test_a_missing_output_file_redoes_the_export(export: Export, two_tasks: Path) -> None:
     """A deleted dataset file fails the check and is written again."""
-    export("chat")
+    export("chat", dedupe=False)
     (two_tasks / "datasets" / "chat" / "chat_validation.jsonl").unlink()
     assert not export("chat", skip_pre_made=True).reused
     assert (two_tasks / "datasets" / "chat" / "chat_validation.jsonl").is_file()
@@ -137,7 +139,7 @@ def test_a_missing_output_file_redoes_the_export(export: Export, two_tasks: Path
 
 def test_an_incomplete_export_is_never_reused(export: Export, two_tasks: Path) -> None:
     """A manifest that says incomplete is redone, signature and hashes notwithstanding."""
-    export("chat")
+    export("chat", dedupe=False)
     manifest = _manifest(two_tasks)
     manifest["complete"] = False
     (two_tasks / "datasets" / "chat" / "export_manifest.json").write_text(json.dumps(manifest))
@@ -164,7 +166,7 @@ def test_outputs_are_never_written_through_a_symlink(
     folder.mkdir(parents=True)
     (folder / "chat_train.jsonl").symlink_to(victim)
     with pytest.raises(ExportError, match="refusing to write through a symlink"):
-        export("chat")
+        export("chat", dedupe=False)
     assert victim.read_text() == "keep me"
     assert sorted(path.name for path in folder.iterdir()) == ["chat_train.jsonl"]
 
@@ -178,7 +180,7 @@ def test_a_symlinked_destination_is_refused(
     (two_tasks / "datasets").mkdir()
     (two_tasks / "datasets" / "chat").symlink_to(elsewhere, target_is_directory=True)
     with pytest.raises(ExportError, match="refusing to write through a symlink"):
-        export("chat")
+        export("chat", dedupe=False)
     assert list(elsewhere.iterdir()) == []
 
 
@@ -193,6 +195,6 @@ def test_out_chooses_the_destination(export: Export, two_tasks: Path, tmp_path: 
 def test_no_temporary_file_is_left_behind(export: Export, two_tasks: Path) -> None:
     """Spools and staged files are all moved or removed."""
     export("full-history")
-    export("chat")
+    export("chat", dedupe=False)
     names = sorted(path.name for path in (two_tasks / "datasets" / "chat").iterdir())
     assert not [name for name in names if name.startswith(".")]

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gencoach.protocol import SituationRecord
 from tests.export.conftest import Export, read_rows
 from tests.export.expected import PRESS_TOOL, SYSTEM, feedback, press_turn
 from tests.export.saves import FEEDBACK, coached_run, write_run
@@ -34,11 +37,14 @@ def test_the_coached_answer_is_chosen_over_the_faulty_one(export: Export, source
             "run_id": "run-1",
             "scenario": "buttons",
             "target": "sw0-sw4",
+            "agent_id": "reference-agent",
+            "agent_version": "1.0.0",
             "chosen": {
                 "situation_id": 4,
                 "candidate_id": 7,
                 "attempt_ids": [1],
                 "origin": "coaching",
+                "decision_source": "unknown",  # the save predates decision sources
                 "status": "optimal",
                 "score": 0.4,
             },
@@ -47,6 +53,7 @@ def test_the_coached_answer_is_chosen_over_the_faulty_one(export: Export, source
                 "candidate_id": 3,
                 "attempt_ids": [],
                 "origin": "model",
+                "decision_source": None,
                 "status": "error",
                 "score": 0.0,
                 "reason": "diagnosed_faulty",
@@ -97,3 +104,57 @@ def test_an_unproven_coached_answer_is_not_chosen(export: Export, source: Path) 
     coached.score["stage_0"] = coached.score["stage_0"].from_counts(0, 0, 0, 1)
     write_run(source / "run", situations)
     assert export("preference").rows == {"preference": 0}
+
+
+def _made_by(situations: list[SituationRecord], candidate_id: int, source: str) -> None:
+    """Make the candidate a correction whose decision came from `source`."""
+    for situation in situations:
+        for candidate in situation.candidates:
+            if candidate.id == candidate_id:
+                candidate.origin = "coaching"
+                candidate.coaching_source = {"request_id": "r1", "decision_source": source}
+
+
+def test_both_sides_name_where_their_decision_came_from(export: Export, source: Path) -> None:
+    """The chosen correction's `decision_source` is in its metadata; the rejected model
+    answer, which is no correction, says null."""
+    situations = coached_run(plain=True)
+    _made_by(situations, 7, "expected_decision")
+    write_run(source / "run", situations)
+    export("preference")
+    (row,) = _pairs(source)
+    assert row["metadata"]["chosen"]["decision_source"] == "expected_decision"
+    assert row["metadata"]["rejected"]["decision_source"] is None
+
+
+@pytest.mark.parametrize(
+    ("fallback", "left"),
+    [(7, [(2, 3)]), (3, [])],
+    ids=["chosen", "rejected"],
+)
+def test_exclude_fallbacks_leaves_out_pairs_with_a_fallback_made_answer(
+    export: Export, source: Path, fallback: int, left: list[tuple[int, int]]
+) -> None:
+    """With `exclude_fallbacks`, a fallback-made correction is neither chosen (c7) nor
+    rejected (c3): the pairs holding it go, the others stay; without it, both sides say
+    `fallback` where it is one."""
+    situations = coached_run(plain=True)
+    _made_by(situations, fallback, "fallback")
+    write_run(source / "run", situations)
+
+    def pairs(**options: Any) -> list[tuple[int, int]]:
+        export("preference", options={"coached_only": False, **options})
+        rows = _pairs(source)
+        return [
+            (r["metadata"]["chosen"]["candidate_id"], r["metadata"]["rejected"]["candidate_id"])
+            for r in rows
+        ]
+
+    assert pairs() == [(2, 3), (7, 3)]
+    side = "chosen" if fallback == 7 else "rejected"
+    sources = {
+        r["metadata"][side]["candidate_id"]: r["metadata"][side]["decision_source"]
+        for r in _pairs(source)
+    }
+    assert sources[fallback] == "fallback"
+    assert pairs(exclude_fallbacks=True) == left

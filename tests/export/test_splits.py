@@ -60,7 +60,7 @@ def test_a_single_task_goes_to_train(export: Export, source: Path) -> None:
     """With one task, validation files exist but are empty; every row trains."""
     write_run(source / "a")
     write_run(source / "b", config=run_config("run-2"))
-    outcome = export("chat")
+    outcome = export("chat", dedupe=False)
     datasets = source / "datasets" / "chat"
     assert outcome.partition is not None
     assert outcome.partition.validation == ()
@@ -73,7 +73,7 @@ def test_rows_of_one_task_never_straddle_splits(export: Export, source: Path) ->
     for index in range(6):
         config = run_config(f"run-{index}", target=f"t{index % 3}")
         write_run(source / f"run-{index}", config=config)
-    outcome = export("chat", validation_ratio=0.3, split_seed=3)
+    outcome = export("chat", dedupe=False, validation_ratio=0.3, split_seed=3)
     datasets = source / "datasets" / "chat"
 
     def tasks_of(name: str) -> set[str]:
@@ -100,9 +100,9 @@ def test_the_same_saves_and_seeds_export_the_same_bytes(export: Export, source: 
     """Exporting twice with the same settings writes identical files."""
     for index in range(4):
         write_run(source / f"run-{index}", config=run_config(f"run-{index}", target=f"t{index}"))
-    export("chat", validation_ratio=0.5)
+    export("chat", dedupe=False, validation_ratio=0.5)
     first = {path.name: path.read_bytes() for path in (source / "datasets" / "chat").iterdir()}
-    export("chat", validation_ratio=0.5)
+    export("chat", dedupe=False, validation_ratio=0.5)
     second = {path.name: path.read_bytes() for path in (source / "datasets" / "chat").iterdir()}
     assert first == second
 
@@ -112,7 +112,7 @@ def test_tasks_without_rows_take_no_validation_slot(export: Export, source: Path
     write_run(source / "a", config=run_config("run-a", target="good"))
     write_run(source / "b", config=run_config("run-b", target="also-good"))
     write_run(source / "c", [], config=run_config("run-c", target="empty", roots=()))
-    outcome = export("chat", validation_ratio=0.5)
+    outcome = export("chat", dedupe=False, validation_ratio=0.5)
     assert outcome.partition is not None
     listed = {task.target for task in outcome.partition.train + outcome.partition.validation}
     assert listed == {"good", "also-good"}
@@ -135,7 +135,7 @@ def test_split_by_folder_needs_a_ratio_strictly_between_0_and_1(
     """MAGMA-GEN refuses a ratio of 0 or 1 for its folder split; so does gencoach, by name."""
     write_run(source / "a")
     with pytest.raises(ExportError) as caught:
-        export("chat", split_by="folder", validation_ratio=ratio)
+        export("chat", dedupe=False, split_by="folder", validation_ratio=ratio)
     assert caught.value.reason == (
         "with --split-by folder the validation ratio must be strictly between 0 and 1, "
         f"as MAGMA-GEN requires; got {ratio}"
@@ -147,7 +147,7 @@ def test_split_by_folder_makes_each_save_folder_a_task(export: Export, source: P
     """Two runs of one task in two folders may land on both sides; the manifest names folders."""
     for name in ("a", "b", "c", "d"):
         write_run(source / name, config=run_config(f"run-{name}"))
-    outcome = export("chat", split_by="folder", validation_ratio=0.5, split_seed=1)
+    outcome = export("chat", dedupe=False, split_by="folder", validation_ratio=0.5, split_seed=1)
     assert outcome.partition is not None
     assert len(outcome.partition.validation) == 2
     validation = {key.name for key in outcome.partition.validation if isinstance(key, Folder)}
@@ -162,7 +162,7 @@ def test_split_by_folder_counts_folders_without_rows(export: Export, source: Pat
     """As MAGMA-GEN does, every read folder is a task, rows or not."""
     write_run(source / "a", config=run_config("run-a"))
     write_run(source / "b", [], config=run_config("run-b", roots=()))
-    outcome = export("chat", split_by="folder", validation_ratio=0.5)
+    outcome = export("chat", dedupe=False, split_by="folder", validation_ratio=0.5)
     assert outcome.partition is not None
     listed = outcome.partition.train + outcome.partition.validation
     assert sorted(key.name for key in listed if isinstance(key, Folder)) == ["a", "b"]
@@ -174,7 +174,7 @@ def test_split_by_folder_shuffles_with_one_stream_in_path_order(
     """One seeded stream serves every example in turn: copies of a save shuffle differently."""
     write_run(source / "a", config=run_config("run-a"))
     write_run(source / "b", config=run_config("run-b"))
-    export("full-history", split_by="folder", validation_ratio=0.5)
+    export("full-history", split_by="folder", validation_ratio=0.5, dedupe=False)
     rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
     first = [row["tools"] for row in rows if row["metadata"]["run_id"] == "run-a"]
     second = [row["tools"] for row in rows if row["metadata"]["run_id"] == "run-b"]

@@ -226,9 +226,61 @@ def test_the_producer_identity_rule_matches_and_any_agent_overrides(
 
     ours = _gencoach_export(source, env, "--split-by", "folder")
     assert ours.returncode == 2, ours.stderr
-    assert "refused by MAGMA exporter 'parity'" in ours.stderr
+    assert "error: no compatible save under" in ours.stderr
+    assert "MAGMA exporter 'parity' accepts" in ours.stderr
+    assert "incompatible producer identity/version" in ours.stderr
     assert not (source / "datasets").exists()
 
     forced = _gencoach_export(source, env, "--split-by", "folder", "--any-agent")
     assert forced.returncode == 0, forced.stderr
     assert "from 5 saves" in forced.stdout
+
+
+def _after_fallback(save: Path) -> set[str]:
+    """The `<situation>:<candidate>` ids of a save's answers that are, or follow, a
+    fallback-made correction, read from the save files as written."""
+    answers: dict[int, tuple[int, Any, Any]] = {}
+    for path in save.glob("*.json"):
+        if path.stem.isdigit():
+            for candidate in json.loads(path.read_text())["candidates"]:
+                source = (candidate.get("coaching_source") or {}).get("decision_source")
+                answers[candidate["id"]] = (int(path.stem), candidate.get("parent_id"), source)
+    found = set()
+    for candidate_id, (situation_id, _, _) in answers.items():
+        current: Any = candidate_id
+        while current in answers:
+            if answers[current][2] == "fallback":
+                found.add(f"{situation_id}:{candidate_id}")
+                break
+            current = answers[current][1]
+    return found
+
+
+def test_exclude_fallbacks_is_gencoach_s_and_leaves_fallback_made_answers_out(
+    demo_saves: Path, plugin_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`exclude_fallbacks` in `--agent`'s options is honoured by gencoach's selection: the
+    exporter never sees the answers at or below a fallback-made correction (the reference
+    agent's format repairs are its fallback's) and never receives the option itself."""
+    saves = sorted(path.parent for path in demo_saves.glob("*/config.json"))
+    save = max(saves, key=lambda folder: len(_after_fallback(folder)))
+    excluded = _after_fallback(save)
+    assert excluded, f"the demo's saves must hold a fallback-made correction: {saves}"
+    source = tmp_path / "source"
+    shutil.copytree(save, source / save.name)
+
+    def rows(options: str, out: str) -> list[str]:
+        path = tmp_path / f"{out}.json"
+        path.write_text(options)
+        done = _gencoach_export(
+            source, plugin_env, "--options", str(path), "--out", str(tmp_path / out)
+        )
+        assert done.returncode == 0, f"gencoach export failed:\n{done.stdout}\n{done.stderr}"
+        exported = json.loads((tmp_path / out / "rows.json").read_text())
+        assert {json.dumps(row["options"]) for row in exported} == {'{"flavour": "parity"}'}
+        return sorted(row["id"] for row in exported)
+
+    every = rows('{"flavour": "parity"}', "every")
+    kept = rows('{"flavour": "parity", "exclude_fallbacks": true}', "kept")
+    assert set(every) & excluded, f"no exported answer follows a fallback ({excluded})"
+    assert kept == [row for row in every if row not in excluded]

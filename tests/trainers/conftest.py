@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,19 +40,10 @@ def tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def demo_graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The saves of a short `gencoach demo` run (embedded Redis, reference agent)."""
-    output = tmp_path_factory.mktemp("demo")
-    command = [sys.executable, "-m", "gencoach", "demo", "--scenario", "buttons"]
-    command += ["--scenario", "sorting", "--envs", "1", "--max-wall-s", "15"]
-    done = subprocess.run(
-        [*command, "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, f"gencoach demo failed:\n{done.stdout}\n{done.stderr}"
-    (graphs,) = output.glob("*/graphs")
-    return graphs
+    from tests.export.conftest import run_demo
+
+    arguments = ("--scenario", "buttons", "--scenario", "sorting", "--envs", "1")
+    return run_demo(tmp_path_factory.mktemp("demo"), *arguments, "--max-wall-s", "15")
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 
 from gencoach.export import ExportSettings, run_export
 from tests.export.conftest import read_rows
-from tests.trainers.data import FAILED_BUTTON, RECOVERY_RUN
+from tests.trainers.data import FAILED_BUTTON, RECOVERY_RUN, THINKING
 
 # A demo run and the GGUF tokenizer load once per session, inside the first test's budget.
 pytestmark = pytest.mark.timeout(300)
@@ -60,15 +60,51 @@ def _weights(datum: Any) -> list[float]:
     return [float(weight) for weight in datum.loss_fn_inputs["weights"].to_torch()]
 
 
-@pytest.mark.parametrize("variant", ["chat", "chat-per-turn", "chat-reasoning"])
-def test_the_conversation_file_builder_reads_every_row_with_customized_training(
-    exports: dict[str, Path], registered: str, variant: str
+def test_the_conversation_file_builder_reads_rows_without_reasoning(
+    exports: dict[str, Path], registered: str
 ) -> None:
-    """Every row builds under `train_on_what=customized`, each with trainable tokens."""
-    path = exports[variant] / "chat.jsonl"
+    """Every row builds under `train_on_what=customized` with the text-only `role_colon`
+    renderer, each with trainable tokens (it refuses content parts: `reasoning: false`)."""
+    path = exports["chat-no-reasoning"] / "chat.jsonl"
     datums = _datums(path, registered)
     assert len(datums) == len(read_rows(path))
     assert all(sum(_weights(datum)) > 0 for datum in datums)
+
+
+@pytest.mark.parametrize(
+    ("variant", "thought"),
+    [
+        ("chat", THINKING),
+        ("chat-per-turn", THINKING),
+        ("chat-reasoning", THINKING),
+        ("chat-as-child", THINKING.upper()),
+    ],
+)
+def test_a_thinking_renderer_trains_on_each_rows_last_reasoning(
+    exports: dict[str, Path], tokenizer: Any, tmp_path: Path, variant: str, thought: str
+) -> None:
+    """Rows with thinking parts (reasoning is on by default) build with `qwen3`, a
+    renderer of thinking, under `customized`: the last answer's reasoning is among the
+    trained tokens (the renderer leaves earlier answers' reasoning out, as sampling does)."""
+    loaded = datasets.load_dataset(
+        "json",
+        data_files=str(exports[variant] / "chat.jsonl"),
+        split="train",
+        cache_dir=str(tmp_path),
+    )
+    renderer = renderers.get_renderer("qwen3", tokenizer)
+    assert loaded.num_rows > 0
+    for row in loaded.to_list():
+        messages = [_as_tinker(message) for message in row["messages"]]
+        last = messages[-1]
+        assert last["content"][0]["type"] == "thinking", variant
+        expected = thought.format(row["candidate_id"])
+        assert last["content"][0]["thinking"] == expected
+        datum = conversation_to_datum(messages, renderer, None, TrainOnWhat.CUSTOMIZED)
+        targets = [int(t) for t in datum.loss_fn_inputs["target_tokens"].to_torch()]
+        weights = _weights(datum)
+        trained = tokenizer.decode([t for t, w in zip(targets, weights, strict=True) if w > 0])
+        assert expected in trained, (variant, trained)
 
 
 def test_the_demo_export_builds_with_the_conversation_file_builder(
@@ -160,8 +196,10 @@ def test_the_row_tools_render_as_a_tool_prefix(
     """tinker-cookbook turns the row's `tools` into its tool-declaring system prefix."""
     row = _recovery_row(exports, tmp_path)
     renderer = renderers.get_renderer("qwen3", tokenizer)
+    system = row["messages"][0]["content"]  # parts, as every content of a file with thinking
+    text = system if isinstance(system, str) else "".join(part["text"] for part in system)
     prefix = renderer.create_conversation_prefix_with_tools(
-        openai_tools_to_tinker(row["tools"]), row["messages"][0]["content"]
+        openai_tools_to_tinker(row["tools"]), text
     )
     rendered = json.dumps([str(message["content"]) for message in prefix])
     assert "press_button" in rendered

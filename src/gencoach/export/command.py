@@ -8,6 +8,7 @@ could not run at all and nothing was written.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -17,10 +18,21 @@ from gencoach.export.options import load_options
 from gencoach.export.progress import display
 from gencoach.export.runner import ExportOutcome, ExportSettings, run_export
 from gencoach.export.splits import Folder
+from gencoach.export.tokens import TokenSettings
 
 EXIT_OK: Final = 0
 EXIT_FAILURES: Final = 1
 EXIT_UNUSABLE: Final = 2
+
+
+@dataclass(frozen=True)
+class ExportFilters:
+    """The `--case`, `--since`, `--limit` and `--from` flags."""
+
+    cases: tuple[str, ...] = ()
+    since: str | None = None
+    limit: int | None = None
+    from_agents: tuple[str, ...] = ()
 
 
 def export_command(
@@ -36,9 +48,16 @@ def export_command(
     agent: str | None = None,
     any_agent: bool = False,
     split_by: str = "task",
+    filters: ExportFilters = ExportFilters(),
+    dedupe: bool | None = None,
+    tokens: tuple[Path | None, int | None, str] = (None, None, "keep"),
 ) -> int:
     """Export the saves below `source` in format `fmt` (or with a MAGMA agent's exporter)."""
+    tokenizer, max_tokens, over_budget = tokens
     try:
+        if tokenizer is None and (max_tokens is not None or over_budget != "keep"):
+            raise ExportError("--max-tokens and --over-budget need --tokenizer")
+        budget = None if tokenizer is None else TokenSettings(tokenizer, max_tokens, over_budget)
         settings = ExportSettings(
             source=source,
             format=fmt,
@@ -51,6 +70,12 @@ def export_command(
             agent=agent,
             any_agent=any_agent,
             split_by=split_by,
+            cases=filters.cases,
+            since=filters.since,
+            limit=filters.limit,
+            from_agents=filters.from_agents,
+            dedupe=dedupe,
+            tokens=budget,
         )
         with display(progress) as screen:
             outcome = run_export(settings, report=screen.say, track=screen.track)
@@ -91,4 +116,16 @@ def summary(outcome: ExportOutcome) -> str:
         )
     if outcome.skipped:
         line += f"; {_count(len(outcome.skipped), 'save')} skipped"
+    for (agent_id, version), counts in sorted(outcome.agents.items()):
+        line += f"; {agent_id} {version}: {counts.graded} graded, {counts.kept} kept"
+    duplicates = outcome.counts.get("duplicate_turns")
+    dropped = outcome.counts.get("duplicate_rows", 0)
+    if duplicates:
+        line += f"; {_count(duplicates, 'duplicate turn')} trained once"
+        if dropped:
+            line += f" ({_count(dropped, 'row')} left out)"
+    elif dropped:  # rows of one target each (full-history)
+        line += f"; {_count(dropped, 'duplicate row')} left out"
+    if outcome.tokens is not None:
+        line += f"; {outcome.tokens.summary()}"
     return line

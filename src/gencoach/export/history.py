@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pydantic import JsonValue
-
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures, step_failed
 from gencoach.graph import SavedGraph
 from gencoach.protocol import CandidateRecord, SituationRecord
 
@@ -36,46 +34,12 @@ def trajectory(graph: SavedGraph, candidate_id: int) -> list[Step]:
     return steps
 
 
-def robot_results(execution: Mapping[str, JsonValue]) -> dict[str, Mapping[str, JsonValue]]:
-    """Each robot's execution result, from either shape a save may hold.
-
-    MAGMA-GEN's step summary lists them under `per_robot_status` (`robot_name`,
-    `error_flag`, ...); saves written by earlier gencoach versions keyed them by robot.
-    """
-    listed = execution.get("per_robot_status")
-    if isinstance(listed, list):
-        return {
-            str(entry["robot_name"]): entry
-            for entry in listed
-            if isinstance(entry, dict) and isinstance(entry.get("robot_name"), str)
-        }
-    return {robot: result for robot, result in execution.items() if isinstance(result, dict)}
-
-
-def calls_all_failed(candidate: CandidateRecord) -> bool:
-    """Whether the answer called tools and every robot it addressed reported an error.
-
-    Each robot's result carries an `error_flag` (`none` when the call ran); a robot
-    without a result counts as not failed, so doubt keeps the turn.
-    """
-    if candidate.output is None or not candidate.output.tool_calls:
-        return False
-    results = robot_results(candidate.execution)
-    for call in candidate.output.tool_calls:
-        result = results.get(call.target_robot_name)
-        if result is None:
-            return False
-        flag = result.get("error_flag")
-        if flag is None or flag == "none":
-            return False
-    return True
-
-
-def is_target(candidate: CandidateRecord) -> bool:
-    """Whether an assistant turn may be learnt: the agent's own, not blamed, not all failed."""
+def is_target(candidate: CandidateRecord, failures: ToolFailures = NO_PREDICATES) -> bool:
+    """Whether an assistant turn may be learnt: the agent's own, not blamed, not all failed
+    (`failures`: the tools' own failure predicates, see `gencoach.export.tool_failures`)."""
     return (
         candidate.kind == "agent"
         and candidate.output is not None
         and not candidate.coaching.diagnosed_as_faulty
-        and not calls_all_failed(candidate)
+        and not step_failed(candidate, failures)
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any, Final
 
 from pydantic import JsonValue
 
@@ -26,6 +27,17 @@ HISTORY_KEY = "history"
 def example_rng(seed: int, run_id: str, *ids: int) -> random.Random:
     """The shuffle generator of one example (string seeds hash the same in every process)."""
     return random.Random(":".join([str(seed), run_id, *map(str, ids)]))
+
+
+class _InOrder(random.Random):
+    """A generator whose shuffles leave the order as it is."""
+
+    def shuffle(self, x: Any) -> None:
+        """Leave `x` unchanged."""
+
+
+UNSHUFFLED: Final = _InOrder(0)
+"""For keys that must not depend on a shuffle (e.g. which pairs a dataset already holds)."""
 
 
 class Shuffle:

@@ -5,8 +5,11 @@ under `magma.export.gen`; `gencoach export SOURCE --agent NAME` loads it as MAGM
 `launch_export` does and hands it the same examples: the selected candidates, each with
 a copy of its situation's input whose tools, attributes and `memory_list` are shuffled,
 both read from the save files with magma-core's own models. Only saves of the
-exporter's agent id and version are exported (MAGMA's producer-identity rule) unless
-`--any-agent` is given. magma-core must be importable where gencoach runs.
+exporter's agent id and version are exported (MAGMA's producer-identity rule, see
+`gencoach.export.producers`) unless `--any-agent` is given. The options go to the
+exporter's `export`, except gencoach's own selection option `exclude_fallbacks`, which
+gencoach honours itself (the exporter never sees the examples it leaves out). magma-core
+must be importable where gencoach runs.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ from pydantic import JsonValue
 from gencoach.errors import ExportError
 from gencoach.export.formats.base import Exporter, Row, RowFailure
 from gencoach.export.inputs import Shuffle
+from gencoach.export.options import Options
 from gencoach.export.selection import Example, SelectionPolicy
 from gencoach.graph import SavedGraph
-from gencoach.protocol import RunConfig
 
 MAGMA_GROUP: Final = "magma.export.gen"
 RULES_KEY: Final = "memory_list"
+SELECTION_OPTIONS: Final = ("exclude_fallbacks",)
+"""The options gencoach's selection reads before the rest go to the MAGMA exporter."""
 
 
 def _magma(module: str) -> ModuleType:
@@ -88,12 +93,12 @@ class MagmaExporter(Exporter):
 
     name = "agent"
 
-    def __init__(
-        self, agent: str, options: Mapping[str, JsonValue], any_agent: bool = False
-    ) -> None:
-        self.options = dict(options)
+    def __init__(self, agent: str, options: Mapping[str, JsonValue]) -> None:
         self.agent = agent
-        self.any_agent = any_agent
+        self.options = {k: v for k, v in options.items() if k not in SELECTION_OPTIONS}
+        own = {k: v for k, v in options.items() if k in SELECTION_OPTIONS}
+        self.exclude_fallbacks = Options(own, self.label).flag("exclude_fallbacks", False)
+        self.counts: dict[str, int] = {}
         self.provider = _provider(agent)
         self.agent_id: str = self.provider.agent_id
         self.agent_version: str = self.provider.agent_version
@@ -120,18 +125,6 @@ class MagmaExporter(Exporter):
     def selection(self) -> SelectionPolicy:
         """Every selected example, as MAGMA-GEN selects them."""
         return SelectionPolicy()
-
-    def accepts(self, config: RunConfig) -> str | None:
-        """Saves of the exporter's own agent id and version, unless `--any-agent`."""
-        if self.any_agent:
-            return None
-        if (config.agent_id, config.agent_version) == (self.agent_id, self.agent_version):
-            return None
-        return (
-            f"produced by agent {config.agent_id} {config.agent_version}, not by "
-            f"{self.agent_id} {self.agent_version} whose exporter {self.agent!r} this is "
-            "(incompatible producer identity/version; --any-agent exports it anyway)"
-        )
 
     def rows(
         self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle

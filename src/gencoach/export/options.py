@@ -66,6 +66,10 @@ class Options:
             f"option {key!r} of format {self._format!r} must be {expected}, got {got}"
         )
 
+    def raw(self, key: str) -> JsonValue:
+        """An option as given (None when absent), for a caller that checks it itself."""
+        return self._get(key)
+
     def flag(self, key: str, default: bool) -> bool:
         """A boolean option."""
         value = self._get(key)
@@ -104,24 +108,6 @@ class Options:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self._refuse(key, f"an integer of at least {minimum}")
         return value
-
-    def agents(self, key: str) -> list[tuple[str, str | None]] | None:
-        """An optional list of accepted producers: `{"agent_id", "agent_version"?}` objects."""
-        value = self._get(key)
-        if value is None:
-            return None
-        expected = 'a list of {"agent_id": str, "agent_version": str (optional)} objects'
-        if not isinstance(value, list) or not value:
-            raise self._refuse(key, expected)
-        accepted: list[tuple[str, str | None]] = []
-        for item in value:
-            if not isinstance(item, dict) or set(item) - {"agent_id", "agent_version"}:
-                raise self._refuse(key, expected)
-            agent_id, version = item.get("agent_id"), item.get("agent_version")
-            if not isinstance(agent_id, str) or not (version is None or isinstance(version, str)):
-                raise self._refuse(key, expected)
-            accepted.append((agent_id, version))
-        return accepted
 
     def finish(self) -> None:
         """Refuse any key that no read asked for: a typo must not pass silently."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -13,6 +12,7 @@ from pydantic import JsonValue
 from gencoach.errors import ExportError, SaveError
 from gencoach.export.destination import DATASETS_DIR, claim, default_destination
 from gencoach.export.discovery import load_exporter
+from gencoach.export.filters import FILTER_KEYS, RunFilter
 from gencoach.export.formats.base import Exporter, RowFailure
 from gencoach.export.inputs import Shuffle
 from gencoach.export.magma import MagmaExporter
@@ -23,6 +23,8 @@ from gencoach.export.manifest import (
     producer,
     signature,
 )
+from gencoach.export.producers import Accepted, check_producers, parse_agents, parse_from
+from gencoach.export.ranking import BestOf, Kept
 from gencoach.export.selection import Example, SelectionPolicy, select
 from gencoach.export.sources import Discovery, Save, Skipped, discover, one_line
 from gencoach.export.splits import (
@@ -34,12 +36,16 @@ from gencoach.export.splits import (
     partition,
     partition_folders,
 )
-from gencoach.export.writer import DatasetWriter
+from gencoach.export.tokens import TokenBudget, TokenReport, TokenSettings
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
+from gencoach.export.writer import DatasetWriter, Rewrite
 from gencoach.graph import CONFIG_FILE, SavedGraph, read_save
 
 Report = Callable[[str], None]
 Track = Callable[[Iterable[Save], int], Iterable[Save]]
 SPLITS: Final = ("task", "folder")
+DEDUPING: Final = ("chat", "full-history")
+"""The built-in formats that take `dedupe` (and so the flags)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,13 @@ class ExportSettings:
     agent: str | None = None
     any_agent: bool = False
     split_by: str = "task"
+    cases: tuple[str, ...] = ()
+    since: str | None = None
+    limit: int | None = None
+    from_agents: tuple[str, ...] = ()
+    dedupe: bool | None = None
+    tool_failures: ToolFailures = NO_PREDICATES
+    tokens: TokenSettings | None = None
 
     @property
     def label(self) -> str:
@@ -70,6 +83,14 @@ class ExportSettings:
 
 
 @dataclass
+class AgentCounts:
+    """Per producer: the runs read (after the filters) and those that gave a row."""
+
+    graded: int = 0
+    kept: int = 0
+
+
+@dataclass
 class ExportOutcome:
     """What an export did: where, how many rows, what it skipped and what failed."""
 
@@ -80,6 +101,9 @@ class ExportOutcome:
     skipped: list[Skipped] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     partition: Partition | None = None
+    agents: dict[tuple[str, str], AgentCounts] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    tokens: TokenReport | None = None
 
     @property
     def complete(self) -> bool:
@@ -100,30 +124,51 @@ def run_export(
 ) -> ExportOutcome:
     """Export the saves below `settings.source`; raise ExportError when nothing can be."""
     _check(settings)
-    exporter = _exporter(settings)
+    run_filter, accepted, format_options = _run_options(settings)
+    exporter = _exporter(settings, format_options)
+    if isinstance(exporter, MagmaExporter):
+        accepted = [Accepted(exporter.agent_id, frozenset([exporter.agent_version]))]
+    exporter.tool_failures = settings.tool_failures.merged(exporter.tool_failures)
+    budget = None if settings.tokens is None else TokenBudget(settings.tokens)
     destination = settings.destination
     claim(destination, exporter.label)
     excluded = (settings.source / DATASETS_DIR, destination)
-    found = discover(settings.source, exclude=excluded, accepts=exporter.accepts)
+    found = discover(settings.source, exclude=excluded)
     for skipped in found.skipped:
         report(f"skipped {skipped.reason}")
+    if not found.saves:
+        raise ExportError(_nothing_usable(settings, found))
+    chosen = run_filter.apply(found.saves)
+    if not chosen:
+        raise ExportError(
+            f"no save under {settings.source} passes the filters "
+            f"({_filters(run_filter)}): {len(found.saves)} read"
+        )
+    compatible, found.refused, policy = check_producers(
+        chosen, accepted, settings.any_agent, str(settings.source)
+    )
     failures: list[dict[str, Any]] = []
     for refused in found.refused:
         failures.append({"source": refused.name, "example": None, "error": refused.reason})
         report(f"refused {refused.name}: {refused.reason}")
-    accepted = found.saves
-    if not accepted:
-        raise ExportError(_nothing_usable(settings, found))
+    if not compatible:
+        raise ExportError(_nothing_compatible(settings, found, policy))
     recorded = {
         "format": exporter.label,
         "exporter_version": exporter.release,
-        "options": settings.options,
+        "options": format_options,
+        "filters": run_filter.to_json(),
+        "producers": [str(item) for item in policy],
         "validation_ratio": settings.validation_ratio,
         "split_by": settings.split_by,
         "split_seed": settings.split_seed,
         "shuffle_seed": settings.shuffle_seed,
         "producer": producer(),
     }
+    if exporter.tool_failures.predicates:
+        recorded["tool_failures"] = sorted(exporter.tool_failures.predicates)
+    if settings.tokens is not None:
+        recorded["tokens"] = settings.tokens.to_json()
     expected = signature(found.digests, recorded)
     if settings.skip_pre_made and not failures:
         manifest = completed_export(destination, expected)
@@ -132,33 +177,78 @@ def run_export(
             return ExportOutcome(destination, True, dict(rows) if isinstance(rows, dict) else {})
     outcome = ExportOutcome(destination, reused=False, rows={}, skipped=list(found.skipped))
     outcome.failures = failures
-    kept = _best_of(exporter, accepted, outcome, report)
+    kept = _best_of(exporter, compatible, outcome, report)
     by_folder = settings.split_by == "folder"
     if by_folder:  # MAGMA-GEN's order: the config files' paths, compared part by part
-        accepted = sorted(accepted, key=lambda save: PurePosixPath(save.name, CONFIG_FILE).parts)
+        compatible.sort(key=lambda save: PurePosixPath(save.name, CONFIG_FILE).parts)
     shuffle = Shuffle(settings.shuffle_seed, stream=by_folder)
     writer = DatasetWriter(destination, exporter.channels)
     try:
         folders: list[Folder] = []
-        for save in track(accepted, len(accepted)):
+        for save in track(compatible, len(compatible)):
             graph = _read(save, outcome, report)
             if graph is None:
                 continue
             outcome.saves += 1
             key: SplitKey = Folder(save.name) if by_folder else save.task
             folders.append(Folder(save.name))
-            _render(exporter, shuffle, save, key, graph, kept, writer, failures)
+            counts = outcome.agents.setdefault(save.producer, AgentCounts())
+            counts.graded += 1
+            job = _Render(exporter, shuffle, save, key, graph, kept, writer, failures, budget)
+            if job.run():
+                counts.kept += 1
         if outcome.saves == 0:
             raise ExportError(f"no usable save under {settings.source}: none could be read")
         if by_folder:
             split = partition_folders(folders, settings.validation_ratio, settings.split_seed)
         else:
             split = partition(_tasks(writer), settings.validation_ratio, settings.split_seed)
-        _write(writer, outcome, split, {"signature": expected, "settings": recorded})
+        outcome.counts = dict(exporter.counts)
+        outcome.tokens = None if budget is None else budget.report()
+        identity = {"signature": expected, "settings": recorded}
+        _write(writer, outcome, split, identity, exporter.rewrite())
     except BaseException:
         writer.abort()
         raise
     return outcome
+
+
+def _run_options(
+    settings: ExportSettings,
+) -> tuple[RunFilter, list[Accepted] | None, dict[str, JsonValue]]:
+    """The run filters and accepted producers (options, then flags), and the rest."""
+    options = dict(settings.options)
+    run_level: dict[str, JsonValue] = {
+        key: options.pop(key) for key in (*FILTER_KEYS, "agents") if key in options
+    }
+    if settings.cases:
+        run_level["cases"] = list(settings.cases)
+    if settings.since is not None:
+        run_level["since"] = settings.since
+    if settings.limit is not None:
+        run_level["limit"] = settings.limit
+    run_filter = RunFilter.parse(run_level)
+    accepted: list[Accepted] | None = None
+    if "agents" in run_level:
+        accepted = parse_agents(run_level["agents"])
+    if settings.from_agents:
+        accepted = parse_from(settings.from_agents)
+    if accepted is not None and (settings.agent is not None or settings.any_agent):
+        raise ExportError(
+            "--from and option 'agents' choose producers; they do not go with --agent (which "
+            "exports its own agent's saves) nor with --any-agent (which exports every one)"
+        )
+    if settings.dedupe is not None:
+        if settings.format not in DEDUPING:
+            raise ExportError(
+                "--dedupe/--no-dedupe apply to the chat and full-history formats only"
+            )
+        options["dedupe"] = settings.dedupe
+    return run_filter, accepted, options
+
+
+def _filters(run_filter: RunFilter) -> str:
+    return ", ".join(f"{key} {value}" for key, value in run_filter.to_json().items() if value)
 
 
 def _check(settings: ExportSettings) -> None:
@@ -172,16 +262,14 @@ def _check(settings: ExportSettings) -> None:
         )
     if (settings.agent is None) == (not settings.format):
         raise ExportError("give a --format or an --agent to export with (one of them)")
-    if settings.any_agent and settings.agent is None:
-        raise ExportError("--any-agent applies to --agent exports only")
     if not settings.source.is_dir():
         raise ExportError(f"source {settings.source} is not a folder")
 
 
-def _exporter(settings: ExportSettings) -> Exporter:
+def _exporter(settings: ExportSettings, options: dict[str, JsonValue]) -> Exporter:
     if settings.agent is not None:
-        return MagmaExporter(settings.agent, settings.options, settings.any_agent)
-    return load_exporter(settings.format, settings.options)
+        return MagmaExporter(settings.agent, options)
+    return load_exporter(settings.format, options)
 
 
 def _tasks(writer: DatasetWriter) -> list[Task]:
@@ -189,12 +277,16 @@ def _tasks(writer: DatasetWriter) -> list[Task]:
 
 
 def _write(
-    writer: DatasetWriter, outcome: ExportOutcome, split: Partition, identity: dict[str, Any]
+    writer: DatasetWriter,
+    outcome: ExportOutcome,
+    split: Partition,
+    identity: dict[str, Any],
+    rewrite: Rewrite | None = None,
 ) -> None:
     """Stage the split files, the failures and the manifest (last), then move them in."""
     outcome.rows = dict(writer.counts)
     outcome.partition = split
-    writer.stage(split)
+    writer.stage(split, rewrite)
     writer.stage_document(FAILURES_FILE, outcome.failures)
     files = writer.hashes()
     manifest = {
@@ -203,6 +295,9 @@ def _write(
         **identity,
         "rows": outcome.rows,
         "saves": outcome.saves,
+        "agents": agent_counts(outcome),
+        "counts": outcome.counts,
+        **({} if outcome.tokens is None else {"tokens": outcome.tokens.to_json()}),
         "split": split.to_json(),
         "skipped": [item.to_json() for item in outcome.skipped],
         "files": files,
@@ -211,13 +306,30 @@ def _write(
     writer.commit()
 
 
+def agent_counts(outcome: ExportOutcome) -> list[dict[str, Any]]:
+    """Per producer, the runs read and the runs kept (that gave at least one row)."""
+    return [
+        {"agent_id": agent_id, "agent_version": version, "graded": c.graded, "kept": c.kept}
+        for (agent_id, version), c in sorted(outcome.agents.items())
+    ]
+
+
+def _nothing_compatible(settings: ExportSettings, found: Discovery, policy: list[Accepted]) -> str:
+    accepted = "; ".join(str(item) for item in policy) or "no producer of unknown identity"
+    producers = sorted({f"{save.agent_id} {save.agent_version}" for save in found.saves})
+    return (
+        f"no compatible save under {settings.source}: {_described(settings)} accepts "
+        f"{accepted}, the saves were produced by {', '.join(producers)} (choose with --from "
+        "AGENT[@VERSION] or --any-agent)"
+    )
+
+
 def _nothing_usable(settings: ExportSettings, found: Discovery) -> str:
     if not found.digests:
         return f"no save under {settings.source}: no config.json found"
     return (
         f"no usable save under {settings.source}: {len(found.digests)} found, "
-        f"{len(found.skipped)} skipped (unreadable or incomplete), "
-        f"{len(found.refused)} refused by {_described(settings)}"
+        f"{len(found.skipped)} skipped (unreadable or incomplete)"
     )
 
 
@@ -239,60 +351,61 @@ def _read(save: Save, outcome: ExportOutcome, report: Report) -> SavedGraph | No
 
 
 def _examples(exporter: Exporter, graph: SavedGraph) -> list[Example]:
+    """The selected examples the format keeps (those that give a row)."""
     policy = exporter.selection
-    return [] if policy is None else select(graph, policy.min_score)
-
-
-@dataclass(frozen=True)
-class _Ranked:
-    """An example's rank in its task; the heap keeps the worst kept one on top."""
-
-    key: tuple[float, str, int, int]  # (-score, save, situation, candidate): smaller is better
-
-    def __lt__(self, other: _Ranked) -> bool:
-        return self.key > other.key
+    if policy is None:
+        return []
+    return [
+        example
+        for example in select(graph, policy.min_score, exclude_fallbacks=exporter.exclude_fallbacks)
+        if exporter.keeps(graph, example)
+    ]
 
 
 def _best_of(
     exporter: Exporter, saves: list[Save], outcome: ExportOutcome, report: Report
-) -> set[tuple[str, int]] | None:
+) -> Kept | None:
     """With `best_of`, a first pass keeps the k best examples of each task across saves."""
     policy = exporter.selection or SelectionPolicy()
     if policy.best_of is None:
         return None
-    best: dict[Task, list[_Ranked]] = {}
+    best = BestOf(policy.best_of)
     for save in saves:
         graph = _read(save, outcome, report)
-        if graph is None:
-            continue
-        heap = best.setdefault(save.task, [])
-        for example in _examples(exporter, graph):
-            ranked = _Ranked(
-                (-example.score, save.name, example.situation_id, example.candidate_id)
-            )
-            if len(heap) < policy.best_of:
-                heapq.heappush(heap, ranked)
-            elif ranked.key < heap[0].key:
-                heapq.heapreplace(heap, ranked)
-    return {(ranked.key[1], ranked.key[3]) for heap in best.values() for ranked in heap}
+        if graph is not None:
+            best.offer(save, _examples(exporter, graph))
+    return best.kept()
 
 
-def _render(
-    exporter: Exporter,
-    shuffle: Shuffle,
-    save: Save,
-    key: SplitKey,
-    graph: SavedGraph,
-    kept: set[tuple[str, int]] | None,
-    writer: DatasetWriter,
-    failures: list[dict[str, Any]],
-) -> None:
-    examples = _examples(exporter, graph)
-    if kept is not None:
-        examples = [example for example in examples if (save.name, example.candidate_id) in kept]
-    items: Iterator[Any] = iter(exporter.rows(graph, examples, shuffle))
-    for item in items:
-        if isinstance(item, RowFailure):
-            failures.append({"source": save.name, "example": item.example, "error": item.reason})
-        else:
-            writer.add(item.channel, key, item.data)
+@dataclass
+class _Render:
+    """One save's rows, through the token budget, into the writer."""
+
+    exporter: Exporter
+    shuffle: Shuffle
+    save: Save
+    key: SplitKey
+    graph: SavedGraph
+    kept: Kept | None
+    writer: DatasetWriter
+    failures: list[dict[str, Any]]
+    budget: TokenBudget | None
+
+    def run(self) -> bool:
+        """Write the save's rows; whether it gave any."""
+        examples = _examples(self.exporter, self.graph)
+        if self.kept is not None:
+            name, kept = self.save.name, self.kept
+            examples = [e for e in examples if (name, e.candidate_id) in kept]
+        wrote = False
+        items: Iterator[Any] = iter(self.exporter.rows(self.graph, examples, self.shuffle))
+        for item in items:
+            if isinstance(item, RowFailure):
+                failure = {"source": self.save.name, "example": item.example, "error": item.reason}
+                self.failures.append(failure)
+                continue
+            data = item.data if self.budget is None else self.budget.fit(item.data)
+            if data is not None:
+                self.writer.add(item.channel, self.key, data)
+                wrote = True
+        return wrote

@@ -5,7 +5,11 @@ to the end, and no diagnosis blamed it. Its score adds, for the stages below it 
 (depth d = 1, 2, …), 0.4^d * (optimal + 0.5 * non-optimal) / total: the candidate's own
 stage counts most, later stages less, and failed trajectories only dilute. Where the
 best of a situation is at most 0.1 nothing there is worth learning; otherwise every
-candidate within 0.1 of the best is kept. Origin (model or coaching) is never looked at.
+candidate within 0.1 of the best is kept, best score first; between equal scores, the
+higher env reward of the candidate's own execution (`execution.reward`, a simulator's,
+0 when absent) comes first. Origin (model or coaching) is never looked at, except that
+`exclude_fallbacks` leaves out every example at or below a correction whose decision the
+agent's coach took from its fallback (`decision_source: "fallback"`).
 Scores compare exactly, as MAGMA-GEN's exporter compares them (0.4 - 0.3 is
 0.10000000000000003, so such a candidate is not within 0.1), so the same saves give
 the same examples in both tools.
@@ -27,11 +31,13 @@ KEEP_WITHIN: Final = 0.1
 
 @dataclass(frozen=True)
 class Example:
-    """A selected candidate: where it answered, and its score."""
+    """A selected candidate: where it answered, its score, and the env's reward for its
+    execution (`execution.reward`, 0 when absent), which breaks ties between scores."""
 
     situation_id: int
     candidate_id: int
     score: float
+    reward: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -73,15 +79,38 @@ def candidate_score(candidate: CandidateRecord) -> float:
     return score_of(candidate.score)
 
 
-def select(graph: SavedGraph, min_score: float | None = None) -> list[Example]:
+def candidate_reward(candidate: CandidateRecord) -> float:
+    """The env's reward for the candidate's execution (`execution.reward`), 0 when absent."""
+    reward = candidate.execution.get("reward")
+    if isinstance(reward, bool) or not isinstance(reward, int | float):
+        return 0.0
+    return float(reward)
+
+
+def after_fallback(graph: SavedGraph, candidate: CandidateRecord) -> bool:
+    """Whether the candidate, or a decision on the way to it, is a fallback-made correction."""
+    current: CandidateRecord | None = candidate
+    while current is not None:
+        if current.decision_source == "fallback":
+            return True
+        parent = current.parent_id
+        current = graph.candidates.get(parent) if parent is not None else None
+    return False
+
+
+def select(
+    graph: SavedGraph, min_score: float | None = None, *, exclude_fallbacks: bool = False
+) -> list[Example]:
     """The positive examples of a save: by situation id, then best score first."""
     examples: list[Example] = []
     for situation_id in sorted(graph.situations):
         situation = graph.situations[situation_id]
         scored = [
-            Example(situation_id, candidate.id, candidate_score(candidate))
+            Example(
+                situation_id, candidate.id, candidate_score(candidate), candidate_reward(candidate)
+            )
             for candidate in situation.candidates
-            if eligible(candidate)
+            if eligible(candidate) and not (exclude_fallbacks and after_fallback(graph, candidate))
         ]
         if not scored:
             continue
@@ -94,5 +123,5 @@ def select(graph: SavedGraph, min_score: float | None = None) -> list[Example]:
             if best - example.score <= KEEP_WITHIN
             and (min_score is None or example.score >= min_score)
         ]
-        examples.extend(sorted(kept, key=lambda example: (-example.score, example.candidate_id)))
+        examples.extend(sorted(kept, key=lambda e: (-e.score, -e.reward, e.candidate_id)))
     return examples

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from hashlib import sha256
 from pathlib import Path
@@ -19,7 +20,9 @@ _SITUATION_FILE = re.compile(r"^(0|[1-9][0-9]*)\.json$")
 
 @dataclass(frozen=True)
 class Save:
-    """A complete save the format accepts: its folder, its name under the source, its task.
+    """A complete save: its folder, its name under the source, its task, its producer
+    (agent id and version) and when its run started (seconds since the epoch, when the
+    save records it: `producer.started_at`).
 
     The config itself is not kept, so what an export holds per save stays small.
     """
@@ -27,6 +30,14 @@ class Save:
     folder: Path
     name: str
     task: Task
+    agent_id: str = ""
+    agent_version: str = ""
+    started: float | None = None
+
+    @property
+    def producer(self) -> tuple[str, str]:
+        """(agent id, agent version)."""
+        return self.agent_id, self.agent_version
 
 
 @dataclass(frozen=True)
@@ -79,10 +90,13 @@ def find_folders(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
 
 
 def folder_digest(folder: Path) -> str:
-    """SHA-256 over `config.json` and every `<id>.json` of a folder, names and bytes."""
+    """SHA-256 over `config.json` and every `<id>.json` of a folder, names and bytes (a
+    symlink by its target, an unreadable file by the reason). Works on strings: pathlib
+    costs more than the reads."""
     names = [CONFIG_FILE]
+    base = os.fspath(folder)
     try:
-        situations = [entry.name for entry in os.scandir(folder)]
+        situations = os.listdir(base)
     except OSError:
         situations = []
     numbered = sorted(
@@ -91,13 +105,14 @@ def folder_digest(folder: Path) -> str:
     names.extend(name for _, name in numbered)
     digest = sha256()
     for name in names:
-        path = folder / name
+        path = os.path.join(base, name)
         digest.update(name.encode() + b"\0")
         try:
-            if path.is_symlink():
+            if stat.S_ISLNK(os.lstat(path).st_mode):
                 digest.update(b"symlink\0" + os.readlink(path).encode())
                 continue
-            data = path.read_bytes()
+            with open(path, "rb") as handle:
+                data = handle.read()
         except OSError as error:
             digest.update(f"unreadable\0{error.strerror}".encode())
             continue
@@ -106,17 +121,14 @@ def folder_digest(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def _any_producer(config: RunConfig) -> str | None:
-    return None
+def save_of(folder: Path, name: str, config: RunConfig) -> Save:
+    """The save a config describes."""
+    started = None if config.producer is None else config.producer.started_at
+    return Save(folder, name, Task.of(config), config.agent_id, config.agent_version, started)
 
 
-def discover(
-    source: Path,
-    exclude: Iterable[Path] = (),
-    accepts: Callable[[RunConfig], str | None] = _any_producer,
-) -> Discovery:
-    """Read the config of every save below `source`: skip the incomplete or broken ones,
-    refuse those whose producer `accepts` gives a reason against."""
+def discover(source: Path, exclude: Iterable[Path] = ()) -> Discovery:
+    """Read the config of every save below `source`; skip the incomplete or broken ones."""
     found = Discovery()
     for folder in find_folders(source, exclude):
         name = folder.relative_to(source).as_posix()
@@ -126,9 +138,5 @@ def discover(
         except SaveError as error:
             found.skipped.append(Skipped(name, one_line(str(error))))
             continue
-        refusal = accepts(config)
-        if refusal is None:
-            found.saves.append(Save(folder, name, Task.of(config)))
-        else:
-            found.refused.append(Skipped(name, one_line(refusal)))
+        found.saves.append(save_of(folder, name, config))
     return found

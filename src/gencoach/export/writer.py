@@ -12,22 +12,30 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from hashlib import sha256
 from pathlib import Path
 from typing import IO, Any
+
+from pydantic_core import to_json
 
 from gencoach.errors import ExportError
 from gencoach.export.manifest import FAILURES_FILE, MANIFEST_FILE
 from gencoach.export.splits import Partition, SplitKey
 
 _RESERVED = (MANIFEST_FILE, FAILURES_FILE)
+Rewrite = Callable[[bytes], bytes]
+"""A change to every written line (one encoded row), decided once all rows are made."""
 _SPLITS = ("train", "validation")
 
 
 def encode_row(row: Mapping[str, Any]) -> bytes:
-    """A row as one line of compact JSON (newlines inside strings are escaped)."""
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    """A row as one line of compact UTF-8 JSON (newlines inside strings are escaped).
+
+    pydantic-core's encoder writes what `json.dumps(row, ensure_ascii=False,
+    separators=(",", ":"))` writes (save for exponents: `1e-7`, not `1e-07`) in about a
+    third of its time; encoding rows is a large part of an export."""
+    return to_json(row) + b"\n"
 
 
 def split_name(file_name: str, split: str) -> str:
@@ -105,8 +113,9 @@ class DatasetWriter:
         """The tasks that have at least one row in some channel."""
         return {task for runs in self._runs.values() for task, _ in runs}
 
-    def stage(self, partition: Partition) -> None:
-        """Write each channel's full, train and validation files under temporary names."""
+    def stage(self, partition: Partition, rewrite: Rewrite | None = None) -> None:
+        """Write each channel's full, train and validation files under temporary names,
+        each row passed through `rewrite` when given."""
         validation = set(partition.validation)
         for channel, name in self.files.items():
             spool = self._spools.pop(channel)
@@ -127,6 +136,8 @@ class DatasetWriter:
                     split = "validation" if task in validation else "train"
                     for _ in range(count):
                         line = lines.readline()
+                        if rewrite is not None:
+                            line = rewrite(line)
                         for key in ("full", split):
                             _append(outputs[key], line, array, first[key])
                             first[key] = False

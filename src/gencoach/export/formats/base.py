@@ -9,7 +9,7 @@ yields to the file of their channel, and records each `RowFailure`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -19,7 +19,9 @@ from gencoach.__about__ import __version__
 from gencoach.export.inputs import Shuffle
 from gencoach.export.options import Options
 from gencoach.export.selection import Example, SelectionPolicy
+from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.graph import SavedGraph
+from gencoach.library.sources.canonical import task_key
 from gencoach.protocol import CandidateRecord, RunConfig
 
 JsonObject = dict[str, JsonValue]
@@ -44,17 +46,27 @@ class RowFailure:
 
 
 class Exporter(ABC):
-    """Base of every format; subclasses read their options in `__init__`, then `finish`."""
+    """Base of every format; subclasses read the options they implement in `__init__`,
+    then `finish`, which refuses every other one."""
 
     name: ClassVar[str]
     version: ClassVar[str] = __version__
     files: ClassVar[Mapping[str, str]]
     """Channel → file name; `.jsonl` files hold a row per line, `.json` files one array."""
+    exclude_fallbacks: bool = False
+    """Leave out examples at or below fallback-made corrections: set by a format that
+    implements the option `exclude_fallbacks` (the export's selection honours it; a format
+    without a selection honours it itself). A format that does not read the option refuses
+    it as unknown, as every option it does not implement."""
+
+    tool_failures: ToolFailures = NO_PREDICATES
+    """The tools' own failure predicates (options, or the integration through the export)."""
 
     def __init__(self, options: Mapping[str, JsonValue]) -> None:
         self.options = dict(options)
         self._reader = Options(options, self.name)
-        self.accepted_agents = self._reader.agents("agents")
+        self.counts: dict[str, int] = {}
+        """What the format counted (e.g. duplicates left out), recorded in the manifest."""
 
     @property
     def label(self) -> str:
@@ -76,21 +88,14 @@ class Exporter(ABC):
         """The limits on selected examples, or None for a format that selects on its own."""
         return SelectionPolicy()
 
-    def accepts(self, config: RunConfig) -> str | None:
-        """None when this format exports the save's producer, else the reason it does not."""
-        if self.accepted_agents is None:
-            return None
-        for agent_id, version in self.accepted_agents:
-            if config.agent_id == agent_id and version in (None, config.agent_version):
-                return None
-        accepted = ", ".join(
-            f"{agent_id} {version}" if version else f"{agent_id} (any version)"
-            for agent_id, version in self.accepted_agents
-        )
-        return (
-            f"produced by agent {config.agent_id} {config.agent_version}, which format "
-            f"{self.name!r} does not accept (accepted: {accepted})"
-        )
+    def keeps(self, graph: SavedGraph, example: Example) -> bool:
+        """Whether the example would give a row: only those are ranked by `best_of`."""
+        return True
+
+    def rewrite(self) -> Callable[[bytes], bytes] | None:
+        """A change to every written line (an encoded row), decided once all rows are
+        made (None: none)."""
+        return None
 
     @abstractmethod
     def rows(
@@ -99,16 +104,36 @@ class Exporter(ABC):
         """The rows of one save, in a deterministic order."""
 
 
+_last_task: list[tuple[RunConfig, str]] = []
+
+
+def _task_key(config: RunConfig) -> str:
+    """The config's `task_key`, worked out once for the rows of a save in a row."""
+    if _last_task and _last_task[0][0] is config:
+        return _last_task[0][1]
+    key = task_key(config.scenario, config.target, config.task_description)
+    _last_task[:] = [(config, key)]
+    return key
+
+
 def lineage(config: RunConfig, situation_id: int, candidate: CandidateRecord) -> dict[str, Any]:
-    """Where a row's answer comes from: run, task, situation, candidate, attempts, origin."""
+    """Where a row's answer comes from: run, task, situation, candidate, attempts, origin,
+    and the agent (id and version) that produced the save.
+
+    `task_key` is the trajectory library's key of the task, so a library that reads the
+    row puts it in the same split as the save it came from."""
     return {
         "run_id": config.run_id,
         "scenario": config.scenario,
         "target": config.target,
+        "task_key": _task_key(config),
         "situation_id": situation_id,
         "candidate_id": candidate.id,
         "attempt_ids": list(candidate.coaching_attempt_ids),
         "origin": candidate.origin,
+        "agent_id": config.agent_id,
+        "agent_version": config.agent_version,
+        "decision_source": candidate.decision_source,
     }
 
 

@@ -1,62 +1,99 @@
-"""`chat`: one OpenAI-style conversation per selected example, into `chat.jsonl`.
+"""`chat`: OpenAI-style conversations of the selected examples, into `chat.jsonl`.
 
 Each row is `{"messages", "tools", ...metadata}` in the shape tinker-cookbook's
 conversation files and TRL's SFT trainer read: `messages` with `tool_calls` (JSON-string
 arguments) and `tool` messages answering them by `tool_call_id`, `tools` as the model
 saw them, and the row's lineage in top-level keys trainers ignore (`run_id`, `scenario`,
-`target`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `score`, `coached`).
-The conversation runs from the root situation to the selected answer and always ends on
-a training target. Every message carries `trainable` (tinker-cookbook's
-`train_on_what=customized`): true on the assistant messages to learn, false elsewhere,
-and false on an answer that is not a target: one whose tool calls all failed, one blamed
-by a diagnosis, or one the simulator made. Options:
+`target`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `agent_id`,
+`agent_version`, `score`, `coached`, `whole_run`). A whole-run row runs from the root
+situation to the selected answer and always ends on a training target. Every message
+carries `trainable` (tinker-cookbook's `train_on_what=customized`): true on the
+assistant messages to learn, false elsewhere, and false on an answer that is not a
+target: one whose tool calls all failed (see `gencoach.export.tool_failures`), one
+blamed by a diagnosis, or one the simulator made. Options:
 
 - `per_turn` (false): one row ending at each target turn of the example's trajectory,
-  only that last turn trainable (a turn shared by several examples is written once);
-- `min_score` (none): keep examples scoring at least this;
-- `best_of` (none): per task, keep only the k best examples;
-- `reasoning` (false): put the agent's internal reasoning in a thinking part before the
-  text; then every message of the file uses content parts, so Arrow-based loaders see
-  one type for `content`;
+  only that last turn trainable, earlier answers without their reasoning (harnesses do
+  not send earlier reasoning back to the model);
+- `shape` (`"messages"`): `"prompt_completion"` writes TRL's conversational
+  prompt/completion rows instead, `{"prompt": [...], "completion": [answer]}`, one per
+  target turn (as `per_turn`), without training marks;
+- `reasoning` (true): the agent's reasoning as a `thinking` part before the answer's
+  text; rows without reasoning keep string content, unless some row of the file has a
+  thinking part: then every message of the file uses parts (Arrow needs one type);
+- `min_score` (none), `best_of` (none): keep examples scoring at least this; per task,
+  only the k best (of those that give a row; ties to the env's reward, then the newest);
+- `exclude_fallbacks` (false): leave out examples at or below a fallback-made correction
+  (see `gencoach.export.selection`);
+- `dedupe` (true): an identical (context, target) pair is trained once per dataset
+  (see `gencoach.export.dedupe`); the manifest counts what was left out;
+- `tool_failures`: per tool, a failure pattern or callable (`gencoach.export.tool_failures`);
+- `as`: write the rows for another agent (`gencoach.export.target`);
 - `flavour` (`"tinker"`): `"axolotl"` marks messages with Axolotl's per-message
   `weight` (1 or 0, read with `message_field_training: weight`) instead of `trainable`;
-- `system_prompt`: the opening of the system message;
-- `agents`: the producers to accept, `[{"agent_id", "agent_version"?}]` (default: any).
+- `system_prompt`: the opening of the system message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from pydantic import JsonValue
+from pydantic_core import to_json
 
 from gencoach.errors import ExportError
-from gencoach.export.formats.base import (
-    SCORE_DIGITS,
-    Exporter,
-    Row,
-    RowFailure,
-    lineage,
-)
+from gencoach.export.dedupe import Seen, pair_form
+from gencoach.export.formats.base import SCORE_DIGITS, Exporter, Row, RowFailure, lineage
 from gencoach.export.formats.conversation import (
     DEFAULT_SYSTEM_PROMPT,
     Message,
     Turn,
     as_parts,
     function_tool,
+    opening_key,
     reasoning_of,
     system_message,
     turns,
 )
 from gencoach.export.history import Step, is_target, trajectory
-from gencoach.export.inputs import Shuffle, model_input
+from gencoach.export.inputs import JsonObject, Shuffle, model_input
 from gencoach.export.selection import Example, SelectionPolicy, candidate_score
+from gencoach.export.target import Target
+from gencoach.export.tool_failures import ToolFailures
+from gencoach.export.writer import encode_row
 from gencoach.graph import SavedGraph
+from gencoach.protocol import CandidateRecord
 
 CHANNEL = "chat"
 FLAVOURS: Final = ("tinker", "axolotl")
 """tinker: `trainable` true/false on every message; axolotl: `weight` 1/0 instead."""
+SHAPES: Final = ("messages", "prompt_completion")
+
+
+def _choice(value: str, known: Sequence[str], key: str) -> str:
+    if value not in known:
+        names = ", ".join(repr(name) for name in known)
+        raise ExportError(f"option {key!r} of format 'chat' must be one of {names}, got {value!r}")
+    return value
+
+
+def uniform_parts(line: bytes) -> bytes:
+    """The encoded row with every message's content as parts (for a file where some row
+    has them). A row whose every content is already parts holds no `"content":"`, which
+    no JSON string can hold unescaped, so it is passed on without decoding."""
+    if b'"content":"' not in line:
+        return line
+    row = json.loads(line)
+    for key in ("messages", "prompt", "completion"):
+        messages = row.get(key)
+        if isinstance(messages, list):
+            row[key] = [
+                as_parts(message) if isinstance(message.get("content"), str) else message
+                for message in messages
+            ]
+    return encode_row(row)
 
 
 class ChatExporter(Exporter):
@@ -68,24 +105,58 @@ class ChatExporter(Exporter):
     def __init__(self, options: Mapping[str, JsonValue]) -> None:
         super().__init__(options)
         self.per_turn = self._reader.flag("per_turn", False)
-        self.reasoning = self._reader.flag("reasoning", False)
+        self.shape = _choice(self._reader.text("shape", "messages"), SHAPES, "shape")
+        self.reasoning = self._reader.flag("reasoning", True)
         self.system_prompt = self._reader.text("system_prompt", DEFAULT_SYSTEM_PROMPT)
-        self.flavour = self._reader.text("flavour", "tinker")
-        if self.flavour not in FLAVOURS:
-            known = ", ".join(repr(name) for name in FLAVOURS)
-            raise ExportError(
-                f"option 'flavour' of format 'chat' must be one of {known}, got {self.flavour!r}"
-            )
+        self.flavour = _choice(self._reader.text("flavour", "tinker"), FLAVOURS, "flavour")
+        self._seen = Seen() if self._reader.flag("dedupe", True) else None
+        if self._seen is not None:
+            self.counts.update(duplicate_rows=0, duplicate_turns=0)
         self._policy = SelectionPolicy(
             min_score=self._reader.number("min_score", 0),
             best_of=self._reader.count("best_of", 1),
         )
+        self.exclude_fallbacks = self._reader.flag("exclude_fallbacks", False)
+        declared = self._reader.raw("tool_failures")
+        if declared is not None:
+            self.tool_failures = ToolFailures.parse(declared, "option 'tool_failures'")
+        target = self._reader.raw("as")
+        self.target = None if target is None else Target.parse(target)
         self._reader.finish()
+        self._one_target = self.per_turn or self.shape == "prompt_completion"
+        self._parts = {"with": 0, "without": 0}
+        self._targets_of: SavedGraph | None = None
+        self._targets: dict[int, bool] = {}
+        self._forms: dict[tuple[object, ...], bytes] = {}
+        self._tool_functions: dict[bytes, Message] = {}
+        """Pair forms of this save's messages: by (candidate, 0 instruction / 1 answer,
+        with parts) and by ("head", situation)."""
 
     @property
     def selection(self) -> SelectionPolicy:
         """Selected examples, limited by `min_score` and `best_of`."""
         return self._policy
+
+    def _target(self, graph: SavedGraph, candidate: CandidateRecord) -> bool:
+        """`is_target`, worked out once per answer of a save."""
+        if self._targets_of is not graph:
+            self._targets_of, self._targets = graph, {}
+        known = self._targets.get(candidate.id)
+        if known is None:
+            known = self._targets[candidate.id] = is_target(candidate, self.tool_failures)
+        return known
+
+    def keeps(self, graph: SavedGraph, example: Example) -> bool:
+        """Whole-run rows end on the example's answer: it must be a target."""
+        candidate = graph.candidates[example.candidate_id]
+        if not self._one_target:
+            return self._target(graph, candidate)
+        steps = trajectory(graph, example.candidate_id)
+        return any(self._target(graph, step.candidate) for step in steps)
+
+    def rewrite(self) -> Callable[[bytes], bytes] | None:
+        """Content parts everywhere when only some rows have them."""
+        return uniform_parts if self._parts["with"] and self._parts["without"] else None
 
     def rows(
         self, graph: SavedGraph, examples: Sequence[Example], shuffle: Shuffle
@@ -93,16 +164,24 @@ class ChatExporter(Exporter):
         """A conversation per example, or per target turn with `per_turn`."""
         written: set[int] = set()
         known: dict[int, Turn] = {}
+        self._forms.clear()
+        self._tool_functions.clear()
         for example in examples:
             steps = trajectory(graph, example.candidate_id)
-            if not self.per_turn:
-                if is_target(steps[-1].candidate):
-                    yield self._row(graph, steps, known, shuffle, last_only=False)
+            if not self._one_target:
+                if self._target(graph, steps[-1].candidate):
+                    row = self._row(graph, steps, known, shuffle)
+                    if row is not None:
+                        yield row
                 continue
             for end, step in enumerate(steps):
-                if is_target(step.candidate) and step.candidate.id not in written:
+                if step.candidate.id in written:
+                    continue
+                if self._target(graph, step.candidate):
                     written.add(step.candidate.id)
-                    yield self._row(graph, steps[: end + 1], known, shuffle, last_only=True)
+                    row = self._row(graph, steps[: end + 1], known, shuffle)
+                    if row is not None:
+                        yield row
 
     def _mark(self, message: Message, trainable: bool) -> Message:
         """A copy of the message with the flavour's training mark."""
@@ -110,35 +189,94 @@ class ChatExporter(Exporter):
             return {**message, "weight": 1 if trainable else 0}
         return {**message, "trainable": trainable}
 
+    def _functions(self, tools: Sequence[JsonObject]) -> list[Message]:
+        """The tools as function tools, each distinct tool converted once per save (its
+        situations usually offer the same tools, each in objects of its own)."""
+        converted = []
+        for tool in tools:
+            key = to_json(tool)
+            function = self._tool_functions.get(key)
+            if function is None:
+                function = self._tool_functions[key] = function_tool(tool)
+            converted.append(function)
+        return converted
+
+    def _new_pairs(
+        self, prompt: str, steps: Sequence[Step], messages: list[Message], targets: set[int]
+    ) -> set[int]:
+        """The targets whose (context, answer) pair is new. The context is keyed on the
+        input as given, unshuffled: the shuffles vary the order, not the decision. Each
+        message's pair form is encoded once per save."""
+        assert self._seen is not None
+        last = steps[-1].situation
+        head = self._forms.get(("head", last.id))
+        if head is None:
+            head = self._forms[("head", last.id)] = pair_form(opening_key(prompt, last.input))
+        forms: list[bytes] = []
+        for index, message in enumerate(messages[1:]):
+            step = steps[index // 2]
+            key = (step.candidate.id, index % 2, isinstance(message["content"], list))
+            form = self._forms.get(key)
+            if form is None:
+                form = self._forms[key] = pair_form(message)
+            forms.append(form)
+        later = self._seen.first(head, forms, {index - 1 for index in targets})
+        return {index + 1 for index in later}
+
+    def _thinking(self, step: Step) -> str:
+        text = reasoning_of(step.candidate)
+        return text if self.target is None else self.target.reasoning(text)
+
     def _row(
-        self,
-        graph: SavedGraph,
-        steps: Sequence[Step],
-        known: dict[int, Turn],
-        shuffle: Shuffle,
-        last_only: bool,
-    ) -> Row:
+        self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn], shuffle: Shuffle
+    ) -> Row | RowFailure | None:
         last = steps[-1]
         config = graph.config
         rng = shuffle.rng(config.run_id, last.situation.id, last.candidate.id)
         seen = model_input(last.situation.input, rng)
-        system = system_message(self.system_prompt, seen)
-        messages: list[Message] = [
-            self._mark(as_parts(system) if self.reasoning else system, False)
-        ]
-        for index, ((instruction, answer), step) in enumerate(
-            zip(turns(steps, known), steps, strict=True)
-        ):
-            target = is_target(step.candidate) and (not last_only or index == len(steps) - 1)
-            if self.reasoning:
-                instruction = as_parts(instruction)
-                answer = as_parts(answer, reasoning_of(step.candidate))
-            messages.extend((self._mark(instruction, False), self._mark(answer, target)))
-        row: dict[str, Any] = {
-            "messages": messages,
-            "tools": [function_tool(tool) for tool in seen.tools],
-            **lineage(config, last.situation.id, last.candidate),
-            "score": round(candidate_score(last.candidate), SCORE_DIGITS),
-            "coached": any(step.candidate.origin == "coaching" for step in steps),
-        }
+        prompt = self.system_prompt
+        if self.target is not None and self.target.instructions is not None:
+            prompt = self.target.instructions
+        messages: list[Message] = [system_message(prompt, seen)]
+        targets: set[int] = set()
+        thinking = False
+        pairs = turns(steps, known)
+        for index, ((instruction, answer), step) in enumerate(zip(pairs, steps, strict=True)):
+            final = index == len(steps) - 1
+            if self._target(graph, step.candidate) and (final or not self._one_target):
+                targets.add(len(messages) + 1)
+            if self.reasoning and (final or not self._one_target):
+                try:
+                    text = self._thinking(step)
+                except ExportError as error:
+                    return RowFailure(f"{last.situation.id}:{last.candidate.id}", error.reason)
+                if text:
+                    answer = as_parts(answer, text)
+                    thinking = True
+            messages.extend((instruction, answer))
+        tools = self._functions(seen.tools)
+        if self._seen is not None:
+            kept = self._new_pairs(prompt, steps, messages, targets)
+            if not kept:
+                self.counts["duplicate_rows"] += 1
+                self.counts["duplicate_turns"] = self._seen.duplicates
+                return None
+            targets = kept
+            messages = messages[: max(kept) + 1]  # a row ends on a target, repeats cut off
+            self.counts["duplicate_turns"] = self._seen.duplicates
+        if thinking:
+            messages = [as_parts(m) if isinstance(m["content"], str) else m for m in messages]
+        self._parts["with" if thinking else "without"] += 1
+        row: dict[str, Any] = {}
+        if self.shape == "prompt_completion":
+            row["prompt"], row["completion"] = messages[:-1], messages[-1:]
+        else:
+            row["messages"] = [self._mark(m, i in targets) for i, m in enumerate(messages)]
+        row["tools"] = tools
+        row.update(lineage(config, last.situation.id, last.candidate))
+        row["score"] = round(candidate_score(last.candidate), SCORE_DIGITS)
+        row["coached"] = any(step.candidate.origin == "coaching" for step in steps)
+        row["whole_run"] = not self._one_target
+        if self.target is not None:
+            self.target.relabel(row)
         return Row(CHANNEL, row)

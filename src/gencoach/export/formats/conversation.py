@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from gencoach.export.history import Step
-from gencoach.export.inputs import JsonObject, ModelInput
-from gencoach.protocol import AgentDecision, AgentInstruction, CandidateRecord
+from gencoach.export.inputs import RULES_KEY, JsonObject, ModelInput
+from gencoach.protocol import AgentDecision, AgentInput, AgentInstruction, CandidateRecord
 
 Message = dict[str, Any]
 
@@ -99,6 +99,13 @@ def system_message(prompt: str, seen: ModelInput) -> Message:
     if seen.rules:
         parts.append("Rules:\n" + "\n".join(f"- {rule}" for rule in seen.rules))
     return {"role": "system", "content": "\n\n".join(parts)}
+
+
+def opening_key(prompt: str, source: AgentInput) -> list[Any]:
+    """What the system message and the tools show of an input, unshuffled: inputs with
+    equal keys open their conversations alike (what else the memory holds is not shown)."""
+    rules = source.memory.get(RULES_KEY)
+    return [prompt, source.attributes, rules if isinstance(rules, list) else [], source.tools]
 
 
 def instruction_message(instruction: AgentInstruction, previous: CandidateRecord | None) -> Message:

@@ -7,7 +7,14 @@ JSON strings: `persistent_rules` (the `memory_list` rules), `attributes`, `tools
 arguments}}}`. The history is the agent's own (`memory.history`) when it keeps one;
 otherwise it is rebuilt from the trajectory, one `{author, content}` entry per
 instruction (`USER`/`ENV`) and per answer (`MODEL`, as MAGMA writes it: the words, the
-action as JSON, or both on two lines).
+action as JSON, or both on two lines). Options: `min_score`, `best_of` and
+`exclude_fallbacks`, as for `chat`.
+
+Option `dedupe` (true): a row whose context (what the agent was given, unshuffled, with
+its history and instruction) and output an earlier row of the dataset already holds is
+left out, as chat rows train each (context, target) pair once; the manifest's `counts`
+gives `duplicate_rows`. The copies of a situation that coaching made (the original and
+its alternatives share one input) and repeated runs of a task often answer alike.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
+from gencoach.export.dedupe import Seen, pair_form
 from gencoach.export.formats.base import (
     SCORE_DIGITS,
     Exporter,
@@ -27,10 +35,10 @@ from gencoach.export.formats.base import (
     lineage,
 )
 from gencoach.export.history import Step, trajectory
-from gencoach.export.inputs import Shuffle, model_input
+from gencoach.export.inputs import UNSHUFFLED, Shuffle, model_input
 from gencoach.export.selection import Example, SelectionPolicy
 from gencoach.graph import SavedGraph
-from gencoach.protocol import AgentDecision
+from gencoach.protocol import AgentDecision, AgentInput, AgentInstruction
 
 CHANNEL = "hr_data"
 
@@ -96,6 +104,10 @@ class FullHistoryExporter(Exporter):
             min_score=self._reader.number("min_score", 0),
             best_of=self._reader.count("best_of", 1),
         )
+        self.exclude_fallbacks = self._reader.flag("exclude_fallbacks", False)
+        self._seen = Seen() if self._reader.flag("dedupe", True) else None
+        if self._seen is not None:
+            self.counts["duplicate_rows"] = 0
         self._reader.finish()
 
     @property
@@ -118,12 +130,16 @@ class FullHistoryExporter(Exporter):
             except OneCallPerRobotError as error:
                 yield RowFailure(example_id(situation.id, candidate.id), str(error))
                 continue
+            # Drawn for every example, so a stream of shuffles does not depend on dedupe.
             rng = shuffle.rng(config.run_id, situation.id, candidate.id)
             seen = model_input(situation.input, rng)
             history = seen.history
             if history is None:
                 history = rebuilt_history(trajectory(graph, candidate.id)[:-1])
             instruction = situation.input.instruction
+            output = _dumps({"say": candidate.output.say, "action": action})
+            if not self._new(situation.input, history, instruction, output):
+                continue
             metadata = lineage(config, situation.id, candidate)
             metadata["score"] = round(example.score, SCORE_DIGITS)
             yield Row(
@@ -136,7 +152,26 @@ class FullHistoryExporter(Exporter):
                     "memory": _dumps(seen.memory),
                     "instruction": instruction.content,
                     "instruction_role": instruction.type.upper(),
-                    "output": _dumps({"say": candidate.output.say, "action": action}),
+                    "output": output,
                     "metadata": metadata,
                 },
             )
+
+    def _new(
+        self,
+        source: AgentInput,
+        history: list[JsonValue],
+        instruction: AgentInstruction,
+        output: str,
+    ) -> bool:
+        """Whether the (context, output) pair is new to the dataset (always, without dedupe).
+        The context is keyed on the input as given: the shuffles vary its order only."""
+        if self._seen is None:
+            return True
+        given = model_input(source, UNSHUFFLED)
+        context = [given.rules, given.attributes, given.tools, given.memory, history]
+        context += [instruction.content, instruction.type]
+        if self._seen.first(pair_form(context), [output.encode()], {0}):
+            return True
+        self.counts["duplicate_rows"] = self._seen.duplicates
+        return False

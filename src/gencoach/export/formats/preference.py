@@ -7,10 +7,16 @@ whose descendant score, in its own stage, counts an optimal or non-optimal succe
 Each answer it stands against is a rejected one: an answer diagnosed faulty (the one a
 coaching replaced), or an answer whose every trajectory in its stage failed. Rows are
 TRL's conversational preference shape, `{"prompt", "chosen", "rejected", "tools",
-"metadata"}`, with both answers' lineage, status and score in `metadata`. Options:
+"metadata"}`, with the producer (`agent_id`, `agent_version`) and both answers' lineage
+(with `decision_source`: where a correction's decision came from, null for an answer
+that is no correction), status and score in `metadata`. Options:
 
 - `coached_only` (true): false lets any eligible answer with a stage success be chosen,
   so uncoached runs yield pairs of successful and failed siblings too;
+- `exclude_fallbacks` (false): true leaves out every pair whose chosen or rejected
+  answer is, or follows, a correction the agent's coach took from its fallback
+  (`gencoach.export.selection.after_fallback`), so no fallback-made decision is chosen,
+  rejected or in a prompt;
 - `system_prompt`, `agents`: as for `chat`.
 """
 
@@ -34,7 +40,13 @@ from gencoach.export.formats.conversation import (
 )
 from gencoach.export.history import trajectory
 from gencoach.export.inputs import Shuffle, model_input
-from gencoach.export.selection import Example, SelectionPolicy, candidate_score, eligible
+from gencoach.export.selection import (
+    Example,
+    SelectionPolicy,
+    after_fallback,
+    candidate_score,
+    eligible,
+)
 from gencoach.graph import SavedGraph
 from gencoach.protocol import CandidateRecord, SituationRecord
 
@@ -90,6 +102,7 @@ def _side(situation_id: int, candidate: CandidateRecord) -> dict[str, Any]:
         "candidate_id": candidate.id,
         "attempt_ids": list(candidate.coaching_attempt_ids),
         "origin": candidate.origin,
+        "decision_source": candidate.decision_source,
         "status": candidate.status,
         "score": round(candidate_score(candidate), SCORE_DIGITS),
     }
@@ -104,6 +117,7 @@ class PreferenceExporter(Exporter):
     def __init__(self, options: Mapping[str, JsonValue]) -> None:
         super().__init__(options)
         self.coached_only = self._reader.flag("coached_only", True)
+        self.exclude_fallbacks = self._reader.flag("exclude_fallbacks", False)
         self.system_prompt = self._reader.text("system_prompt", DEFAULT_SYSTEM_PROMPT)
         self._reader.finish()
 
@@ -126,6 +140,8 @@ class PreferenceExporter(Exporter):
                 ),
                 key=lambda pair: pair[0].id,
             )
+            if self.exclude_fallbacks:
+                answers = [(c, sid) for c, sid in answers if not after_fallback(graph, c)]
             chosen = [(c, sid) for c, sid in answers if proven(c, self.coached_only)]
             rejected = [(c, sid, why) for c, sid in answers if (why := rejection(c))]
             for good, good_situation in chosen:
@@ -163,6 +179,8 @@ class PreferenceExporter(Exporter):
                     "run_id": config.run_id,
                     "scenario": config.scenario,
                     "target": config.target,
+                    "agent_id": config.agent_id,
+                    "agent_version": config.agent_version,
                     "chosen": _side(chosen_situation, chosen),
                     "rejected": {**_side(rejected_situation, rejected), "reason": why},
                 },

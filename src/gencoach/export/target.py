@@ -1,0 +1,80 @@
+"""Exporting for another agent (option `as`): a parent's good runs as a child's data.
+
+`{"as": {"agent_id": "child", "agent_version": "2.0.0", "instructions": "...",
+"reasoning_transform": "package.module:function"}}` writes every row as if the target
+agent had produced it: its `instructions` open the system message (in place of
+`system_prompt`), the rows name it as their agent (`agent_id`, `agent_version`; the
+save's producer moves to `source_agent_id`, `source_agent_version`), and its reasoning
+transform, a Python callable `(reasoning: str) -> str` named `module:function`, is
+applied to each reasoning text before it becomes a thinking part. Only `agent_id` is
+required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import JsonValue
+
+from gencoach.errors import ExportError
+from gencoach.export.callables import resolve_callable
+
+_KEYS = {"agent_id", "agent_version", "instructions", "reasoning_transform"}
+_EXPECTED = (
+    'an object {"agent_id": str, "agent_version"?: str, "instructions"?: str, '
+    '"reasoning_transform"?: "module:function"}'
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The agent the rows are written for."""
+
+    agent_id: str
+    agent_version: str | None = None
+    instructions: str | None = None
+    transform: Callable[[str], Any] | None = None
+
+    @classmethod
+    def parse(cls, value: JsonValue, where: str = "option 'as'") -> Target:
+        """Read the option, resolving the transform (a clear error for a bad reference)."""
+        if not isinstance(value, dict) or set(value) - _KEYS:
+            raise ExportError(f"{where} must be {_EXPECTED}, got {value!r}")
+        agent_id, version = value.get("agent_id"), value.get("agent_version")
+        instructions, reference = value.get("instructions"), value.get("reasoning_transform")
+        if not isinstance(agent_id, str) or not agent_id:
+            raise ExportError(f"{where} must be {_EXPECTED}, got {value!r}")
+        for key, item in (("agent_version", version), ("instructions", instructions)):
+            if item is not None and not isinstance(item, str):
+                raise ExportError(f"{where}: {key} must be a string, got {item!r}")
+        if reference is not None and not isinstance(reference, str):
+            raise ExportError(f"{where}: reasoning_transform must be a string, got {reference!r}")
+        transform = (
+            None if reference is None else resolve_callable(reference, "the reasoning transform")
+        )
+        return cls(
+            agent_id,
+            version if isinstance(version, str) else None,
+            instructions if isinstance(instructions, str) else None,
+            transform,
+        )
+
+    def reasoning(self, text: str) -> str:
+        """The reasoning as the target thinks it."""
+        if self.transform is None or not text:
+            return text
+        result = self.transform(text)
+        if not isinstance(result, str):
+            raise ExportError(
+                f"the reasoning transform returned a {type(result).__name__}, not a string"
+            )
+        return result
+
+    def relabel(self, row: dict[str, Any]) -> None:
+        """Name the target as the row's agent, the save's producer as its source."""
+        row["source_agent_id"] = row.get("agent_id")
+        row["source_agent_version"] = row.get("agent_version")
+        row["agent_id"] = self.agent_id
+        row["agent_version"] = self.agent_version

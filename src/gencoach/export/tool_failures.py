@@ -1,0 +1,144 @@
+"""Whether an answer's step failed: every call a harness error or one its tool's own
+failure predicate recognises.
+
+An answer that called tools failed when every call failed. A call fails when its robot's
+execution result carries an `error_flag` other than `none` (the executor's verdict), or
+when its tool declares a failure predicate that recognises the result's text (a rejected
+input the executor ran without complaint). A predicate is a regular expression searched
+in the result text (RE2 syntax: linear time in the text, no backreferences nor
+lookaround), or a Python callable `(result: str) -> bool`, named `module:function` in an
+options file. A robot without a result counts as not failed, so doubt keeps the turn.
+
+The result text of a call is its robot's `failure_reason` (gencoach's execution shape)
+or `mess` (MAGMA-GEN's step summary, `per_robot_status`), else empty. The chat export,
+its per-turn rows and the trajectory library's save source (`trainable` on decisions, so
+its loss mask) all ask `step_failed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Final
+
+import re2
+from pydantic import JsonValue
+
+from gencoach.errors import ExportError
+from gencoach.export.callables import resolve_callable
+from gencoach.protocol import CandidateRecord
+
+FailurePredicate = Callable[[str], bool]
+_MESSAGE_KEYS: Final = ("failure_reason", "mess")
+
+
+def _quiet_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+def pattern_predicate(pattern: str, tool: str = "") -> FailurePredicate:
+    """A predicate searching `pattern` (RE2, linear time) in a result's text."""
+    try:
+        compiled = re2.compile(pattern, _quiet_options())
+    except re2.error as error:
+        detail = error.args[0].decode() if isinstance(error.args[0], bytes) else str(error)
+        where = f" of tool {tool!r}" if tool else ""
+        raise ExportError(
+            f"failure pattern{where} {pattern!r} is not a linear-time (RE2) regular "
+            f"expression: {detail}"
+        ) from None
+
+    def failed(result: str) -> bool:
+        return compiled.search(result) is not None
+
+    return failed
+
+
+class ToolFailures:
+    """Each tool's own failure predicate, by tool name; tools without one have none."""
+
+    def __init__(self, predicates: Mapping[str, FailurePredicate] | None = None) -> None:
+        self.predicates = dict(predicates or {})
+
+    @classmethod
+    def parse(cls, declaration: JsonValue, where: str = "tool_failures") -> ToolFailures:
+        """Read `{tool: "pattern" | {"pattern": str} | {"callable": "module:function"}}`."""
+        expected = (
+            f'{where} must be an object of tool name → "pattern", {{"pattern": str}} or '
+            '{"callable": "module:function"}'
+        )
+        if not isinstance(declaration, dict):
+            raise ExportError(expected)
+        predicates: dict[str, FailurePredicate] = {}
+        for tool, spec in declaration.items():
+            if isinstance(spec, str):
+                predicates[tool] = pattern_predicate(spec, tool)
+            elif isinstance(spec, dict) and set(spec) == {"pattern"}:
+                pattern = spec["pattern"]
+                if not isinstance(pattern, str):
+                    raise ExportError(f"{expected}; got {spec!r} for {tool!r}")
+                predicates[tool] = pattern_predicate(pattern, tool)
+            elif isinstance(spec, dict) and set(spec) == {"callable"}:
+                reference = spec["callable"]
+                if not isinstance(reference, str):
+                    raise ExportError(f"{expected}; got {spec!r} for {tool!r}")
+                predicates[tool] = resolve_callable(reference, f"failure predicate of {tool!r}")
+            else:
+                raise ExportError(f"{expected}; got {spec!r} for {tool!r}")
+        return cls(predicates)
+
+    def merged(self, other: ToolFailures) -> ToolFailures:
+        """These predicates, with `other`'s replacing them tool by tool."""
+        return ToolFailures({**self.predicates, **other.predicates})
+
+    def recognises(self, tool: str, result: str) -> bool:
+        """Whether the tool's own predicate calls this result a failure."""
+        predicate = self.predicates.get(tool)
+        return predicate is not None and bool(predicate(result))
+
+
+NO_PREDICATES: Final = ToolFailures()
+
+
+def robot_results(execution: Mapping[str, JsonValue]) -> dict[str, Mapping[str, JsonValue]]:
+    """Each robot's execution result, from either shape a save may hold.
+
+    MAGMA-GEN's step summary lists them under `per_robot_status` (`robot_name`,
+    `error_flag`, ...) or keys them by robot there; saves written by gencoach key them by
+    robot at the top.
+    """
+    nested = execution.get("per_robot_status")
+    if isinstance(nested, list):
+        return {
+            str(entry["robot_name"]): entry
+            for entry in nested
+            if isinstance(entry, dict) and isinstance(entry.get("robot_name"), str)
+        }
+    by_robot = nested if isinstance(nested, dict) else execution
+    return {robot: result for robot, result in by_robot.items() if isinstance(result, dict)}
+
+
+def result_text(result: Mapping[str, JsonValue]) -> str:
+    """The text of a robot's result: its failure reason or message, else empty."""
+    for key in _MESSAGE_KEYS:
+        value = result.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def step_failed(candidate: CandidateRecord, failures: ToolFailures = NO_PREDICATES) -> bool:
+    """Whether the answer called tools and every call failed (see the module's doc)."""
+    if candidate.output is None or not candidate.output.tool_calls:
+        return False
+    results = robot_results(candidate.execution)
+    for call in candidate.output.tool_calls:
+        result = results.get(call.target_robot_name)
+        if result is None:
+            return False
+        flag = result.get("error_flag")
+        harness_error = flag is not None and flag != "none"
+        if not harness_error and not failures.recognises(call.name, result_text(result)):
+            return False
+    return True

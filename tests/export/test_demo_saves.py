@@ -1,0 +1,99 @@
+"""Exports of a real `gencoach demo` run's saves: best_of, row fields, counts, dedupe."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gencoach.export import ExportSettings, run_export
+from gencoach.export.history import is_target
+from gencoach.export.selection import select
+from gencoach.graph import read_save
+from tests.export.conftest import read_rows
+
+# The demo runs once per session (about 20 s on two busy cores) inside the first test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _export(source: Path, out: Path, **settings: object) -> list[dict[str, object]]:
+    run_export(ExportSettings(source=source, format="chat", out=out, **settings))  # type: ignore[arg-type]
+    return read_rows(out / "chat.jsonl")
+
+
+def test_every_save_records_when_its_run_started(demo_saves: Path) -> None:
+    """`producer.started_at` (what `since`, `limit` and ties read) is in each config.json."""
+    for config in demo_saves.glob("*/config.json"):
+        started = json.loads(config.read_text())["producer"]["started_at"]
+        assert isinstance(started, float)
+        assert started > 1.7e9
+
+
+def test_best_of_one_keeps_a_row_for_every_task(demo_saves: Path, tmp_path: Path) -> None:
+    """Four tasks, `best_of` 1: four rows, each the best-scored training target of its task.
+    (The demo's ties happen to fall on targets; test_best_of.py has a task whose
+    best-scored answer failed.)"""
+    rows = _export(demo_saves, tmp_path / "best", options={"best_of": 1})
+    assert Counter(row["scenario"] for row in rows) == {
+        "buttons": 1,
+        "sorting": 1,
+        "text_question": 1,
+        "two_stage": 1,
+    }
+    for row in rows:
+        graph = read_save(demo_saves / str(row["run_id"]))
+        best = max(example.score for example in select(graph))
+        targets = [e for e in select(graph) if is_target(graph.candidates[e.candidate_id])]
+        assert row["score"] == round(max(e.score for e in targets), 6)
+        assert row["score"] <= best
+
+
+def test_rows_name_their_agent_and_shape_and_the_manifest_counts_agents(
+    demo_saves: Path, tmp_path: Path
+) -> None:
+    """Every row has `agent_id`, `agent_version` and `whole_run`; the manifest counts the
+    runs graded and kept per agent."""
+    out = tmp_path / "chat"
+    rows = _export(demo_saves, out)
+    assert {(row["agent_id"], row["agent_version"], row["whole_run"]) for row in rows} == {
+        ("gencoach-reference", "0.1.0", True)
+    }
+    manifest = json.loads((out / "export_manifest.json").read_text())
+    assert manifest["agents"] == [
+        {"agent_id": "gencoach-reference", "agent_version": "0.1.0", "graded": 4, "kept": 4}
+    ]
+
+
+def test_dedupe_trains_each_decision_once(demo_saves: Path, tmp_path: Path) -> None:
+    """Whole-run rows repeat their early decisions; by default each (context, target) pair
+    is trainable once, the manifest counting the repeats; `dedupe` off keeps them all."""
+
+    def trainable(rows: list[dict[str, object]]) -> int:
+        return sum(bool(m["trainable"]) for row in rows for m in row["messages"])  # type: ignore[attr-defined, index]
+
+    deduped = _export(demo_saves, tmp_path / "deduped")
+    repeated = _export(demo_saves, tmp_path / "repeated", dedupe=False)
+    counts = json.loads((tmp_path / "deduped" / "export_manifest.json").read_text())["counts"]
+    assert counts["duplicate_turns"] > 0
+    assert trainable(deduped) + counts["duplicate_turns"] == trainable(repeated)
+    assert len(deduped) + counts["duplicate_rows"] == len(repeated)
+    pairs = set()
+    for row in deduped:
+        messages = row["messages"]
+        assert isinstance(messages, list)
+        shown = [_decision(m) for m in messages]
+        # The shuffles reorder the system message and the tools, not what they hold.
+        given = sorted(str(messages[0]["content"]) + json.dumps(row["tools"], sort_keys=True))
+        for index, message in enumerate(messages):
+            if message["trainable"]:
+                pairs.add(json.dumps([given, shown[1 : index + 1]]))
+    assert len(pairs) == trainable(deduped)
+
+
+def _decision(message: dict[str, object]) -> object:
+    """What a message says, call ids and marks aside."""
+    calls = message.get("tool_calls") or []
+    assert isinstance(calls, list)
+    return [message["role"], message["content"], [call["function"] for call in calls]]
