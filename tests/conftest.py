@@ -1,8 +1,9 @@
 """Fixtures shared by the whole suite: a real Redis server, flushed per test.
 
-`GC_TEST_REDIS` chooses the server: `auto` (default) uses the one at
-127.0.0.1:6379 when it answers, else starts an embedded one; `embedded` always
-starts an embedded one; a `redis://` URL uses that server.
+`GC_TEST_REDIS` chooses the server: unset or `embedded`, a private embedded one
+started for the session; a `redis://` (or `unix://`) URL, that server, whose
+database is flushed before and after every test that uses it (so only ever name a
+database nobody else keeps data in).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import redis
 
 from gencoach.embedded_redis import EmbeddedRedis
 from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared fixture
-
-SYSTEM_REDIS = "redis://127.0.0.1:6379/15"
+from tests.support.processes import STARTUP_S
+from tests.support.restartable_redis import private_redis  # noqa: F401 - a shared fixture
 
 # The interop suite runs MAGMA's code in its own Python 3.12 venv (`make interop`).
 collect_ignore = ["interop"]
@@ -35,15 +36,20 @@ def _answers(url: str) -> bool:
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a real Redis server for this test session."""
-    mode = os.environ.get("GC_TEST_REDIS", "auto")
+    mode = os.environ.get("GC_TEST_REDIS") or "embedded"
     if mode.startswith(("redis://", "unix://")):
+        if not _answers(mode):
+            raise pytest.UsageError(f"GC_TEST_REDIS names {mode}, which does not answer PING")
         yield mode
-    elif mode == "auto" and _answers(SYSTEM_REDIS):
-        yield SYSTEM_REDIS
-    else:
-        with EmbeddedRedis(tmp_path_factory.mktemp("redis"), persist=False) as server:
+    elif mode == "embedded":
+        folder = tmp_path_factory.mktemp("redis")
+        with EmbeddedRedis(folder, persist=False, start_timeout_s=STARTUP_S) as server:
             assert server.url is not None
             yield server.url
+    else:
+        raise pytest.UsageError(
+            f"GC_TEST_REDIS is {mode!r}: use `embedded` (the default) or a redis:// URL"
+        )
 
 
 @pytest.fixture

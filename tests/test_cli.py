@@ -6,10 +6,22 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+import typer
+from redis.asyncio import Redis as AsyncRedis
+from typer.testing import CliRunner
 
 from gencoach.__about__ import __version__
+from gencoach.cli import app
+from gencoach.constants import Keys
+from gencoach.graph import read_save
+from gencoach.protocol import parse_event
+from gencoach.service.graphstore import GraphStore
+from tests.support.graphs import known_run_events
+from tests.support.processes import free_port
 
 
 def _gencoach(
@@ -96,6 +108,54 @@ def test_health_fails_when_no_controller_answers(tmp_path: Path) -> None:
     assert "unhealthy: http://127.0.0.1:1/health unreachable" in result.stderr
 
 
+def test_health_waits_for_any_server_named_by_url(tmp_path: Path) -> None:
+    """`health --url U --wait S` asks U's /health until it answers 200, for up to S seconds."""
+    port = free_port()
+    delayed = subprocess.Popen(  # a server that starts a second late
+        [sys.executable, "-c", f"import time, http.server as h; time.sleep(1); "
+         f"h.HTTPServer(('127.0.0.1', {port}), h.SimpleHTTPRequestHandler).serve_forever()"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    (tmp_path / "health").write_text("ok")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        result = _gencoach("health", "--url", url, "--wait", "30", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"healthy: {url}/health"
+    finally:
+        delayed.kill()
+        delayed.wait(10)
+    gone = _gencoach("health", "--url", f"http://127.0.0.1:{port}", "--wait", "0.5", cwd=tmp_path)
+    assert gone.returncode == 1
+    assert f"unhealthy: http://127.0.0.1:{port}/health unreachable" in gone.stderr
+
+
+def test_config_check_says_serve_would_refuse_a_public_address_without_a_token(
+    tmp_path: Path,
+) -> None:
+    """`config check` with api.host 0.0.0.0 and no token prints the settings (exit 0: the
+    file is valid) and says, in serve's own words, that `serve` would refuse them; the
+    token variable's warning says the same, not that the API is open."""
+    (tmp_path / "gencoach.yaml").write_text("api: {host: 0.0.0.0, token_env: API_TOKEN}\n")
+    result = _gencoach("config", "check", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "host: 0.0.0.0" in result.stdout
+    assert "open to whoever" not in result.stderr
+    assert (
+        "API_TOKEN is not set; the API has no token, so `gencoach serve` will refuse to "
+        "serve it on 0.0.0.0:8750"
+    ) in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "gencoach config check: `gencoach serve` would exit 2, refusing to serve the API on "
+        "0.0.0.0:8750 without a token: set api.token_env to a variable holding one "
+        "(GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN and GENCOACH_API_TOKEN=...) or "
+        "api.token_file to a file holding one, or set api.host to 127.0.0.1"
+    )
+    with_token = _gencoach("config", "check", cwd=tmp_path, env={"API_TOKEN": "t0ken-value"})
+    assert with_token.returncode == 0, with_token.stderr
+    assert "serve" not in with_token.stderr
+
+
 def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     """`serve` on 0.0.0.0 without a token exits 2 with one line saying why, before any Redis."""
     result = _gencoach("serve", cwd=tmp_path, env={"GENCOACH_API__HOST": "0.0.0.0"})  # noqa: S104
@@ -103,44 +163,134 @@ def test_serve_refuses_a_public_address_without_a_token(tmp_path: Path) -> None:
     assert result.stderr.splitlines() == [
         "gencoach serve: refusing to serve the API on 0.0.0.0:8750 without a token: set "
         "api.token_env to a variable holding one (GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN "
-        "and GENCOACH_API_TOKEN=...), or set api.host to 127.0.0.1"
+        "and GENCOACH_API_TOKEN=...) or api.token_file to a file holding one, or set api.host "
+        "to 127.0.0.1"
     ]
     assert not (tmp_path / "output").exists()
 
 
 _LOADED_AT_EXIT = """
 import atexit, sys
-HEAVY = {"fastapi", "starlette", "uvicorn", "rq", "redis"}
-OURS = ("gencoach.service", "gencoach.workers", "gencoach.console", "gencoach.demo")
-def report():
-    loaded = {name.split(".")[0] for name in sys.modules} & HEAVY
-    loaded |= {name for name in sys.modules if name.startswith(OURS)}
-    print("LOADED", ",".join(sorted(loaded)), file=sys.stderr)
-atexit.register(report)
+atexit.register(lambda: print("LOADED", *sorted(sys.modules), file=sys.stderr))
 sys.argv = ["gencoach", *sys.argv[1:]]
 from gencoach.cli import main
 main()
 """
+# The web stack, RQ, and gencoach's server code: what only `serve`, `worker`, `demo`
+# and `console` run.
+_SERVER_PACKAGES = {"fastapi", "starlette", "uvicorn", "rq"}
+_SERVER_CODE = (
+    "gencoach.service.controller", "gencoach.service.api", "gencoach.service.httpserver",
+    "gencoach.service.coach", "gencoach.service.intake", "gencoach.workers",
+    "gencoach.console", "gencoach.demo",
+)  # fmt: skip
+
+
+def _loaded(tmp_path: Path, args: list[str], env: dict[str, str]) -> set[str]:
+    """The modules a `gencoach` command had loaded when it exited."""
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADED_AT_EXIT, *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+        env={"PATH": "/usr/bin:/bin", **env},
+    )  # fmt: skip
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("LOADED ")]
+    return set(line.split()[1:])
+
+
+def _server_side(loaded: set[str]) -> list[str]:
+    """The server packages and server code among `loaded`."""
+    packages = {name.split(".")[0] for name in loaded} & _SERVER_PACKAGES
+    return sorted(packages | {name for name in loaded if name.startswith(_SERVER_CODE)})
 
 
 @pytest.mark.parametrize(
     "args",
-    [["--version"], ["--help"], ["config", "check"], ["health", "--timeout", "0.2"]],
+    [["--version"], ["--help"], ["config", "check"], ["health", "--timeout", "0.2"],
+     ["save", "--help"], ["export", "--help"], ["status", "--help"]],
     ids=" ".join,
-)
+)  # fmt: skip
 def test_quick_commands_import_no_server_code(tmp_path: Path, args: list[str]) -> None:
-    """--version, --help, config check and health start without the web stack, RQ or Redis."""
-    result = subprocess.run(
-        [sys.executable, "-c", _LOADED_AT_EXIT, *args],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin", "GENCOACH_API__PORT": "1"},
-        check=False,
+    """--version, --help, config check, health and the commands' help start without the
+    web stack, RQ, Redis's client or any of gencoach's service code."""
+    loaded = _loaded(tmp_path, args, {"GENCOACH_API__PORT": "1"})
+    assert _server_side(loaded) == []
+    assert {name for name in loaded if name == "redis" or name.startswith("gencoach.service")} == (
+        set()
     )
-    loaded = [line for line in result.stderr.splitlines() if line.startswith("LOADED")]
-    assert loaded == ["LOADED "], result.stderr
+
+
+def _seed_known_run(redis_url: str, run_id: str) -> None:
+    """The known run (not finished) in Redis, written by the graph store as the controller
+    writes it."""
+
+    async def seed() -> None:
+        client = AsyncRedis.from_url(redis_url)
+        events = [
+            parse_event({"type": kind, "run_id": run_id, "seq": seq, **fields})
+            for seq, (kind, fields) in enumerate(known_run_events()[:-1])
+        ]
+        await GraphStore(client, Keys()).apply(events)
+        await client.aclose()
+
+    anyio.run(seed)
+
+
+def test_save_export_and_library_import_no_server_code(
+    tmp_path: Path, redis_url: str, redis_client: Any
+) -> None:
+    """`gencoach save` writes a run's save from Redis with the graph store and the
+    persister only, and the export and the library built from it run without the web
+    stack, RQ, the controller or the workers' code either."""
+    _seed_known_run(redis_url, "r1")
+    env = {"GENCOACH_REDIS__URL": redis_url, "GENCOACH_OUTPUT_DIR": str(tmp_path / "out")}
+    saving = _loaded(tmp_path, ["save", "r1"], env)
+    assert read_save(tmp_path / "out" / "r1").config.run_id == "r1"
+    assert "gencoach.service.persist" in saving
+    assert _server_side(saving) == []
+    for args, wrote in [
+        # The known run's agent never announced its identity: accepted by name.
+        (["export", "out", "--format", "chat", "--any-agent"], "out/datasets/chat/chat.jsonl"),
+        (["library", "build", "out", "--output", "lib"], "lib/manifest.json"),
+        (["library", "query", "lib"], None),
+        (["status"], None),
+    ]:
+        loaded = _loaded(tmp_path, args, {"GENCOACH_API__PORT": "1"})
+        assert _server_side(loaded) == [], args
+        assert wrote is None or (tmp_path / wrote).is_file(), args
+
+
+# What `--version` may load of gencoach: the command modules that declare the options.
+_VERSION_LOADS = {
+    "gencoach", "gencoach.__about__", "gencoach.cli", "gencoach.constants", "gencoach.errors",
+    "gencoach.lazy", "gencoach.agents", "gencoach.agents.cli", "gencoach.agents.defaults",
+    "gencoach.library", "gencoach.library.cli", "gencoach.library.errors",
+    "gencoach.library.query", "gencoach.library.records", "gencoach.sim",
+    "gencoach.sim.catalog", "gencoach.sim.cli",
+}  # fmt: skip
+_VERSION_PROBE = """
+import sys
+sys.argv = ["gencoach", "--version"]
+from gencoach.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_version_imports_neither_the_simulator_nor_pydantic(tmp_path: Path) -> None:
+    """`gencoach --version` loads the command's options only: no simulator world, library
+    adapter, exporter, settings or HTTP client."""
+    result = subprocess.run(
+        [sys.executable, "-c", _VERSION_PROBE],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    loaded = set(result.stdout.split()[2:])
+    assert {name for name in loaded if name.startswith("gencoach")} == _VERSION_LOADS
+    heavy = {"pydantic", "pydantic_settings", "httpx", "yaml", "redis", "rq", "structlog"}
+    assert {name.split(".")[0] for name in loaded} & heavy == set()
 
 
 @pytest.mark.parametrize("command", [[], ["sim", "run"], ["export"], ["agent", "serve"]], ids=str)
@@ -267,3 +417,31 @@ def test_worker_refuses_an_unknown_mode(tmp_path: Path) -> None:
     result = _gencoach("worker", "--mode", "threads", cwd=tmp_path)
     assert result.returncode == 2
     assert "--mode must be async or fork, not 'threads'" in result.stderr
+
+
+def _leaf_commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if hasattr(command, "commands"):
+        return [
+            leaf
+            for name, sub in sorted(command.commands.items())
+            for leaf in _leaf_commands(sub, (*path, name))
+        ]
+    return [path]
+
+
+def _option_names(path: tuple[str, ...]) -> list[str]:
+    command = typer.main.get_command(app)
+    for name in path:
+        command = command.commands[name]  # type: ignore[attr-defined]
+    return [name for param in command.params for name in param.opts + param.secondary_opts
+            if name.startswith("--")]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", _leaf_commands(typer.main.get_command(app)), ids=" ".join)
+def test_help_fits_80_columns_with_every_option_name_whole(path: tuple[str, ...]) -> None:
+    """At 80 columns every command's help shows each of its option names in full."""
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    cut = [name for name in _option_names(path) if name not in result.output.split()]
+    assert cut == [], result.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,24 +14,33 @@ from typer.core import TyperOption
 from gencoach.__about__ import __version__
 from gencoach.agents.cli import StructuredOutputChoice, agent_app, check_agent
 from gencoach.library.cli import library_app
+from gencoach.sim.catalog import SCENARIO_DESCRIPTIONS as SCENARIOS
 from gencoach.sim.cli import sim_app
-from gencoach.sim.scenarios import SCENARIOS
 
 if TYPE_CHECKING:
     from gencoach.config import Settings
 
 # Each command imports what it needs when it runs, so `--version`, `--help`, `health` and
-# `config check` start without the web framework, RQ or the controller.
+# `config check` start without the web framework, RQ or the controller, and `save`, `export`
+# and `library` load their own code only (tests/test_cli.py checks the modules loaded).
 
 _option_type = TyperOption.display_type_rich
 
 
-def _flag_without_type(option: TyperOption, ctx: typer.Context) -> str | None:
-    """A flag's help row shows no `<bool>`: the flag itself says it takes no value."""
-    return None if option.is_flag else _option_type(option, ctx)
+def _option_type_shown(option: TyperOption, ctx: typer.Context) -> str | None:
+    """A flag's help row shows no `<bool>` (the flag itself says it takes no value), and a
+    number's range (which typer appends to the type, `<int range> [x>=1]`) goes on a
+    line of its own below `<int>`, so that the type column stays narrow and an 80-column
+    help never cuts an option's name."""
+    if option.is_flag:
+        return None
+    shown = _option_type(option, ctx)
+    if shown and option._get_number_range_help_str():
+        return shown.replace(" range>", ">") + "\n"
+    return shown
 
 
-TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign,assignment]
+TyperOption.display_type_rich = _option_type_shown  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="gencoach",
@@ -123,6 +133,8 @@ def load_or_exit(path: Path | None) -> Settings:
             sections=settings.ignored_sections,
             reason="MAGMA's own settings; gencoach does not read them",
         )
+    for warning in settings.warnings:
+        log.warning("config.warning", message=warning)
     log.debug("config.loaded", config=redacted(settings))
     return settings
 
@@ -136,13 +148,32 @@ def config_check(
     ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Print the effective configuration with secrets redacted, or every problem (exit 2)."""
+    """Print the effective configuration with secrets redacted, or every problem (exit 2).
+    Settings `serve` would refuse (the API beyond loopback without a token) are said too."""
     import yaml
 
     from gencoach.config import redacted
+    from gencoach.config.exposure import unprotected_exposure
 
     settings = load_or_exit(file or config_path(ctx, config))
     typer.echo(yaml.safe_dump(redacted(settings), sort_keys=False), nl=False)
+    exposure = unprotected_exposure(settings.api)
+    if exposure is not None:
+        typer.echo(f"gencoach config check: `gencoach serve` would exit 2, {exposure}", err=True)
+
+
+class DemoEnv(StrEnum):
+    """What the demo plays."""
+
+    reference = "reference"
+    babyai = "babyai"
+
+
+def _installed(module: str) -> bool:
+    """Whether `module` can be imported, without importing it."""
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 @app.command()
@@ -153,11 +184,19 @@ def demo(
     redis: Annotated[
         str | None, typer.Option("--redis-url", help="Use this Redis (default: embedded).")
     ] = None,
+    env: Annotated[
+        DemoEnv,
+        typer.Option(
+            "--env",
+            help="reference (the tabletop scenarios) or babyai (minigrid's BabyAI levels, "
+            "coached by the BabyAI bot; needs the gym extra).",
+        ),
+    ] = DemoEnv.reference,
     scenario: Annotated[
         list[str] | None,
         typer.Option("--scenario", help=f"Repeatable; default all: {', '.join(SCENARIOS)}."),
     ] = None,
-    envs: Annotated[int, typer.Option(min=1, help="Environments per scenario.")] = 2,
+    envs: Annotated[int, typer.Option(min=1, help="Environments (BabyAI: runs) per scenario.")] = 2,
     branches: Annotated[int, typer.Option(min=1, help="Candidates per fresh situation.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed of the world and of the agent's mistakes.")] = 7,
     max_wall_s: Annotated[
@@ -171,18 +210,24 @@ def demo(
     model: Annotated[str | None, typer.Option(help="The model, with --llm-endpoint.")] = None,
     structured_output: Annotated[
         StructuredOutputChoice,
-        typer.Option(help="How the model is asked for JSON (auto finds what the server takes)."),
+        typer.Option(
+            metavar="<mode>",
+            help="How the model is asked for JSON: auto (finds what the server takes), "
+            "json_schema, json_object or none.",
+        ),
     ] = StructuredOutputChoice.auto,
     coach_with_llm: Annotated[
         bool,
-        typer.Option(help="Keep the scripted agent; only coaching uses the model."),
+        typer.Option(
+            "--coach-with-llm", help="Keep the scripted agent; only coaching uses the model."
+        ),
     ] = False,
     agent_timeout_s: Annotated[
         float | None, typer.Option("--agent-timeout", min=1, help="Seconds per agent answer [60].")
     ] = None,
     branch_grace_s: Annotated[
         float | None,
-        typer.Option("--branch-grace", min=0, help="Seconds a run waits for branch orders [8]."),
+        typer.Option("--branch-grace", min=0, help="Longest wait for a run to settle [30]."),
     ] = None,
     job_timeout_s: Annotated[
         float | None, typer.Option("--job-timeout", min=1, help="Seconds per coaching job [120].")
@@ -221,9 +266,20 @@ def demo(
     )
     if call_s is not None:
         typer.echo(f"one model call took {call_s:.1f} s; waits not given are scaled to it")
+    if env is DemoEnv.babyai and llm_endpoint is not None:
+        typer.echo("--env babyai is coached by the BabyAI bot, without --llm-endpoint", err=True)
+        raise typer.Exit(2)
+    if env is DemoEnv.babyai and not all(map(_installed, ("gymnasium", "minigrid"))):
+        typer.echo(
+            "--env babyai needs the gym extra (gymnasium, minigrid): "
+            "pip install 'gencoach[gym]', or .venv/bin/pip install -e '.[gym]' in a clone",
+            err=True,
+        )
+        raise typer.Exit(2)
     options = DemoOptions(
         output_dir=output,
         redis_url=redis,
+        env="babyai" if env is DemoEnv.babyai else "reference",
         scenarios=tuple(scenario or SCENARIOS),
         envs=envs,
         branches=branches,
@@ -240,25 +296,47 @@ def demo(
 @app.command()
 def health(
     ctx: typer.Context,
-    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 3.0,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for each answer.")
+    ] = 3.0,
+    wait_s: Annotated[
+        float,
+        typer.Option("--wait", min=0, help="Ask again until healthy, for up to this many seconds."),
+    ] = 0.0,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Any server's base URL to ask for /health (default: the controller's)."
+        ),
+    ] = None,
     config: ConfigOption = None,
 ) -> None:
-    """Exit 0 when the controller's HTTP API answers ready, 1 otherwise."""
+    """Exit 0 when the controller's HTTP API (or --url's server) answers ready, 1 otherwise."""
+    import time
+
     import httpx
 
     from gencoach.config.urls import api_url
 
-    settings = load_or_exit(config_path(ctx, config))
-    url = f"{api_url(settings.api.host, settings.api.port)}/health"
-    try:
-        response = httpx.get(url, timeout=timeout_s)
-    except httpx.HTTPError as error:
-        typer.echo(f"unhealthy: {url} unreachable ({error})", err=True)
-        raise typer.Exit(1) from None
-    if response.status_code != httpx.codes.OK:
-        typer.echo(f"unhealthy: {url} answered {response.status_code}", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"healthy: {url}")
+    if url is None:
+        settings = load_or_exit(config_path(ctx, config))
+        url = api_url(settings.api.host, settings.api.port)
+    url = f"{url.rstrip('/')}/health"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            response = httpx.get(url, timeout=timeout_s)
+        except httpx.HTTPError as error:
+            problem = f"unhealthy: {url} unreachable ({error})"
+        else:
+            if response.status_code == httpx.codes.OK:
+                typer.echo(f"healthy: {url}")
+                return
+            problem = f"unhealthy: {url} answered {response.status_code}"
+        if time.monotonic() >= deadline:
+            typer.echo(problem, err=True)
+            raise typer.Exit(1)
+        time.sleep(0.2)
 
 
 @app.command()
@@ -314,7 +392,7 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
             options = ControllerOptions(
                 settings=settings,
                 redis_url=url,
-                consumer=settings.controller.consumer or socket.gethostname(),
+                consumer=settings.controller.consumer or f"{socket.gethostname()}-{os.getpid()}",
                 dispatcher=lambda: RQDispatcher(url, settings.workers.job_timeout_s),
                 reload=lambda: load_settings(path, os.environ),
                 extend_api=lambda app, ctx: mount_live_console(app, ctx, settings, url),
@@ -400,8 +478,36 @@ def export(
         typer.Option("--agent", help="Export with this MAGMA exporter (magma.export.gen)."),
     ] = None,
     any_agent: Annotated[
-        bool, typer.Option("--any-agent", help="--agent: export saves of any producer.")
+        bool, typer.Option("--any-agent", help="Export saves of every producer.")
     ] = False,
+    from_agents: Annotated[
+        list[str] | None,
+        typer.Option("--from", help="Repeatable AGENT[@VERSION]: producers to export."),
+    ] = None,
+    cases: Annotated[
+        list[str] | None,
+        typer.Option("--case", help="Repeatable: only saves of this scenario or target."),
+    ] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only runs started at or after (ISO 8601).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most N newest runs per agent.")
+    ] = None,
+    dedupe: Annotated[
+        bool | None,
+        typer.Option("--dedupe/--no-dedupe", help="chat, full-history: each identical pair once."),
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option("--tokenizer", help="GGUF file or HF model folder: count row tokens."),
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option("--max-tokens", min=1, help="Token budget per row.")
+    ] = None,
+    over_budget: Annotated[
+        str, typer.Option("--over-budget", help="keep, drop or truncate rows over budget.")
+    ] = "keep",
     split_by: Annotated[
         str, typer.Option("--split-by", help="task (scenario + target) or folder (MAGMA-GEN's).")
     ] = "task",
@@ -428,7 +534,7 @@ def export(
     ] = True,
 ) -> None:
     """Turn saved graphs into training datasets (no Redis, agent or backend needed)."""
-    from gencoach.export.command import export_command
+    from gencoach.export.command import ExportFilters, export_command
 
     raise typer.Exit(
         export_command(
@@ -444,6 +550,9 @@ def export(
             agent=agent,
             any_agent=any_agent,
             split_by=split_by,
+            filters=ExportFilters(tuple(cases or ()), since, limit, tuple(from_agents or ())),
+            dedupe=dedupe,
+            tokens=(tokenizer, max_tokens, over_budget),
         )
     )
 
@@ -459,7 +568,7 @@ def save(
 
     from gencoach.connections import redis_url
     from gencoach.errors import RedisError
-    from gencoach.service.controller import save_run
+    from gencoach.service.persist import save_run
 
     settings = load_or_exit(config_path(ctx, config))
     try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +10,8 @@ import httpx
 import pytest
 
 from tests.browser.conftest import Pages
-from tests.support.controller import ControllerProcess, wait_for
-from tests.support.processes import free_port, kill_tree
+from tests.browser.saves_console import saves_console_at
+from tests.support.controller import ControllerProcess
 from tests.support.saves import chain_save
 
 TOKEN = "console-secret"
@@ -73,38 +71,8 @@ def test_token_is_asked_once_checked_and_kept_out_of_urls(
 def saves_console(tmp_path: Path) -> Iterator[str]:
     """`gencoach console --saves` over a 2,000-situation save, on a free port."""
     chain_save(tmp_path / "saves" / "big-run", 2000)
-    port = free_port()
-    log = (tmp_path / "console.log").open("wb")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gencoach",
-            "console",
-            "--saves",
-            str(tmp_path / "saves"),
-            "--port",
-            str(port),
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        try:
-            return httpx.get(url + "/console/api/session", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(up, timeout_s=30, what="the saves console to answer")
+    with saves_console_at(tmp_path / "saves", tmp_path / "console.log") as url:
         yield url
-    finally:
-        kill_tree(process.pid)
-        process.wait(10)
-        log.close()
 
 
 def test_saved_runs_are_browsed_read_only_and_large_graphs_stay_small(

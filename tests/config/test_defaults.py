@@ -36,6 +36,7 @@ def test_defaults_are_valid_without_a_file(tmp_path: Path, monkeypatch: pytest.M
     assert settings.workers.job_timeout_s == 300.0
     assert settings.controller.consumer is None
     assert (settings.controller.batch_size, settings.controller.grace_s) == (500, 10.0)
+    assert (settings.controller.lease_s, settings.controller.gap_timeout_s) == (10.0, 30.0)
     assert (settings.api.host, settings.api.port, settings.api.token_env) == (
         "127.0.0.1",
         8750,

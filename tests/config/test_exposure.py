@@ -27,7 +27,8 @@ def test_wildcard_without_token_is_refused_with_the_fix() -> None:
     assert problem == (
         "refusing to serve the API on 0.0.0.0:8750 without a token: set api.token_env to a "
         "variable holding one (GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN and "
-        "GENCOACH_API_TOKEN=...), or set api.host to 127.0.0.1"
+        "GENCOACH_API_TOKEN=...) or api.token_file to a file holding one, or set api.host to "
+        "127.0.0.1"
     )
 
 

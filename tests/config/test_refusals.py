@@ -164,12 +164,6 @@ def test_yaml_that_is_not_a_mapping_is_refused(refuse: Refuse) -> None:
     assert "not a list" in problem.message
 
 
-def test_variable_named_by_api_key_env_must_be_set(refuse: Refuse) -> None:
-    """A backend's api_key_env naming an unset variable fails at start-up."""
-    error = refuse(backend_yaml(api_key_env="LLM_KEY"), {"LLM_KEY": ""})
-    assert_names(error, "backends.local.api_key_env", "LLM_KEY")
-
-
 def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
     """Problems in the file, in the variables and across sections all come in one error."""
     error = refuse(
@@ -177,7 +171,7 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
         redis: {url: "mysql://db"}
         coaching: {enabled: true, max_pending_per_stage: false, routes: {format: maybe}}
         workers: {processes: 0, queues: []}
-        api: {port: 0, token_env: MISSING_TOKEN}
+        api: {port: 0, token_env: "not a name"}
         agents: ["x"]
         extra: 1
         """,
@@ -202,3 +196,12 @@ def test_every_problem_is_reported_at_once(refuse: Refuse) -> None:
     assert all(problem.has_value for problem in error.problems)
     assert error.source is not None
     assert error.source.endswith("gencoach.yaml")
+
+
+def test_a_gap_timeout_shorter_than_a_takeover_is_refused(refuse: Refuse) -> None:
+    """Events waiting for a missing seq must outlast the takeover of a dead controller's
+    entries: a gap timeout below twice the lease is refused, saying why."""
+    problem = assert_names(
+        refuse("controller: {lease_s: 10, gap_timeout_s: 15}"), "controller.gap_timeout_s", 15
+    )
+    assert problem.message.startswith("must be at least twice controller.lease_s (10.0 s)")

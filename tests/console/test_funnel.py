@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gencoach.console.funnel import job_stats, route_funnels
-from gencoach.service.requests import CoachingRequest, Transition
+from gencoach.service.requests import CoachingRequest, JobRecord, Transition
 
 _ids = iter(range(10_000))
 TO_EXECUTED = ("opportunity", "admitted", "diagnosing", "repairing", "corrected", "reinjected",
@@ -61,17 +61,20 @@ def test_each_step_counts_requests_that_reached_it() -> None:
         ]
     )
     failure = _row(rows, "failure")
-    assert {
-        k: failure[k]
-        for k in ("seen", "skipped", "refused", "admitted", "corrected", "executed", "proven")
-    } == {
+    counts = ("seen", "skipped", "refused", "admitted", "corrected", "reinjected", "executed",
+              "proven", "unproven", "failed", "open")  # fmt: skip
+    assert {k: failure[k] for k in counts} == {
         "seen": 5,
         "skipped": 1,
         "refused": 1,
         "admitted": 3,
         "corrected": 2,
+        "reinjected": 2,
         "executed": 2,
         "proven": 1,
+        "unproven": 1,
+        "failed": 1,
+        "open": 0,
     }
     assert failure["skipped_by_reason"] == [
         {"reason": "the agent does not offer failure coaching", "count": 1}
@@ -84,11 +87,24 @@ def test_each_step_counts_requests_that_reached_it() -> None:
     }
 
 
+def test_a_request_still_working_or_awaiting_its_outcome_is_open() -> None:
+    """Admitted = open + failed + proven + unproven, whatever step the open ones are at."""
+    rows = route_funnels(
+        [
+            _request("failure", "opportunity", "admitted", "queued"),
+            _request("failure", *TO_EXECUTED),
+            _request("failure", *TO_EXECUTED, "proven"),
+        ]
+    )
+    failure = _row(rows, "failure")
+    assert (failure["admitted"], failure["open"], failure["executed"]) == (3, 2, 2)
+
+
 def test_every_route_is_listed_and_people_have_their_own_row() -> None:
     """Unseen routes show zeros (rates unknown), and a human intervention is not counted
     in its route's automatic funnel."""
     rows = route_funnels(
-        [_request("failure", "opportunity", "corrected", "reinjected", human=True)]
+        [_request("failure", "opportunity", "admitted", "corrected", "reinjected", human=True)]
     )
     assert [row["route"] for row in rows] == [
         "format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite", "human",
@@ -96,29 +112,40 @@ def test_every_route_is_listed_and_people_have_their_own_row() -> None:
     assert _row(rows, "failure")["seen"] == 0
     assert _row(rows, "failure")["rates"]["admitted"] is None
     human = _row(rows, "human")
-    assert (human["seen"], human["admitted"], human["corrected"]) == (1, 1, 1)
+    assert (human["seen"], human["admitted"], human["corrected"], human["open"]) == (1, 1, 1, 1)
 
 
-def test_job_stats_time_each_job_state_and_count_its_failures() -> None:
-    """LLM jobs (diagnosing, rewriting) and agent repairs are timed from their state to
-    the next; one ending in error counts as an error of that kind."""
+def test_job_stats_come_from_the_job_records_not_the_states() -> None:
+    """A quick job that never showed its running state (queued -> corrected) still counts,
+    with the time its worker measured; an error or abandoned job counts as an error."""
+
+    def jobs(*records: tuple[str, str, float | None]) -> list[JobRecord]:
+        return [
+            JobRecord(job=job, attempt=1, status=status, duration_s=seconds)  # type: ignore[arg-type]
+            for job, status, seconds in records
+        ]
+
     stats = job_stats(
         [
             _request(
-                "failure",
-                ("admitted", 0.0),
-                ("diagnosing", 1.0),
-                ("repairing", 3.0),
-                ("corrected", 3.5),
+                "failure", "admitted", "queued", "queued", "corrected",
+                jobs=jobs(("diagnosis", "done", 1.0), ("repair", "done", 0.5)),
             ),
-            _request("failure", ("admitted", 0.0), ("diagnosing", 1.0), ("error", 5.0)),
-            _request("text_rewrite", ("admitted", 0.0), ("rewriting", 0.0), ("corrected", 1.0)),
+            _request(
+                "failure", "admitted", "queued", "error",
+                jobs=jobs(("diagnosis", "error", 4.0)),
+            ),
+            _request(
+                "text_rewrite", "admitted", "queued", "corrected",
+                jobs=jobs(("rewrite", "done", 2.0)),
+            ),
+            _request(
+                "format", "admitted", "queued", "abandoned",
+                jobs=jobs(("repair", "abandoned", None)),
+            ),
         ]
-    )
-    llm = stats["llm"].to_json()
+    )  # fmt: skip
+    llm, agent = stats["llm"].to_json(), stats["agent"].to_json()
     assert (llm["calls"], llm["errors"]) == (3, 1)
     assert sorted(stats["llm"].durations_s) == [1.0, 2.0, 4.0]
-    assert llm["latency_p50_s"] == 2.0
-    agent = stats["agent"].to_json()
-    assert (agent["calls"], agent["errors"], agent["latency_p50_s"]) == (1, 0, 0.5)
-    assert job_stats([])["llm"].to_json()["latency_p90_s"] is None
+    assert (agent["calls"], agent["errors"], agent["latency_p50_s"]) == (2, 1, 0.5)

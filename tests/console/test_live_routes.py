@@ -89,13 +89,17 @@ def test_runs_answer_304_while_nothing_changes_and_filter(controller: Controller
 
 
 def test_graph_and_node_views(controller: ControllerProcess) -> None:
-    """The tree keeps the coached alternative beside the original and its header the
-    task as the save describes it; a node carries its input, stage end and generator ids;
-    unknown runs and nodes are 404 with a message."""
+    """The tree keeps the coached alternative beside the original, and its header the
+    task as the save describes it (and as one line) and the target with its kind; a node
+    carries its input, stage end and generator ids; unknown runs and nodes are 404 with a
+    message."""
     view = _get(controller, "graph", run="known").json()
     assert view["run"]["roots"] == [0]
     task = view["run"]["task_description"]
     assert task["task_description"] == "press sw0, then sw4; then say done"
+    # The header's task line: the stages' goals, as on the runs page; the target apart.
+    assert view["run"]["task"] == "press sw0 then sw4 · say done"
+    assert (view["run"]["target"], view["run"]["target_kind"]) == ("sw0-sw4", "button_sequence")
     c1 = view["situations"][0]["candidates"][0]
     assert (c1["gen_id"], c1["links"]) == ("c1", [[1, "next"], [4, "alternative"]])
     coached = view["situations"][4]["candidates"][0]

@@ -13,11 +13,16 @@ from gencoach.console import create_saves_app
 from tests.support.agent_server import ThreadedServer
 from tests.support.saves import chain_save
 
+STARTED_AT = 1_764_619_200.5
+
 
 @pytest.fixture
 def saves(tmp_path: Path) -> Iterator[str]:
     """A saves console over one readable save, one with logs and one incomplete save."""
     chain_save(tmp_path / "a" / "first", 3, run_id="first")
+    first = tmp_path / "a" / "first" / "config.json"
+    producer = {"package": "gencoach", "version": "0.1.0", "started_at": STARTED_AT}
+    first.write_text(json.dumps({**json.loads(first.read_text()), "producer": producer}))
     logs = tmp_path / "a" / "first" / "_coaching_logs"
     logs.mkdir()
     (logs / "000001_diagnosis.md").write_text("# Diagnosis, round 1\n")
@@ -37,6 +42,10 @@ def test_saves_are_listed_and_unreadable_ones_say_why(saves: str) -> None:
     assert [(row["run_id"], row["state"], row["situations"]) for row in readable] == [
         ("first", "saved", 3)
     ]
+    (first,) = readable
+    assert first["started_at"] == STARTED_AT  # the run's start, kept in its save
+    assert first["saved_at"] > STARTED_AT  # when its config.json was written
+    assert (first["folder"], first["task"]) == ("a/first", "sw0")
     (broken,) = [row for row in rows if not row["run_id"]]
     assert broken["folder"] == "b/broken"
     assert "export_complete is false" in broken["reason"]

@@ -63,11 +63,17 @@ def _show(console: Console, buffer: io.StringIO) -> str:
     return written_while_live[0]
 
 
+QUALITY_LINE = "proven corrections by decision source: "
+
+
 def _footer_under(lines: list[str], title: str) -> str:
     """The footer under the table titled `title` (the output's last lines), unwrapped."""
     top = next(i for i, line in enumerate(lines) if title in line)
     first = next(i for i in range(top, len(lines)) if lines[i].startswith("runs "))
-    return " ".join(line.strip() for line in lines[first:])
+    last = next(
+        (i for i in range(first, len(lines)) if lines[i].startswith(QUALITY_LINE)), len(lines)
+    )
+    return " ".join(line.strip() for line in lines[first:last])
 
 
 def test_a_terminal_keeps_only_the_summary_table_and_shows_the_live_footer_whole(
@@ -120,8 +126,9 @@ def test_piped_output_has_one_summary_table_with_whole_headers_and_rows(
     rows = [line.split() for line in lines if line.split() and line.split()[0] in ROUTES]
     assert [row[0] for row in rows] == list(ROUTES), output
     assert all(len(row) == len(COLUMNS) for row in rows), output
-    assert lines[-1] == footer(SNAPSHOTS[-1]), output
-    assert len(lines[-1]) > 80
+    assert lines[-2] == footer(SNAPSHOTS[-1]), output
+    assert len(lines[-2]) > 80
+    assert lines[-1] == f"{QUALITY_LINE}none", "the summary ends with the proven by source"
 
 
 def test_columns_sets_the_width_when_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import httpx
 import pytest
 import redis
 
-from tests.deploy.compose import interpolate, load_compose, service_environment
+from tests.deploy.compose import COMPOSE_FILE, interpolate, load_compose, service_environment
 from tests.support.controller import wait_for
 from tests.support.processes import free_port, kill_tree, wait_gone
 
@@ -48,6 +49,19 @@ def test_every_service_is_declared(compose: dict[str, Any]) -> None:
         assert services[name]["command"][0] == "gencoach"
 
 
+def test_every_pulled_image_has_an_exact_tag(compose: dict[str, Any]) -> None:
+    """An image compose pulls names an exact version (`redis:7.0.15-alpine`, or a digest),
+    never a moving tag such as `redis:7-alpine` or `latest`; only the built image is local."""
+    for name, service in compose["services"].items():
+        image = service["image"]
+        if "build" in service:
+            assert image == "gencoach:local", name
+            continue
+        assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+(-[\w.]+)?(@sha256:[0-9a-f]{64})?", image), (
+            f"{name}: {image} is not an exact tag"
+        )
+
+
 def test_redis_persists_with_the_append_only_file(compose: dict[str, Any]) -> None:
     """Redis runs with AOF (fsync every second) on a named volume."""
     redis_service = compose["services"]["redis"]
@@ -69,13 +83,17 @@ def test_every_gencoach_process_shares_the_one_redis(compose: dict[str, Any]) ->
 def test_the_controller_needs_a_token_and_allows_the_agent_container(
     compose: dict[str, Any],
 ) -> None:
-    """Without GENCOACH_API_TOKEN compose refuses to start; the agent's URL is allowed."""
-    controller = compose["services"]["controller"]
+    """Without GENCOACH_API_TOKEN compose refuses to start; the token reaches the controller
+    as a Docker secret read through api.token_file, never as a container variable; the
+    agent's URL is allowed."""
     with pytest.raises(ValueError, match="set GENCOACH_API_TOKEN"):
-        service_environment(controller, {})
+        interpolate(COMPOSE_FILE.read_text(), {})
+    assert compose["secrets"] == {"gencoach_api_token": {"environment": "GENCOACH_API_TOKEN"}}
+    controller = compose["services"]["controller"]
+    assert controller["secrets"] == ["gencoach_api_token"]
     environment = service_environment(controller, {"GENCOACH_API_TOKEN": TOKEN})
-    assert environment["GENCOACH_API_TOKEN"] == TOKEN
-    assert environment["GENCOACH_API__TOKEN_ENV"] == "GENCOACH_API_TOKEN"
+    assert environment["GENCOACH_API__TOKEN_FILE"] == "/run/secrets/gencoach_api_token"
+    assert TOKEN not in environment.values()
     agent_command = compose["services"]["agent"]["command"]
     agent_url = f"http://agent:{agent_command[agent_command.index('--port') + 1]}"
     assert agent_url in json.loads(environment["GENCOACH_AGENTS"])
@@ -83,12 +101,32 @@ def test_the_controller_needs_a_token_and_allows_the_agent_container(
     assert simulator[simulator.index("--agent-url") + 1] == agent_url
 
 
-def test_only_the_controller_keeps_the_image_healthcheck(compose: dict[str, Any]) -> None:
-    """The image's check asks the controller's API, so the other containers disable it."""
+def test_health_checks_and_the_simulator_waits_for_the_agent(compose: dict[str, Any]) -> None:
+    """The controller keeps the image's check (its API); the agent checks its own /health
+    and the simulator starts once it is healthy; workers and the simulator have none."""
     services = compose["services"]
     assert "healthcheck" not in services["controller"]
-    for name in ("worker", "agent", "simulator"):
+    agent_check = services["agent"]["healthcheck"]["test"]
+    port = services["agent"]["command"][services["agent"]["command"].index("--port") + 1]
+    assert agent_check == ["CMD", "gencoach", "health", "--url", f"http://127.0.0.1:{port}"]
+    assert services["simulator"]["depends_on"]["agent"] == {"condition": "service_healthy"}
+    assert services["simulator"]["depends_on"]["controller"] == {"condition": "service_healthy"}
+    for name in ("worker", "simulator"):
         assert services[name]["healthcheck"] == {"disable": True}
+
+
+def test_every_volume_is_a_named_one(compose: dict[str, Any]) -> None:
+    """No anonymous volume: each mount names a volume the file declares."""
+    declared = set(compose["volumes"])
+    mounts = [
+        str(mount) for service in compose["services"].values()
+        for mount in service.get("volumes", [])
+    ]  # fmt: skip
+    assert mounts
+    for mount in mounts:
+        name, _, path = mount.partition(":")
+        assert name in declared, f"{mount} is not a named volume"
+        assert path.startswith("/")
 
 
 def test_interpolation_follows_compose_rules() -> None:
@@ -113,11 +151,25 @@ class Deployment:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
 
     def _localize(self, text: str) -> str:
+        secret = self.folder / "secrets" / "gencoach_api_token"
         return (
             text.replace("redis://redis:6379/0", self.redis_url)
             .replace("http://agent:8751", f"http://127.0.0.1:{self.agent_port}")
+            .replace("http://127.0.0.1:8751", f"http://127.0.0.1:{self.agent_port}")
             .replace("/data/output", str(self.folder / "output"))
+            .replace("/run/secrets/gencoach_api_token", str(secret))
         )
+
+    def secrets(self) -> None:
+        """Write the compose secrets as Docker would mount them, from the host's variable."""
+        folder = self.folder / "secrets"
+        folder.mkdir(exist_ok=True)
+        (folder / "gencoach_api_token").write_text(TOKEN)
+
+    def healthcheck(self, name: str) -> list[str]:
+        """The service's health check command, localized."""
+        _, *command = self.services[name]["healthcheck"]["test"]
+        return [GENCOACH, *(self._localize(str(part)) for part in command[1:])]
 
     def command(self, name: str) -> list[str]:
         """The service's command, with the service names replaced by loopback addresses."""
@@ -195,6 +247,7 @@ def _healthy(deployment: Deployment) -> bool:
 @pytest.mark.timeout(240)
 def test_the_services_run_a_coached_generation_on_one_redis(deployment: Deployment) -> None:
     """Controller, one worker, agent and simulator, as compose starts them, save a coached run."""
+    deployment.secrets()
     controller = deployment.start("controller")
     wait_for(
         lambda: _healthy(deployment) or controller.poll() is not None,
@@ -204,15 +257,12 @@ def test_the_services_run_a_coached_generation_on_one_redis(deployment: Deployme
     assert controller.poll() is None, deployment.log("controller")
     deployment.start("worker")
     deployment.start("agent")
-    agent_health = f"http://127.0.0.1:{deployment.agent_port}/health"
+    check = deployment.healthcheck("agent")
 
     def agent_ready() -> bool:
-        try:
-            return httpx.get(agent_health, timeout=2).status_code == httpx.codes.OK
-        except httpx.HTTPError:
-            return False
+        return subprocess.run(check, capture_output=True, timeout=30, check=False).returncode == 0
 
-    wait_for(agent_ready, 60, "the reference agent's /health")
+    wait_for(agent_ready, 60, "the agent's compose health check")
     simulator = deployment.start("simulator")
     try:
         code = simulator.wait(timeout=180)

@@ -95,3 +95,19 @@ async def test_fields_this_version_does_not_write_are_ignored(
     text = render(found, [Gauge("gencoach_runs", "Runs.", ("state",), {("active",): 2})])
     assert parse(text.decode()).value("gencoach_runs", state="active") == 2
     assert b"x_total" not in text  # not in the catalog: not exposed
+
+
+@pytest.mark.asyncio
+async def test_an_observation_stores_three_fields_and_old_cumulative_buckets_still_count() -> None:
+    """Each observation adds to its own bucket, the sum and the count (not to every bucket
+    above it); buckets a version before stored cumulatively are added when exposed."""
+    recorder = Recorder()
+    recorder.observe(JOB_SECONDS, 0.3, "repair")
+    assert len(recorder.pending()) == 3
+    stored = recorder.pending()
+    stored[("gencoach_job_duration_seconds_bucket", ("repair", "0.5"))] = 5
+    stored[("gencoach_job_duration_seconds_bucket", ("repair", "+Inf"))] = 6
+    samples = parse(render(stored).decode())
+    bucket = "gencoach_job_duration_seconds_bucket"
+    assert samples.value(bucket, kind="repair", le="0.5") == 6
+    assert samples.value(bucket, kind="repair", le="+Inf") == 7

@@ -36,7 +36,10 @@ def exposition() -> str:
         ("refused", "pending", 1),
     ):
         recorder.inc(OPPORTUNITIES, "failure", outcome, reason, by=count)
-    for state, count in (("corrected", 6), ("reinjected", 6), ("proven", 5), ("error", 1)):
+    for state, count in (
+        ("opportunity", 10), ("skipped", 3), ("admitted", 7), ("corrected", 6),
+        ("reinjected", 6), ("executed", 6), ("proven", 5), ("unproven", 1), ("error", 1),
+    ):  # fmt: skip
         recorder.inc(REQUESTS, "failure", state, by=count)
     recorder.inc(LLM_CALLS, "teacher", "ok", by=2)
     recorder.inc(LLM_CALLS, "teacher", "unavailable")
@@ -56,8 +59,9 @@ def exposition() -> str:
 def test_the_snapshot_reads_the_funnel_queues_and_backends() -> None:
     snap = parse(exposition())
     funnel = snap.funnels["failure"]
-    assert (funnel.opportunities, funnel.admitted, funnel.skipped, funnel.refused) == (10, 7, 2, 1)
-    assert (funnel.corrected, funnel.reinjected, funnel.proven, funnel.failed) == (6, 6, 5, 1)
+    assert (funnel.seen, funnel.admitted, funnel.skipped, funnel.refused) == (10, 7, 2, 1)
+    assert (funnel.corrected, funnel.reinjected, funnel.executed) == (6, 6, 6)
+    assert (funnel.proven, funnel.unproven, funnel.failed, funnel.open) == (5, 1, 1, 0)
     assert snap.skips == {("failure", "kind_not_offered"): 2}
     assert snap.events == {"applied": 40, "dead_lettered": 1}
     assert snap.runs == {"active": 3, "saved": 9}
@@ -72,11 +76,13 @@ def test_the_view_prints_every_section() -> None:
     out = io.StringIO()
     Console(file=out, width=200).print(view(parse(exposition()), "http://127.0.0.1:8750"))
     text = out.getvalue()
-    assert "runs        3 active, 9 saved" in text
+    assert "runs        12 in all: 3 active, 9 saved" in text
     assert "40 applied, 0 duplicate, 1 dead-lettered (0 kept)" in text
     funnel = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.strip()}
-    column = {stage: funnel[stage] for stage in ("opportunities", "admitted", "proven", "failed")}
-    assert column == {"opportunities": ["10"], "admitted": ["7"], "proven": ["5"], "failed": ["1"]}
+    column = {stage: funnel[stage] for stage in ("seen", "admitted", "proven", "unproven", "open")}
+    assert column == {
+        "seen": ["10"], "admitted": ["7"], "proven": ["5"], "unproven": ["1"], "open": ["0"]
+    }  # fmt: skip
     assert "kind_not_offered" in text
     assert "300 ms" in text  # the teacher's mean latency
     assert "12.0 s" in text  # the diagnosis queue's oldest job

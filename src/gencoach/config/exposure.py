@@ -27,6 +27,6 @@ def unprotected_exposure(api: ApiSettings) -> str | None:
     return (
         f"refusing to serve the API on {api.host}:{api.port} without a token: "
         "set api.token_env to a variable holding one "
-        "(GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN and GENCOACH_API_TOKEN=...), "
-        "or set api.host to 127.0.0.1"
+        "(GENCOACH_API__TOKEN_ENV=GENCOACH_API_TOKEN and GENCOACH_API_TOKEN=...) "
+        "or api.token_file to a file holding one, or set api.host to 127.0.0.1"
     )

@@ -37,6 +37,17 @@ def _count(value: object) -> int:
     return number
 
 
+MAX_BUDGET = 1_000_000
+"""The largest coaching budget: far beyond any stage's use, exact in Redis's Lua numbers."""
+
+
+def _budget(value: object) -> int:
+    number = _integer(value)
+    if number is None or not 1 <= number <= MAX_BUDGET:
+        raise PydanticCustomError("budget", f"must be an integer from 1 to {MAX_BUDGET}")
+    return number
+
+
 def _retries(value: object) -> int:
     number = _integer(value)
     if number is None or number < 0:
@@ -99,6 +110,8 @@ def _agent_prefix(value: object) -> str:
 
 Count = Annotated[int, PlainValidator(_count)]
 """A positive integer limit: 1 or more; a bool, 0, a negative or a float is refused."""
+Budget = Annotated[int, PlainValidator(_budget)]
+"""A coaching budget: 1 to MAX_BUDGET."""
 Retries = Annotated[int, PlainValidator(_retries)]
 """How many times to try again after a first failure: 0 or more."""
 Port = Annotated[int, PlainValidator(_port)]

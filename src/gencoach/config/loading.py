@@ -10,6 +10,7 @@ from pydantic import SecretStr, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from gencoach.config.environment import KeyPath, Overlay, overlay_environment
+from gencoach.config.exposure import is_loopback
 from gencoach.config.files import find_config_file, read_config_file
 from gencoach.config.redaction import is_secret_key, scrub
 from gencoach.config.settings import NO_BACKEND, Settings
@@ -55,13 +56,20 @@ def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
     except ValidationError as exc:
         problems += [_problem(error, overlay) for error in exc.errors()]
         problems += _coaching_without_backend(overlay)
-    problems += _unset_variables(named, environ, overlay)
+    file_token: SecretStr | None = None
+    if settings is not None and settings.api.token_file is not None:
+        read = _read_token_file(settings.api.token_file, overlay)
+        if isinstance(read, ConfigProblem):
+            problems.append(read)
+        else:
+            file_token = read
     if problems or settings is None:
         unique = {str(problem): problem for problem in problems}
         raise ConfigError(list(unique.values()), str(file) if file else None)
-    _attach_secrets(settings, environ)
+    _attach_secrets(settings, environ, file_token)
     settings._source = file
     settings._ignored_sections = ignored
+    settings._warnings = _unset_variables(named, environ, overlay, settings)
     return settings
 
 
@@ -80,23 +88,55 @@ def _named_variables(data: Mapping[str, Any]) -> dict[KeyPath, str]:
 
 
 def _unset_variables(
-    named: dict[KeyPath, str], environ: Mapping[str, str], overlay: Overlay
-) -> list[ConfigProblem]:
-    return [
-        ConfigProblem(
-            _located(key, overlay), "names an environment variable that is not set", name, True
-        )
-        for key, name in named.items()
-        if name.isidentifier() and not environ.get(name)
-    ]
+    named: dict[KeyPath, str], environ: Mapping[str, str], overlay: Overlay, settings: Settings
+) -> list[str]:
+    """A warning for each optional variable a `*_env` key names that is not set, saying
+    what goes without it (a refusal only where a setting needs it: serving the API beyond
+    loopback without a token is refused by `serve` itself)."""
+    warnings = []
+    for key, name in named.items():
+        if not name.isidentifier() or environ.get(name):
+            continue
+        if key == ("api", "token_env"):
+            if settings.api.token is not None:
+                continue  # the token came from api.token_file
+            api = settings.api
+            consequence = (
+                "the API has no token: its changes are open to whoever reaches it"
+                if is_loopback(api.host)
+                else f"the API has no token, so `gencoach serve` will refuse to serve it on "
+                f"{api.host}:{api.port}"
+            )
+        else:
+            consequence = f"no API key will be sent to backend {key[1]!r}"
+        warnings.append(f"{_located(key, overlay)}: {name} is not set; {consequence}")
+    return warnings
 
 
-def _attach_secrets(settings: Settings, environ: Mapping[str, str]) -> None:
+def _read_token_file(path: Path, overlay: Overlay) -> SecretStr | ConfigProblem:
+    """The token `api.token_file` holds (surrounding whitespace removed), or why not."""
+    where = _located(("api", "token_file"), overlay)
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or str(error)
+        return ConfigProblem(where, f"cannot be read ({reason})", str(path), True)
+    if not token:
+        return ConfigProblem(where, "is empty: it must hold the bearer token", str(path), True)
+    return SecretStr(token)
+
+
+def _attach_secrets(
+    settings: Settings, environ: Mapping[str, str], file_token: SecretStr | None
+) -> None:
     for backend in settings.backends.values():
-        if backend.api_key_env:
+        if backend.api_key_env and environ.get(backend.api_key_env):
             backend._api_key = SecretStr(environ[backend.api_key_env])
-    if settings.api.token_env:
-        settings.api._token = SecretStr(environ[settings.api.token_env])
+    api = settings.api
+    if api.token_env and environ.get(api.token_env):
+        api._token, api._token_source = SecretStr(environ[api.token_env]), api.token_env
+    elif file_token is not None:
+        api._token, api._token_source = file_token, str(api.token_file)
 
 
 def _problem(error: ErrorDetails, overlay: Overlay) -> ConfigProblem:

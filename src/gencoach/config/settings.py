@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError
 
 from gencoach.config.fields import (
     AgentPrefix,
+    Budget,
     Count,
     EnvName,
     FilePath,
@@ -105,9 +106,9 @@ class ExamplesSettings(Section):
 class Limits(Section):
     """The coaching budgets, which can change while the service runs."""
 
-    max_pending_per_stage: Count = 5
-    max_unproven_per_stage: Count = 5
-    max_alternatives_per_situation: Count = 3
+    max_pending_per_stage: Budget = 5
+    max_unproven_per_stage: Budget = 5
+    max_alternatives_per_situation: Budget = 3
 
 
 class CoachingSettings(Limits):
@@ -261,9 +262,16 @@ class WorkerSettings(Section):
 class ControllerSettings(Section):
     """The controller daemon: its stream consumer, intake batches, shutdown, save expiry."""
 
-    consumer: Text | None = None  # the stream consumer name; None: this host's name
+    # The stream consumer name, one per controller; None: this host's name and process id.
+    consumer: Text | None = None
     batch_size: Count = 500
     claim_idle_s: Seconds = 60.0
+    # Each controller renews a lease this long; once it lapses, the others take over the
+    # stream entries the dead controller held.
+    lease_s: Seconds = 10.0
+    # A run's events that wait for a missing seq while the run makes no progress this long
+    # are applied without it (docs/events.md, "Order").
+    gap_timeout_s: Seconds = 30.0
     grace_s: Seconds = 10.0
     saved_ttl_s: Count = 86_400
     # An active run with no event for this long is finished as abandoned and saved.
@@ -274,22 +282,57 @@ class ControllerSettings(Section):
     dead_letters_kept: Count = 10_000
     # How often acknowledged stream entries are trimmed and leftover run keys expired.
     housekeeping_s: Seconds = 30.0
+    # An unreachable agent is asked again with backoff for this long, then given up.
+    registration_give_up_s: Seconds = 300.0
+    # Terminal candidates handled at once, in all and per run.
+    terminals_at_once: Count = 32
+    terminals_per_run: Count = 1
+
+    @model_validator(mode="after")
+    def _gaps_outlast_takeover(self) -> ControllerSettings:
+        if self.gap_timeout_s < 2 * self.lease_s:
+            raise PydanticCustomError(
+                "gap_before_takeover",
+                "must be at least twice controller.lease_s ({lease_s} s): the events a "
+                "dead controller held are taken over about lease_s after its death, and "
+                "the later events of their runs wait for them",
+                {"key": "gap_timeout_s", "value": self.gap_timeout_s, "lease_s": self.lease_s},
+            )
+        return self
 
 
 class ApiSettings(Section):
-    """The HTTP API; `token_env` names the variable holding the bearer token, if any."""
+    """The HTTP API. The bearer token, if any, is read from the variable `token_env` names
+    when it is set, else from the file `token_file` names (a Docker or Kubernetes secret)."""
 
     host: Text = "127.0.0.1"
     port: Port = 8750
     token_env: EnvName | None = None
+    token_file: FilePath | None = None
     # A request body larger than this is answered 413 before it is read.
     max_body_bytes: Count = 8_388_608
+    # Requests served at once (each holds at most one Redis connection of the API's own
+    # pool); a request waiting longer than `busy_wait_s` for its turn is answered 503.
+    max_concurrent_requests: Count = 32
+    busy_wait_s: Seconds = 10.0
+    # A client must send a request's headers within `header_timeout_s` (else 408) and its
+    # body within `body_timeout_s` (else the connection closes); beyond `max_connections`
+    # open connections, a new one is answered 503 (Retry-After) and closed.
+    header_timeout_s: Seconds = 10.0
+    body_timeout_s: Seconds = 30.0
+    max_connections: Count = 256
 
     _token: SecretStr | None = PrivateAttr(default=None)
+    _token_source: str | None = PrivateAttr(default=None)
+
+    @property
+    def token_source(self) -> str | None:
+        """Where the token was read: the variable's name or the file's path."""
+        return self._token_source
 
     @property
     def token(self) -> SecretStr | None:
-        """The bearer token read from the variable `token_env` names, if it names one."""
+        """The bearer token from `token_env`'s variable or `token_file`, if either holds one."""
         return self._token
 
 
@@ -327,6 +370,7 @@ class Settings(Section):
 
     _source: Path | None = PrivateAttr(default=None)
     _ignored_sections: list[str] = PrivateAttr(default_factory=list)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
     def _coaching_needs_backend(self) -> Settings:
@@ -345,6 +389,12 @@ class Settings(Section):
     def ignored_sections(self) -> list[str]:
         """The file's MAGMA-only top-level sections, which gencoach does not read."""
         return list(self._ignored_sections)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the settings leave out that the operator may not mean to, with the
+        consequence (an optional variable that is not set, say)."""
+        return list(self._warnings)
 
     def backend_concurrency(self, name: str) -> int:
         """How many requests backend `name` may have in flight: its `max_concurrency`, else

@@ -14,7 +14,7 @@ def startup_summary(settings: Settings, redis_url: str) -> list[str]:
     """One line per fact an operator checks first: Redis, API, agents, coaching, output."""
     api = settings.api
     if api.token is not None:
-        protection = f"a token protects changes ({api.token_env})"
+        protection = f"a token protects changes ({api.token_source})"
     else:
         protection = "no token: reachable from this machine only"
     redis_origin = " (embedded, stopped on exit)" if settings.redis.url == "embedded" else ""

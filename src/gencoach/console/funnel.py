@@ -1,12 +1,15 @@
-"""The coaching funnel, read from the request records the controller keeps in Redis.
+"""The coaching funnel and job statistics, read from the request records the controller
+keeps in Redis.
 
-Per route: seen → skipped (by reason) → refused by limits → admitted → corrected →
-executed → proven. A request counts at a step when its history reached that state, so
-a request proven later still counts as executed and corrected. People's interventions
-are counted in a row of their own: they skip the limits.
+The funnel's counts are `gencoach.funnel`'s: a request counts at every step its history
+reached, so a request proven later still counts as executed and corrected; people's
+interventions count in a row of their own. `gencoach status` and `/metrics` give the
+same numbers for the same requests.
 
-Job statistics come from the same histories: how long each request spent in a job's
-state (queue wait included) and how many ended in error or abandoned there.
+Job statistics come from the job records each request keeps (`CoachingRequest.jobs`, one
+per job result, with the time its worker measured): LLM jobs (diagnosis, rewrite) and
+agent repairs (`POST /v1/coaching`), how many ended in error or abandoned, and how long
+they took.
 """
 
 from __future__ import annotations
@@ -16,86 +19,53 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import quantiles
 
+from gencoach.funnel import ROWS, Funnel, funnel_row, refused_by_limits
 from gencoach.service.requests import CoachingRequest
 
-ROUTES = ("format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite")
-HUMAN_ROW = "human"
-REFUSED_PREFIX = "refused by the stage limits"
-# A job's state, and which worker calls it makes: LLM diagnosis/rewrite, agent repair.
-LLM_STATES = frozenset({"diagnosing", "rewriting"})
-AGENT_STATES = frozenset({"repairing"})
-FAILED_ENDS = frozenset({"error", "abandoned"})
+# Which worker calls a job makes: an LLM (diagnosis, rewrite) or the agent (repair).
+JOB_CALLS = {"diagnosis": "llm", "rewrite": "llm", "repair": "agent"}
+FAILED_JOBS = frozenset({"error", "abandoned"})
 
 
 @dataclass
 class RouteFunnel:
-    """One route's counts, from opportunities seen to branches proven."""
+    """One row's funnel, with the skip reasons."""
 
-    route: str
-    seen: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    refused: int = 0
-    admitted: int = 0
-    corrected: int = 0
-    executed: int = 0
-    proven: int = 0
-    in_flight: int = 0
+    funnel: Funnel
+    skip_reasons: Counter[str] = field(default_factory=Counter)
+    proven_by_source: Counter[str] = field(default_factory=Counter)
 
     def add(self, request: CoachingRequest) -> None:
         """Count one request at every step its history reached."""
         reached = {step.state for step in request.history} | {request.state}
-        self.seen += 1
-        if request.state == "skipped":
-            reason = request.reason or "no reason recorded"
-            if reason.startswith(REFUSED_PREFIX):
-                self.refused += 1
-            else:
-                self.skipped[reason] += 1
-            return
-        if request.human or "admitted" in reached:
-            self.admitted += 1
-        if "corrected" in reached:
-            self.corrected += 1
-        if "executed" in reached:
-            self.executed += 1
+        refused = request.state == "skipped" and refused_by_limits(request.reason)
+        for state in reached:
+            self.funnel.arrived(state, refused=refused)
+        if request.state == "skipped" and not refused:
+            self.skip_reasons[request.reason or "no reason recorded"] += 1
         if request.state == "proven":
-            self.proven += 1
-        if request.state in ("admitted", "diagnosing", "repairing", "rewriting"):
-            self.in_flight += 1
+            source = request.proposals[0].decision_source if request.proposals else "unknown"
+            self.proven_by_source[source] += 1
 
     def to_json(self) -> dict[str, object]:
         """The counts, the skip reasons (most frequent first) and each step's rate."""
         return {
-            "route": self.route,
-            "seen": self.seen,
-            "skipped": sum(self.skipped.values()),
+            "route": self.funnel.row,
+            **{name: int(value) for name, value in self.funnel.counts().items()},
             "skipped_by_reason": [
-                {"reason": reason, "count": count} for reason, count in self.skipped.most_common()
+                {"reason": reason, "count": count}
+                for reason, count in self.skip_reasons.most_common()
             ],
-            "refused": self.refused,
-            "admitted": self.admitted,
-            "corrected": self.corrected,
-            "executed": self.executed,
-            "proven": self.proven,
-            "in_flight": self.in_flight,
-            "rates": {
-                "admitted": _rate(self.admitted, self.seen),
-                "corrected": _rate(self.corrected, self.admitted),
-                "executed": _rate(self.executed, self.corrected),
-                "proven": _rate(self.proven, self.executed),
-            },
+            "proven_by_source": dict(sorted(self.proven_by_source.items())),
+            "rates": self.funnel.rates(),
         }
-
-
-def _rate(part: int, whole: int) -> float | None:
-    return round(part / whole, 4) if whole else None
 
 
 def route_funnels(requests: Iterable[CoachingRequest]) -> list[dict[str, object]]:
     """Every route's funnel (all six, even unseen ones), then people's interventions."""
-    rows = {route: RouteFunnel(route) for route in (*ROUTES, HUMAN_ROW)}
+    rows = {row: RouteFunnel(Funnel(row)) for row in ROWS}
     for request in requests:
-        rows[HUMAN_ROW if request.human else request.route].add(request)
+        rows[funnel_row(request.route, request.human)].add(request)
     return [row.to_json() for row in rows.values()]
 
 
@@ -128,24 +98,15 @@ def _quantiles(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def job_stats(requests: Iterable[CoachingRequest]) -> dict[str, JobStats]:
-    """Statistics of LLM jobs (`llm`) and of the agent's coaching route (`agent`)."""
+    """Statistics of LLM jobs (`llm`) and of the agents' coaching route (`agent`), from
+    the requests' job records."""
     stats = {"llm": JobStats(), "agent": JobStats()}
     for request in requests:
-        history = request.history
-        for index, step in enumerate(history):
-            kind = (
-                "llm"
-                if step.state in LLM_STATES
-                else "agent"
-                if step.state in AGENT_STATES
-                else None
-            )
-            if kind is None or request.human:
-                continue
-            stats[kind].calls += 1
-            if index + 1 < len(history):
-                following = history[index + 1]
-                stats[kind].durations_s.append(max(0.0, following.at - step.at))
-                if following.state in FAILED_ENDS:
-                    stats[kind].errors += 1
+        for record in request.jobs:
+            kind = stats[JOB_CALLS[record.job]]
+            kind.calls += 1
+            if record.status in FAILED_JOBS:
+                kind.errors += 1
+            if record.duration_s is not None:
+                kind.durations_s.append(record.duration_s)
     return stats

@@ -8,9 +8,11 @@ requests are fetched when it is opened.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+from gencoach.console.runlist import task_text
 from gencoach.console.sources import GraphData, OwnedLog
 from gencoach.protocol import CandidateRecord, SituationRecord, TaskDescription
 from gencoach.protocol.decision_text import format_decision
@@ -22,6 +24,28 @@ SNIPPET_CHARS = 160
 def _snippet(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= SNIPPET_CHARS else line[: SNIPPET_CHARS - 1] + "…"
+
+
+def feedback(content: str) -> tuple[str, dict[str, Any] | None]:
+    """An instruction as a person reads it, and its JSON when it is a JSON object.
+
+    Environment feedback in MAGMA-GEN's shape (`{"infos", "previous_tool_call",
+    "failure_reason"}`) reads as its `infos` text, then what failed; other text as it is.
+    """
+    if not content.lstrip().startswith("{"):
+        return content, None
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        return content, None
+    if not isinstance(parsed, dict):
+        return content, None
+    infos = parsed.get("infos")
+    if not isinstance(infos, str):
+        return content, parsed
+    failed = parsed.get("failure_reason")
+    text = f"{infos}\n(failure: {failed})" if isinstance(failed, str) and failed else infos
+    return text, parsed
 
 
 def decision_line(candidate: CandidateRecord) -> str:
@@ -58,6 +82,7 @@ def _candidate_row(data: GraphData, candidate: CandidateRecord) -> dict[str, Any
         "role": marker.coaching_role,
         "faulty": marker.diagnosed_as_faulty,
         "human": candidate.coaching_source.get("origin") == "human",
+        "decision_source": candidate.decision_source,
         "attempts": candidate.coaching_attempt_ids,
         "links": [[link.situation_id, link.kind] for link in candidate.links],
     }
@@ -65,12 +90,13 @@ def _candidate_row(data: GraphData, candidate: CandidateRecord) -> dict[str, Any
 
 def _situation_row(data: GraphData, situation: SituationRecord) -> dict[str, Any]:
     instruction = situation.input.instruction
+    text, raw = feedback(instruction.content)
     return {
         "id": situation.id,
         "gen_id": data.situation_gen_ids.get(situation.id),
         "stage": situation.stage_id,
         "parent": situation.parent_id,
-        "instruction": {"type": instruction.type, "text": _snippet(instruction.content)},
+        "instruction": {"type": instruction.type, "text": _snippet(text), "json": raw},
         "candidates": [_candidate_row(data, c) for c in situation.candidates],
     }
 
@@ -92,6 +118,8 @@ def graph_view(data: GraphData) -> dict[str, Any]:
             "live": data.live,
             "scenario": config.scenario,
             "target": config.target,
+            "target_kind": config.target_kind,
+            "task": task_text(config.target, config.task_description),
             "agent": f"{config.agent_id} {config.agent_version}",
             "task_description": _task(config.task_description),
             "roots": config.roots,
@@ -155,6 +183,7 @@ def node_view(
             "stage": situation.stage_id,
             "parent": situation.parent_id,
             "input": situation.input.model_dump(mode="json"),
+            "instruction_text": feedback(situation.input.instruction.content)[0],
         },
         "candidate": {
             **candidate.model_dump(mode="json", by_alias=True),

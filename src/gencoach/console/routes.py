@@ -20,10 +20,11 @@ from gencoach.config import Settings
 from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.console.graphview import branch_of, graph_view, node_view
 from gencoach.console.queues import QueueDepths
-from gencoach.console.runlist import filter_rows
 from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
 from gencoach.service.api import ApiContext
+from gencoach.service.apidoc import errors
 from gencoach.service.requests import describe
+from gencoach.service.runquery import run_query
 from gencoach.workers.backends import UsageLedger
 
 PREFIX = "/console/api"
@@ -64,23 +65,25 @@ def graph_router(source: GraphSource) -> APIRouter:
     router = APIRouter(prefix=PREFIX)
     views: dict[str, tuple[GraphData, dict[str, Any]]] = {}
 
-    @router.get("/runs")
+    @router.get("/runs", responses=errors(400, 503))
     async def runs(
         request: Request,
         state: str | None = None,
         scenario: str | None = None,
         agent: str | None = None,
+        cursor: str | None = None,
+        limit: str | None = None,
     ) -> Response:
-        """Every run (active first) matching the filters, and the values to filter by."""
-        rows = await source.run_rows()
-        facets = {
-            key: sorted({str(row[key]) for row in rows}) for key in ("state", "scenario", "agent")
-        }
-        return etag_json(
-            request, {"runs": filter_rows(rows, state, scenario, agent), "facets": facets}
-        )
+        """A page of runs (active first) matching the filters, the totals, the values to
+        filter by, and the cursor of the next page."""
+        try:
+            query = run_query(state, scenario, agent, cursor, limit)
+            payload = await source.run_page(query)
+        except ValueError as error:
+            return JSONResponse({"detail": str(error)}, status_code=400)
+        return etag_json(request, payload)
 
-    @router.get("/graph")
+    @router.get("/graph", responses=errors(404, 503))
     async def graph(request: Request, run_id: RunId) -> Response:
         """The run's tree, compact."""
         data = await source.graph(run_id)
@@ -91,7 +94,7 @@ def graph_router(source: GraphSource) -> APIRouter:
         remember(views, run_id, (data, view))
         return etag_json(request, view)
 
-    @router.get("/node")
+    @router.get("/node", responses=errors(404, 503))
     async def node(
         request: Request, run_id: RunId, candidate: Annotated[int, Query(ge=0)]
     ) -> Response:
@@ -113,17 +116,19 @@ def live_router(
     """Routes only a running controller serves: funnel, stages, following a request."""
     router = APIRouter(prefix=PREFIX)
 
-    @router.get("/auth", dependencies=[Depends(bearer_check(ctx.token))])
+    @router.get(
+        "/auth", dependencies=[Depends(bearer_check(ctx.token))], responses=errors(401, 403)
+    )
     async def auth() -> JSONResponse:
         """200 when the request carries the token the API wants (or none is set)."""
         return JSONResponse({"authorized": True})
 
-    @router.get("/funnel")
+    @router.get("/funnel", responses=errors(503))
     async def funnel(
         request: Request, run_id: Annotated[str | None, Query(alias="run")] = None
     ) -> Response:
         """Per route: seen → skipped → refused → admitted → corrected → executed → proven."""
-        run_ids = [run_id] if run_id else await ctx.store.run_ids()
+        run_ids = [run_id] if run_id else await ctx.store.index.run_ids()
         requests = [r for rid in run_ids for r in await ctx.requests.all(rid)]
         jobs = job_stats(requests)
         backends = []
@@ -153,12 +158,12 @@ def live_router(
         }
         return etag_json(request, payload)
 
-    @router.get("/stages")
+    @router.get("/stages", responses=errors(503))
     async def stages(request: Request) -> Response:
         """The budgets in force and, per active run and stage, the counts against them."""
         limits = await ctx.budgets.current()
         runs = []
-        for run_id in await ctx.store.runs_in_state("active"):
+        for run_id in await ctx.store.index.in_state("active"):
             budgets = await ctx.limits.stage_budgets(run_id, limits)
             runs.append({"run_id": run_id, "stages": [b.model_dump() for b in budgets]})
         payload = {
@@ -170,7 +175,7 @@ def live_router(
         }
         return etag_json(request, payload)
 
-    @router.get("/follow")
+    @router.get("/follow", responses=errors(404, 503))
     async def follow(
         request: Request, run_id: RunId, request_id: Annotated[str, Query(alias="request")]
     ) -> Response:

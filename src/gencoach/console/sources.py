@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
-from gencoach.console.runlist import run_rows
+from gencoach.console.runlist import live_page, page_payload, task_text
 from gencoach.errors import SaveError
 from gencoach.export.sources import find_folders
 from gencoach.graph import CONFIG_FILE, read_config, read_save
@@ -20,6 +20,7 @@ from gencoach.protocol import RunConfig, SituationRecord, StageEnd
 from gencoach.service.graphstore import MARKERS, META, SEQS, SOURCES, GraphStore
 from gencoach.service.persist import build_config, build_records
 from gencoach.service.requests import CoachingRequest, RequestStore
+from gencoach.service.runindex import RUN_STATES, CursorError, RunPage, RunQuery
 
 # Graphs kept in memory between polls, per source (the most recently read ones).
 CACHED_GRAPHS = 8
@@ -62,8 +63,8 @@ class GraphSource(Protocol):
 
     live: bool
 
-    async def run_rows(self) -> list[dict[str, Any]]:
-        """Every run the source knows, as the runs page lists them."""
+    async def run_page(self, query: RunQuery) -> Any:
+        """One page of the runs the source knows, as the runs page lists them."""
 
     async def graph(self, run_id: str) -> GraphData | None:
         """The run's graph, or None for an unknown run."""
@@ -95,9 +96,9 @@ class LiveSource:
         pipe.hlen(keys.run(run_id, MARKERS))
         return tuple(await pipe.execute())
 
-    async def run_rows(self) -> list[dict[str, Any]]:
-        """Every run in Redis, active first."""
-        return await run_rows(self.store.client, self.store.keys)
+    async def run_page(self, query: RunQuery) -> Any:
+        """One page of the runs in Redis, active first, filtered in Redis."""
+        return await live_page(self.store.client, self.store.index, self.store.keys, query)
 
     async def graph(self, run_id: str) -> GraphData | None:
         """The run's graph as it would be saved now; read again only when it changed."""
@@ -179,40 +180,32 @@ class SavedSource:
         self._folders = {run.config.run_id: run.folder for run in found}
         return found, refused
 
-    async def run_rows(self) -> list[dict[str, Any]]:
-        """Every readable save, newest folder first; unreadable ones say why."""
+    async def run_page(self, query: RunQuery) -> Any:
+        """A page of the readable saves, newest save first; unreadable ones say why.
+
+        Saves are listed from disk at each call (there is no index of folders); the
+        cursor is the position in that listing.
+        """
+        start = _offset(query.cursor)
         runs, refused = await anyio.to_thread.run_sync(self.runs)
-        rows: list[dict[str, Any]] = [
-            {
-                "run_id": run.config.run_id,
-                "state": "saved",
-                "started_at": (run.folder / CONFIG_FILE).stat().st_mtime,
-                "scenario": run.config.scenario,
-                "target": run.config.target,
-                "agent": run.config.agent_id,
-                "folder": run.name,
-                "situations": sum(1 for path in run.folder.glob("*.json")) - 1,
-                "coaching": None,
-            }
-            for run in runs
+        rows: list[dict[str, Any]] = [_saved_row(run) for run in runs]
+        rows.sort(key=lambda row: -row["saved_at"])
+        rows.extend(_refused_row(item) for item in refused)
+        facets = {
+            key: sorted({str(row[key]) for row in rows}) for key in ("state", "scenario", "agent")
+        }
+        matching = [
+            row
+            for row in rows
+            if (query.state is None or row["state"] == query.state)
+            and (query.scenario is None or row["scenario"] == query.scenario)
+            and (query.agent is None or row["agent"] == query.agent)
         ]
-        rows.extend(
-            {
-                "run_id": None,
-                "state": "unreadable",
-                "started_at": 0,
-                "scenario": "",
-                "target": "",
-                "agent": "",
-                "folder": item["folder"],
-                "reason": item["reason"],
-                "situations": None,
-                "coaching": None,
-            }
-            for item in refused
-        )
-        rows.sort(key=lambda row: -row["started_at"])
-        return rows
+        end = start + query.limit
+        counts = {state: 0 for state in RUN_STATES}
+        counts["saved"] = sum(1 for row in rows if row["state"] == "saved")
+        page = RunPage([], str(end) if end < len(matching) else None, len(matching), counts)
+        return page_payload(page, matching[start:end], facets)
 
     def _folder(self, run_id: str) -> Path | None:
         # The folder found by the last listing, while it still holds a save; else list again.
@@ -259,3 +252,47 @@ def _read_logs(folder: Path) -> list[OwnedLog]:
         for path in sorted(folder.glob("*.md"))
         if path.is_file() and not path.is_symlink()
     ]
+
+
+def _offset(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isascii() or not cursor.isdigit():
+        raise CursorError(f"cursor {cursor!r} is not one this console gave out")
+    return int(cursor)
+
+
+def _saved_row(run: SavedRun) -> dict[str, Any]:
+    config = run.config
+    started = config.producer.started_at if config.producer is not None else None
+    return {
+        "run_id": config.run_id,
+        "state": "saved",
+        "started_at": started,
+        "saved_at": (run.folder / CONFIG_FILE).stat().st_mtime,
+        "scenario": config.scenario,
+        "target": config.target,
+        "target_kind": config.target_kind,
+        "task": task_text(config.target, config.task_description),
+        "agent": config.agent_id,
+        "folder": run.name,
+        "situations": sum(1 for path in run.folder.glob("*.json")) - 1,
+        "coaching": None,
+    }
+
+
+def _refused_row(item: dict[str, str]) -> dict[str, Any]:
+    return {
+        "run_id": None,
+        "state": "unreadable",
+        "started_at": None,
+        "saved_at": None,
+        "scenario": "",
+        "target": "",
+        "task": "",
+        "agent": "",
+        "folder": item["folder"],
+        "reason": item["reason"],
+        "situations": None,
+        "coaching": None,
+    }

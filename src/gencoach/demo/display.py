@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.live import Live
 
 from gencoach.demo.progress import Snapshot, render
+from gencoach.demo.quality import summary_lines
 
 LIVE_TITLE = "gencoach demo: coaching live"
 REFRESH_S = 1.0
@@ -58,5 +59,8 @@ def progress_line(seen: Snapshot) -> str:
 
 
 def print_summary(console: Console, seen: Snapshot, duration_s: float) -> None:
-    """The final table, titled with the demo's duration."""
+    """The final table, titled with the demo's duration, then proven corrections by
+    decision source and the diagnoses' accuracy where the truth is known."""
     console.print(render(seen, f"gencoach demo: done in {duration_s:.0f} s"))
+    for line in summary_lines(seen.quality):
+        console.print(line, soft_wrap=True, highlight=False)

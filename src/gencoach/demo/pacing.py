@@ -28,7 +28,7 @@ class Pacing:
     """The demo's waits, in seconds."""
 
     agent_timeout_s: float = 60.0
-    branch_grace_s: float = 8.0
+    branch_grace_s: float = 30.0
     max_wall_s: float = 75.0
     job_timeout_s: float = 120.0
     llm_timeout_s: float = 120.0

@@ -11,6 +11,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gencoach.demo.quality import Quality
+
 ROUTES = ("format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite")
 REACHED = {
     "admitted": {
@@ -47,6 +49,7 @@ class Snapshot:
     reached: dict[str, Counter[str]] = field(
         default_factory=lambda: {stage: Counter() for stage in REACHED}
     )
+    quality: Quality = field(default_factory=Quality)
 
     def proven(self, route: str) -> int:
         """Proven requests of a route."""
@@ -56,7 +59,8 @@ class Snapshot:
 def snapshot(api: str, client: httpx.Client) -> Snapshot:
     """Read every run's size and requests from the controller's API."""
     seen = Snapshot()
-    for run in client.get(f"{api}/v1/runs").json()["runs"]:
+    # A demo's runs fit in one page.
+    for run in client.get(f"{api}/v1/runs", params={"limit": 1000}).json()["runs"]:
         run_id = run["run_id"]
         seen.runs += 1
         seen.finished += run["state"] in ("finished", "saved")
@@ -70,6 +74,7 @@ def snapshot(api: str, client: httpx.Client) -> Snapshot:
         for request in requests.json()["requests"]:
             route, state = request["route"], request["state"]
             seen.opportunities[route] += 1
+            seen.quality.add(request)
             if state == "skipped":
                 limits = (request["reason"] or "").startswith("refused by the stage limits")
                 (seen.skipped_by_limits if limits else seen.skipped_other)[route] += 1

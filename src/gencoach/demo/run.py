@@ -13,9 +13,11 @@ import contextlib
 import functools
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import httpx
@@ -35,6 +37,13 @@ from gencoach.sim.scenarios import SCENARIOS
 from gencoach.terminal import fit_to_output
 
 TEACHER = "gencoach.sim.teacher:diagnose"
+BABYAI_TEACHER = "gencoach.integrations.minigrid:teacher"
+BABYAI_MISTAKES = {
+    "wrong-argument": 0.1,
+    "skipped-prerequisite": 0.25,
+    "malformed": 0.05,
+    "no-action": 0.05,
+}
 MUST_PROVE = ("format", "failure", "suboptimal")
 
 
@@ -44,6 +53,8 @@ class DemoOptions:
 
     output_dir: Path = Path("output")
     redis_url: str | None = None
+    env: Literal["reference", "babyai"] = "reference"
+    """`babyai`: BabyAI levels through the Gymnasium integration, coached by the bot."""
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     envs: int = 2
     branches: int = 2
@@ -89,7 +100,8 @@ def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -
             "structured_output": options.structured_output,
         }
     else:
-        backend = {"type": "python", "endpoint": TEACHER, "timeout_s": 30}
+        teacher = BABYAI_TEACHER if options.env == "babyai" else TEACHER
+        backend = {"type": "python", "endpoint": teacher, "timeout_s": 30}
     config = {
         "redis": {"url": redis_url},
         "output_dir": str(folder / "graphs"),
@@ -128,12 +140,19 @@ def _agent_args(options: DemoOptions, port: int) -> list[str]:
     if options.llm_decides:
         endpoint, model = str(options.llm_endpoint), str(options.model)
         return [*args, "--policy", "llm", "--llm-endpoint", endpoint, "--model", model]
-    for name, rate in options.mistakes.items():
+    mistakes = options.mistakes
+    if options.env == "babyai":
+        args += ["--world", "babyai"]
+        mistakes = BABYAI_MISTAKES
+    for name, rate in mistakes.items():
         args += [f"--{name}", str(rate)]
     return args
 
 
-async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> list[GenerationReport]:
+async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> list[str]:
+    """Play every scenario (or BabyAI level); each run's summary line."""
+    if options.env == "babyai":
+        return await _generate_babyai(options, redis_url, agent_url)
     reports: list[GenerationReport] = []
 
     async def one(index: int, scenario: str) -> None:
@@ -154,7 +173,37 @@ async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> lis
     async with anyio.create_task_group() as tg:
         for index, scenario in enumerate(options.scenarios):
             tg.start_soon(one, index, scenario)
-    return reports
+    return [report.summary() for report in reports]
+
+
+async def _generate_babyai(options: DemoOptions, redis_url: str, agent_url: str) -> list[str]:
+    """The BabyAI levels (PickupDist strict, so a wrong pickup fails), `envs` runs each."""
+    from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
+    from gencoach.integrations.minigrid import LEVELS, BabyAIAdapter
+
+    summaries: list[str] = []
+
+    async def one(level: str) -> None:
+        adapter = BabyAIAdapter(level, strict=level == "PickupDist")
+        campaign = CampaignOptions(
+            adapter=adapter,
+            agent_url=agent_url,
+            redis_url=redis_url,
+            runs=options.envs,
+            concurrency=options.envs,
+            seed=options.seed,
+            branches=options.branches,
+            settle_timeout_s=options.pacing.branch_grace_s,
+            timeout_s=options.pacing.agent_timeout_s,
+            campaign=f"demo-{adapter.name}-{uuid.uuid4().hex[:6]}",
+        )
+        report = await run_campaign(campaign)
+        summaries.append(f"{adapter.name}: {report.summary()}")
+
+    async with anyio.create_task_group() as tg:
+        for level in LEVELS:
+            tg.start_soon(one, level)
+    return summaries
 
 
 async def _watch(api: str, console: Console, done: anyio.Event) -> None:
@@ -169,14 +218,13 @@ async def _drive(
 
     async def generate_then_settle() -> None:
         try:
-            reports = await _generate(options, redis_url, agent_url)
-            for report in reports:
-                console.print(report.summary())
+            for summary in await _generate(options, redis_url, agent_url):
+                console.print(summary)
             async with httpx.AsyncClient(timeout=5) as client:
                 with anyio.move_on_after(30):
                     while True:  # until every finished run is saved
-                        runs = (await client.get(f"{api}/v1/runs")).json()["runs"]
-                        if all(run["state"] == "saved" for run in runs):
+                        listed = (await client.get(f"{api}/v1/runs", params={"limit": 1})).json()
+                        if listed["counts"]["saved"] == listed["total"]:
                             break
                         await anyio.sleep(0.5)
         finally:
@@ -199,8 +247,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     folder.mkdir(parents=True)
     started = time.monotonic()
     try:
-        with _redis(options, folder) as redis_url:
-            seen = _with_children(options, folder, redis_url, console)
+        seen = coach_scenarios(options, folder, console)
     except ChildError as error:
         console.print(f"[red]demo failed:[/] {error}")
         return 1
@@ -224,6 +271,13 @@ def run_demo(options: DemoOptions, console: Console) -> int:
                 "(raise --max-wall-s)[/]"
             )
     return 0
+
+
+def coach_scenarios(options: DemoOptions, folder: Path, console: Console) -> Snapshot:
+    """Run every part in `folder` and coach the scenarios; what the controller saw at the
+    end. Raises ChildError when a part fails; every process started is stopped."""
+    with _redis(options, folder) as redis_url:
+        return _with_children(options, folder, redis_url, console)
 
 
 def _with_children(

@@ -37,7 +37,7 @@ Family = Counter | Histogram
 EVENTS = Counter(
     "gencoach_events_total",
     "Events intake took from the events stream, by type and outcome "
-    "(applied, duplicate, dead_lettered).",
+    "(applied, duplicate, parked, dead_lettered).",
     ("type", "outcome"),
 )
 OPPORTUNITIES = Counter(

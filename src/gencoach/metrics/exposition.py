@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gencoach.metrics.catalog import FAMILIES, Counter, Histogram
-from gencoach.metrics.series import Series, bound, parse_field
+from gencoach.metrics.series import IN_BUCKET, Series, bound, parse_field
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -79,14 +79,22 @@ class _Snapshot(Collector):
         counts: defaultdict[tuple[str, ...], dict[str, float]] = defaultdict(dict)
         sums: dict[tuple[str, ...], float] = {}
         width = len(histogram.labels)
+        bounds = [*(bound(upper) for upper in histogram.buckets), "+Inf"]
+        # Observations per bucket they fell in, made cumulative; plus cumulative counts
+        # stored by earlier versions (`_bucket`).
+        for labels, value in self.by_name[f"{histogram.name}{IN_BUCKET}"]:
+            if len(labels) == width + 1 and labels[width] in bounds:
+                found = counts[labels[:width]]
+                for upper in bounds[bounds.index(labels[width]) :]:
+                    found[upper] = found.get(upper, 0.0) + value
         for labels, value in self.by_name[f"{histogram.name}_bucket"]:
             if len(labels) == width + 1:
-                counts[labels[:width]][labels[width]] = value
+                found = counts[labels[:width]]
+                found[labels[width]] = found.get(labels[width], 0.0) + value
         for labels, value in self.by_name[f"{histogram.name}_sum"]:
             if len(labels) == width:
                 sums[labels] = value
         metric = HistogramMetricFamily(histogram.name, histogram.help, labels=histogram.labels)
-        bounds = [*(bound(upper) for upper in histogram.buckets), "+Inf"]
         for labels in sorted(counts):
             found = counts[labels]
             buckets = [(upper, found.get(upper, 0.0)) for upper in bounds]

@@ -3,7 +3,8 @@
 Counting costs a dict update; `flush` sends what was counted since the last flush with
 HINCRBYFLOAT (atomic per field, so every process adds to the same totals). A flush that
 fails keeps its counts for the next one. A process that dies loses what it counted
-since its last flush: the controller flushes every second, a worker after each job.
+since its last flush: the controller and each worker flush every second, a forked
+work-horse when its job ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import redis.exceptions
 
 from gencoach.logs import get_logger
 from gencoach.metrics.catalog import Counter, Histogram
-from gencoach.metrics.series import Series, bound, field
+from gencoach.metrics.series import IN_BUCKET, Series, bound, field
 
 log = get_logger("metrics")
 
@@ -34,13 +35,12 @@ class Recorder:
         self._pending[counter.name, labels] += by
 
     def observe(self, histogram: Histogram, seconds: float, *labels: str) -> None:
-        """Count one observation into the histogram's series for these label values."""
+        """Count one observation into the histogram's series for these label values: the
+        one bucket it falls in (`_in`, made cumulative when exposed), the sum and count."""
         _check(histogram.name, histogram.labels, labels)
         pending = self._pending
-        for upper in histogram.buckets:
-            if seconds <= upper:
-                pending[f"{histogram.name}_bucket", (*labels, bound(upper))] += 1
-        pending[f"{histogram.name}_bucket", (*labels, "+Inf")] += 1
+        upper = next((bound(b) for b in histogram.buckets if seconds <= b), "+Inf")
+        pending[f"{histogram.name}{IN_BUCKET}", (*labels, upper)] += 1
         pending[f"{histogram.name}_sum", labels] += seconds
         pending[f"{histogram.name}_count", labels] += 1
 
@@ -48,12 +48,14 @@ class Recorder:
         """What was counted since the last flush."""
         return dict(self._pending)
 
-    async def flush(self) -> None:
-        """Add the counts to Redis; on failure keep them for the next flush (and log)."""
-        if self.client is None or not self._pending:
+    async def flush(self, client: redis.asyncio.Redis | None = None) -> None:
+        """Add the counts to Redis (through `client`, else the recorder's own); on failure
+        keep them for the next flush (and log)."""
+        client = client or self.client
+        if client is None or not self._pending:
             return
         taken, self._pending = self._pending, defaultdict(float)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = client.pipeline(transaction=True)
         for (name, labels), value in taken.items():
             pipe.hincrbyfloat(self.key, field(name, labels), value)
         try:

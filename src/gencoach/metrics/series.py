@@ -1,7 +1,10 @@
 """How one series is named in the Redis hash: its sample name and label values, as JSON.
 
-`["gencoach_jobs_total", ["repair", "done"]]`; a histogram bucket's last label value is
-its upper bound (`le`), as Prometheus writes it.
+`["gencoach_jobs_total", ["repair", "done"]]`. A histogram's observations are stored
+per bucket they fall in (`<name>_in`, its last label value the bucket's upper bound `le`,
+as Prometheus writes it), so an observation costs three fields, not one per bucket; the
+exposition makes them cumulative. Fields `<name>_bucket` (cumulative, as versions before
+stored them) are still read and added.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 from prometheus_client.utils import floatToGoString
 
 Series = tuple[str, tuple[str, ...]]
+IN_BUCKET = "_in"
 
 
 def field(name: str, labels: tuple[str, ...]) -> str:

@@ -3,13 +3,15 @@
 Every `every_s` the loop adds the controller's counts to Redis and measures how late
 its own wake-up was (the event loop's lag: how long other work kept it from running).
 A scrape flushes first, then reads the counters every process stored and measures the
-gauges: runs by state, each worker queue's waiting jobs, oldest job and workers, the
-stream entries the controllers have not handled yet, and the dead letters kept.
+gauges: whether Redis refuses writes, runs by state (the counts the runs index keeps),
+each worker queue's waiting jobs, oldest job and workers, the stream entries the
+controllers have not handled yet, and the dead letters kept. A scrape is an API request:
+it works on the API's Redis pool, so scrapes wait behind other requests and never take a
+connection the controller's loops need.
 """
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -23,28 +25,29 @@ from gencoach.metrics.exposition import Gauge, render, stored
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.nodes import as_text
 from gencoach.service.queues import Backlog
-
-# A run is active until run.finished, then finished until its graph is saved.
-RUN_STATES = ("active", "finished", "saved")
+from gencoach.service.writable import write_refusal
 
 BacklogSource = Callable[[], Awaitable[list[Backlog]]]
 
 
 class ControllerMetrics:
-    """Flushes the controller's recorder and answers scrapes."""
+    """Flushes the controller's recorder (on the loops' `client`) and answers scrapes (on
+    `scrape_client`, the API's pool)."""
 
     def __init__(
         self,
         client: Redis,
+        scrape_client: Redis,
         keys: Keys,
-        store: GraphStore,
         backlogs: BacklogSource,
+        local: Callable[[], list[Gauge]] = list,
         every_s: float = 1.0,
     ) -> None:
-        self.client = client
+        self.scrape_client = scrape_client  # the API's pool
         self.keys = keys
-        self.store = store
+        self.store = GraphStore(scrape_client, keys)
         self.backlogs = backlogs
+        self.local = local  # gauges of this process's own state (the terminals' lanes)
         self.every_s = every_s
         self.recorder = Recorder(client, keys.metrics)
         self.loop_lag_s = 0.0
@@ -70,8 +73,8 @@ class ControllerMetrics:
 
     async def render(self) -> bytes:
         """The Prometheus text of every process's counters and the gauges measured now."""
-        await self.recorder.flush()
-        series = await stored(self.client, self.keys.metrics)
+        await self.recorder.flush(self.scrape_client)
+        series = await stored(self.scrape_client, self.keys.metrics)
         return render(series, await self.gauges())
 
     async def gauges(self) -> list[Gauge]:
@@ -79,8 +82,14 @@ class ControllerMetrics:
         runs = await self._runs()
         backlogs = await self.backlogs()
         waiting = await self._unhandled()
-        dead = await self.client.xlen(self.keys.dead_events)
+        dead = await self.scrape_client.xlen(self.keys.dead_events)
+        refused = await write_refusal(self.scrape_client, self.keys) is not None
         return [
+            Gauge(
+                "gencoach_redis_writes_refused",
+                "1 while Redis refuses writes (at its maxmemory, or a read-only replica).",
+                samples={(): 1 if refused else 0},
+            ),
             Gauge(
                 "gencoach_runs",
                 "Runs this Redis knows, by state (active, finished, saved).",
@@ -122,11 +131,12 @@ class ControllerMetrics:
                 "How late the controller's event loop last ran a timer that was due.",
                 samples={(): round(self.loop_lag_s, 4)},
             ),
+            *self.local(),
         ]
 
     async def _runs(self) -> dict[tuple[str, ...], float]:
-        tally = Tally(await self.store.run_states())
-        return {(state,): tally[state] for state in RUN_STATES}
+        counts = await self.store.index.counts()
+        return {(state,): count for state, count in counts.items()}
 
     async def _unhandled(self) -> dict[tuple[str, ...], float]:
         streams = {
@@ -137,7 +147,7 @@ class ControllerMetrics:
         waiting: dict[tuple[str, ...], float] = {}
         for name, key in streams.items():
             try:
-                groups = await self.client.xinfo_groups(key)
+                groups = await self.scrape_client.xinfo_groups(key)
             except redis.exceptions.ResponseError:
                 groups = []  # no such stream yet
             ours = [g for g in groups if as_text(g["name"]) == CONTROLLER_GROUP]
@@ -146,5 +156,5 @@ class ControllerMetrics:
                 lag = group.get("lag")
                 waiting[(name,)] = int(group["pending"]) + int(lag or 0)
             else:
-                waiting[(name,)] = await self.client.xlen(key)
+                waiting[(name,)] = await self.scrape_client.xlen(key)
         return waiting

@@ -7,23 +7,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# Request states that end a request without a proof, besides `skipped`.
-FAILED_STATES = ("declined", "abandoned", "error")
-
-
-@dataclass
-class Funnel:
-    """One route's coaching funnel, in counts of requests."""
-
-    opportunities: float = 0
-    skipped: float = 0
-    refused: float = 0
-    admitted: float = 0
-    corrected: float = 0
-    reinjected: float = 0
-    proven: float = 0
-    unproven: float = 0
-    failed: float = 0
+from gencoach.funnel import Funnel
 
 
 @dataclass
@@ -62,7 +46,7 @@ class Snapshot:
     dead_letters: float = 0
     unhandled: dict[str, float] = field(default_factory=dict)
     loop_lag_s: float = 0
-    funnels: dict[str, Funnel] = field(default_factory=lambda: defaultdict(Funnel))
+    funnels: dict[str, Funnel] = field(default_factory=dict)
     skips: dict[tuple[str, str], float] = field(default_factory=dict)
     jobs: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     queues: dict[str, Queue] = field(default_factory=lambda: defaultdict(Queue))
@@ -96,7 +80,7 @@ def _take(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> No
     elif name == "gencoach_opportunities_total":
         _opportunity(snap, labels, value)
     elif name == "gencoach_requests_total":
-        _request(snap.funnels[labels["route"]], labels["state"], value)
+        _row(snap, labels["route"]).arrived(labels["state"], value)
     elif name == "gencoach_jobs_total":
         _add(snap.jobs[labels["kind"]], labels["outcome"], value)
     elif name == "gencoach_queue_jobs":
@@ -109,25 +93,23 @@ def _take(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> No
         _llm(snap.backends[labels["backend"]], name, labels, value)
 
 
+def _row(snap: Snapshot, row: str) -> Funnel:
+    if row not in snap.funnels:
+        snap.funnels[row] = Funnel(row)
+    return snap.funnels[row]
+
+
 def _opportunity(snap: Snapshot, labels: dict[str, str], value: float) -> None:
-    funnel = snap.funnels[labels["route"]]
-    funnel.opportunities += value
+    """Skip reasons; and the requests skipped by the stage limits, which the requests'
+    arrivals count among the skipped, are the refused."""
     outcome = labels["outcome"]
     if outcome == "skipped":
-        funnel.skipped += value
         key = (labels["route"], labels["reason"])
         snap.skips[key] = snap.skips.get(key, 0) + value
     elif outcome == "refused":
+        funnel = _row(snap, labels["route"])
         funnel.refused += value
-    elif outcome == "admitted":
-        funnel.admitted += value
-
-
-def _request(funnel: Funnel, state: str, value: float) -> None:
-    if state in ("corrected", "reinjected", "proven", "unproven"):
-        setattr(funnel, state, getattr(funnel, state) + value)
-    elif state in FAILED_STATES:
-        funnel.failed += value
+        funnel.skipped -= value
 
 
 def _llm(calls: BackendCalls, name: str, labels: dict[str, str], value: float) -> None:

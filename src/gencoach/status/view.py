@@ -6,19 +6,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from gencoach.funnel import COUNTS
 from gencoach.status.snapshot import Snapshot
 
-FUNNEL = (
-    "opportunities",
-    "skipped",
-    "refused",
-    "admitted",
-    "corrected",
-    "reinjected",
-    "proven",
-    "unproven",
-    "failed",
-)
 JOB_OUTCOMES = ("done", "declined", "abandoned", "error", "refused")
 
 
@@ -49,7 +39,9 @@ class _Section:
 
 
 def _overview(snap: Snapshot, url: str) -> Text:
-    runs = ", ".join(f"{_n(count)} {state}" for state, count in snap.runs.items()) or "none"
+    # Counts the runs index keeps (the controller lists no run to print them).
+    states = ", ".join(f"{_n(count)} {state}" for state, count in snap.runs.items())
+    runs = f"{_n(sum(snap.runs.values()))} in all: {states}" if states else "none"
     events = snap.events
     unhandled = sum(snap.unhandled.values())
     lines = [
@@ -68,8 +60,8 @@ def _funnel(snap: Snapshot) -> RenderableType:
         return Text("coaching    no opportunity yet", style="dim")
     routes = sorted(snap.funnels)
     section = _Section("coaching funnel (requests per route)", "", *routes)
-    for stage in FUNNEL:
-        section.add_row(stage, *(_n(getattr(snap.funnels[route], stage)) for route in routes))
+    for count in COUNTS:
+        section.add_row(count, *(_n(getattr(snap.funnels[route], count)) for route in routes))
     return section.renderable()
 
 

@@ -9,13 +9,24 @@ const STEPS = [
   ["refused", "Refused by limits", null],
   ["admitted", "Admitted", "admitted"],
   ["corrected", "Corrected", "corrected"],
+  ["reinjected", "Reinjected", null],
   ["executed", "Executed", "executed"],
   ["proven", "Proven", "proven"],
+  ["unproven", "Unproven", null],
+  ["failed", "Failed", null],
 ];
 
 function bar(value, whole) {
   const share = whole ? Math.min(1, value / whole) : 0;
   return h("span", { class: "bar", "aria-hidden": "true" }, h("span", { style: `width:${(share * 100).toFixed(1)}%` }));
+}
+
+// Who made the proven corrections' decisions: a fallback is not the coach's work.
+function bySource(sources) {
+  const named = Object.entries(sources || {});
+  if (!named.length) return null;
+  const items = named.map(([source, count]) => h("li", { "data-source": source }, `${num(count)} ${source.replace("_", " ")}`));
+  return h("ul", { class: "sources", title: "proven corrections by decision source" }, items);
 }
 
 function routeRow(route) {
@@ -26,13 +37,14 @@ function routeRow(route) {
       h("span", { class: "count" }, num(route[key])),
       rate ? h("span", { class: "rate", title: "of the previous step" }, ` ${pct(route.rates[rate])}`) : null,
       bar(route[key], route.seen),
+      key === "proven" ? bySource(route.proven_by_source) : null,
     ),
   );
   const reasons = route.skipped_by_reason.length
     ? h("ul", { class: "reasons" }, route.skipped_by_reason.map((r) => h("li", {}, `${num(r.count)} × ${r.reason}`)))
     : null;
   return [
-    h("tr", { "data-route": route.route }, h("th", { scope: "row" }, route.route.replace("_", " ")), ...cells, h("td", { class: "num" }, num(route.in_flight))),
+    h("tr", { "data-route": route.route }, h("th", { scope: "row" }, route.route.replace("_", " ")), ...cells, h("td", { class: "num" }, num(route.open))),
     reasons ? h("tr", { class: "reasons-row" }, h("td", {}), h("td", { colspan: STEPS.length + 1 }, h("details", {}, h("summary", {}, "Skip reasons"), reasons))) : null,
   ];
 }
@@ -76,9 +88,9 @@ export function renderFunnel(main) {
     h("h2", {}, "Coaching funnel"),
     h("div", { class: "filters" }, h("label", { for: "funnel-run" }, "Run ", runSelect)),
     stamp,
-    h("table", { class: "funnel" }, h("caption", {}, "Per route: each step counts the requests that reached it; rates are of the previous step"), head(["Route", ...STEPS.map(([, label]) => label), "In flight"]), routes),
+    h("table", { class: "funnel" }, h("caption", {}, "Per route: each step counts the requests that reached it (rates are of the previous step); unproven and failed requests have ended, open ones not yet — the same counts as gencoach status and /metrics"), head(["Route", ...STEPS.map(([, label]) => label), "Open"]), routes),
     h("h3", {}, "Backends"),
-    h("table", {}, h("caption", {}, "Latency is a job's time in its state, queue wait included (p50 / p90)"), head(["Backend", "Calls", "Errors", "Latency p50 / p90", "Tokens (prompt + completion)"]), backends),
+    h("table", {}, h("caption", {}, "Calls and errors count the jobs' results; latency is each job's run time as its worker measured it (p50 / p90)"), head(["Backend", "Calls", "Errors", "Latency p50 / p90", "Tokens (prompt + completion)"]), backends),
     h("h3", {}, "Worker queues"),
     h("table", {}, head(["Queue", "Queued", "Running", "Failed", "Workers"]), queues),
   );

@@ -54,6 +54,17 @@ function scoreText(score) {
     .join("  ");
 }
 
+const SCORE_HELP = "descendant score per stage (S0 is stage 0): trajectories below that ended it optimal (✓), non-optimal (~), not assessed (?), of all of them (/)";
+
+function scoreLegend() {
+  return h(
+    "p",
+    { class: "legend", id: "score-legend" },
+    h("span", { class: "score" }, "S0: 1✓ 0~ 0? /3"),
+    " reads: of the 3 trajectories below the candidate that reached stage 0's end, 1 ended it optimal (✓), 0 non-optimal (~), 0 not assessed (?).",
+  );
+}
+
 function badges(c) {
   return [
     h("span", { class: `status status-${c.status}` }, c.status),
@@ -62,6 +73,7 @@ function badges(c) {
     c.coaching ? h("span", { class: "badge coached", title: "coaching marker" }, `${c.coaching}${c.role ? ` · ${c.role}` : ""}`) : null,
     c.faulty ? h("span", { class: "badge faulty" }, "diagnosed faulty") : null,
     c.human ? h("span", { class: "badge human" }, "human") : null,
+    c.decision_source === "fallback" ? h("span", { class: "badge fallback", title: "the agent's fallback made this decision, not the coach" }, "fallback") : null,
     c.attempts.length ? h("span", { class: "badge attempt" }, `attempt ${c.attempts.join(", ")}`) : null,
   ];
 }
@@ -88,7 +100,7 @@ export function renderGraph(main, runId, { live, focus }) {
     h("button", { type: "button", id: "expand-all", onclick: () => expandAll() }, "Expand all"),
     h("button", { type: "button", onclick: () => { expanded = new Set(view.run.roots); windowRoot = null; draw(); } }, "Collapse all"),
   );
-  main.append(h("h2", {}, `Run ${runId}`), header, stamp, h("div", { class: "graph-layout" }, h("div", {}, tools, tree), detail));
+  main.append(h("h2", {}, `Run ${runId}`), header, stamp, h("div", { class: "graph-layout" }, h("div", { class: "tree-column" }, tools, scoreLegend(), tree), detail));
 
   const expandAll = () => {
     if (view.situations.length > EXPAND_ALL_MAX) {
@@ -149,6 +161,7 @@ export function renderGraph(main, runId, { live, focus }) {
       h("span", { class: "sit-title" }, `Situation ${s.id}`, s.gen_id ? h("small", {}, ` ${s.gen_id}`) : null),
       h("span", { class: "badge stage" }, `stage ${s.stage}`),
       h("span", { class: `instr instr-${s.instruction.type}` }, `${s.instruction.type}: ${s.instruction.text}`),
+      s.instruction.json ? h("details", { class: "raw" }, h("summary", {}, "raw JSON"), json(s.instruction.json)) : null,
     );
     const below = idx.size.get(sid) - 1;
     if (!open) {
@@ -177,7 +190,7 @@ export function renderGraph(main, runId, { live, focus }) {
       h("span", { class: "cand-id" }, `#${c.id}`, c.gen_id ? h("small", {}, ` ${c.gen_id}`) : null),
       h("span", { class: "decision" }, c.decision),
       h("span", { class: "badges" }, badges(c)),
-      Object.keys(c.score).length ? h("span", { class: "score", title: "descendant score: optimal, non-optimal, unassessed / total" }, scoreText(c.score)) : null,
+      Object.keys(c.score).length ? h("span", { class: "score", title: SCORE_HELP, "aria-describedby": "score-legend" }, scoreText(c.score)) : null,
     );
     let children = null;
     if (next && next.candidate === c.id) {
@@ -244,7 +257,8 @@ export function renderGraph(main, runId, { live, focus }) {
         h("dt", {}, "Origin"), h("dd", {}, c.origin, c.coaching_attempt_ids.length ? `, attempts ${c.coaching_attempt_ids.join(", ")}` : ""),
         h("dt", {}, "Coaching"), h("dd", {}, c.coaching.type_coaching ?? "—", c.coaching.coaching_role ? ` (${c.coaching.coaching_role})` : "", c.coaching.diagnosed_as_faulty ? ", diagnosed faulty" : ""),
       ),
-      details("Input: instruction", h("pre", { class: "json" }, input.instruction.content)),
+      details(`Input: instruction (${input.instruction.type})`, h("pre", { class: "feedback" }, node.situation.instruction_text),
+        node.situation.instruction_text !== input.instruction.content ? details("raw JSON", h("pre", { class: "json" }, input.instruction.content)) : null),
       details(`Input: tools (${input.tools.length})`, json(input.tools)),
       details("Input: memory and attributes", json({ memory: input.memory, attributes: input.attributes, extra_keys: input.extra_keys })),
       details("Output", json(c.output ?? c.error)),
@@ -277,11 +291,15 @@ export function renderGraph(main, runId, { live, focus }) {
       }
       document.getElementById("expand-all").disabled = view.situations.length > EXPAND_ALL_MAX;
       const r = view.run;
+      // A simulator's target is often its scenario's description (kind "scenario"): it is
+      // shown with the scenario; a target of another kind keeps a row naming its kind.
+      const describesScenario = r.target_kind === "scenario";
       header.replaceChildren(
         h("dl", { class: "facts inline" },
           h("dt", {}, "State"), h("dd", {}, h("span", { class: `state state-${r.state}` }, r.state)),
-          h("dt", {}, "Scenario"), h("dd", {}, r.scenario),
-          h("dt", {}, "Target"), h("dd", {}, r.target),
+          h("dt", {}, "Scenario"), h("dd", { "data-fact": "scenario" }, r.scenario, describesScenario && r.target !== r.scenario ? h("span", { class: "muted" }, ` — ${r.target}`) : null),
+          h("dt", {}, "Task"), h("dd", { "data-fact": "task" }, r.task),
+          describesScenario || r.target === r.task ? null : [h("dt", {}, `Target (${r.target_kind})`), h("dd", { "data-fact": "target" }, r.target)],
           h("dt", {}, "Agent"), h("dd", {}, r.agent),
           h("dt", {}, "Situations"), h("dd", {}, num(view.situations.length)),
         ),
