@@ -145,6 +145,7 @@ def run_config(
     agent_id: str = "reference-agent",
     agent_version: str = "1.0.0",
     started_at: str | None = None,
+    single_agent: bool = False,
 ) -> RunConfig:
     """A complete run config (`started_at`: when the run started, ISO 8601)."""
     producer: Json = {"package": "gencoach", "version": "0.1.0"}
@@ -165,6 +166,7 @@ def run_config(
             "task_description": "press sw0, then sw4; then say done",
             "error_statistics": {},
             "producer": producer,
+            "single_agent": single_agent,
         }
     )
 

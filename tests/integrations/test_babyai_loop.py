@@ -94,6 +94,26 @@ async def test_babyai_mistakes_are_coached_into_proven_branches(
     assert any(row["coached"] for row in rows)
     for row in rows:
         assert replay(by_name[row["scenario"]], row) == [], row["run_id"]
+        assert robots_named(row) == [], row["run_id"]
+
+
+def robots_named(row: dict[str, Any]) -> list[str]:
+    """Where a single-agent run's chat row names a robot: in a call, a tool or the prompt."""
+    found = []
+    for message in row["messages"]:
+        for call in message.get("tool_calls") or []:
+            if "target_robot_name" in json.loads(call["function"]["arguments"]):
+                found.append(f"call {call['id']}")
+        content = message["content"]
+        text = content if isinstance(content, str) else json.dumps(content)
+        if message["role"] == "system" and "robot" in text.lower():
+            found.append("the system message")
+    found += [
+        f"tool {tool['function']['name']}"
+        for tool in row["tools"]
+        if "target_robot_name" in json.dumps(tool["function"]["parameters"])
+    ]
+    return found
 
 
 def complete(folder: Path) -> bool:

@@ -67,6 +67,7 @@ def _assert_known_save(folder: Path, run_id: str) -> None:
         "coaching_hint": None,
     }  # fmt: skip
     assert config["producer"]["package"] == "gencoach"
+    assert config["single_agent"] is False  # run.started did not say it
     assert abs(config["producer"]["started_at"] - time.time()) < 600  # the run's start
     assert config["error_statistics"] == {
         "active_errors": {"injection_error": 1},

@@ -81,10 +81,13 @@ class Options:
 
     def text(self, key: str, default: str) -> str:
         """A string option."""
+        value = self.optional_text(key)
+        return default if value is None else value
+
+    def optional_text(self, key: str) -> str | None:
+        """A string option, None when absent."""
         value = self._get(key)
-        if value is None:
-            return default
-        if not isinstance(value, str):
+        if value is not None and not isinstance(value, str):
             raise self._refuse(key, "a string")
         return value
 

@@ -52,6 +52,9 @@ class RunStarted(EventBase):
     task_description: TaskDescription | str
     env_options: JsonObject = Field(default_factory=dict)
     generator: GeneratorInfo
+    # Every call addresses the one agent of the env (a Gymnasium env, say): the protocol
+    # still names it in `target_robot_name`, the exports and their prompts name no robot.
+    single_agent: bool = False
 
     @field_validator("agent_url")
     @classmethod

@@ -85,6 +85,9 @@ class RunConfig(ContractModel):
     # Written by MAGMA-GEN (the folder it exported to); optional so our saves may omit it.
     data_folder: str | None = None
     producer: Producer | None = None
+    # gencoach's: the run's `run.started` said every call addresses one agent, so exports
+    # leave `target_robot_name` out (absent in MAGMA-GEN's saves: false).
+    single_agent: bool = False
 
     @field_validator("generator_version")
     @classmethod

@@ -150,6 +150,7 @@ def build_config(graph: RunGraph, agent_id: str, agent_version: str) -> RunConfi
             "invalid_answers": invalid,
         },
         producer=Producer(package="gencoach", version=__version__, started_at=graph.started_at),
+        single_agent=started.single_agent,
     )
 
 

@@ -47,10 +47,10 @@ from gencoach.errors import ExportError
 from gencoach.export.dedupe import Seen, pair_form
 from gencoach.export.formats.base import SCORE_DIGITS, Exporter, Row, RowFailure, lineage
 from gencoach.export.formats.conversation import (
-    DEFAULT_SYSTEM_PROMPT,
     Message,
     Turn,
     as_parts,
+    default_system_prompt,
     function_tool,
     opening_key,
     reasoning_of,
@@ -107,7 +107,8 @@ class ChatExporter(Exporter):
         self.per_turn = self._reader.flag("per_turn", False)
         self.shape = _choice(self._reader.text("shape", "messages"), SHAPES, "shape")
         self.reasoning = self._reader.flag("reasoning", True)
-        self.system_prompt = self._reader.text("system_prompt", DEFAULT_SYSTEM_PROMPT)
+        # None: each run's default (a single-agent run's speaks of no robots).
+        self.system_prompt = self._reader.optional_text("system_prompt")
         self.flavour = _choice(self._reader.text("flavour", "tinker"), FLAVOURS, "flavour")
         self._seen = Seen() if self._reader.flag("dedupe", True) else None
         if self._seen is not None:
@@ -189,7 +190,7 @@ class ChatExporter(Exporter):
             return {**message, "weight": 1 if trainable else 0}
         return {**message, "trainable": trainable}
 
-    def _functions(self, tools: Sequence[JsonObject]) -> list[Message]:
+    def _functions(self, tools: Sequence[JsonObject], robots: bool) -> list[Message]:
         """The tools as function tools, each distinct tool converted once per save (its
         situations usually offer the same tools, each in objects of its own)."""
         converted = []
@@ -197,7 +198,7 @@ class ChatExporter(Exporter):
             key = to_json(tool)
             function = self._tool_functions.get(key)
             if function is None:
-                function = self._tool_functions[key] = function_tool(tool)
+                function = self._tool_functions[key] = function_tool(tool, robots=robots)
             converted.append(function)
         return converted
 
@@ -234,13 +235,16 @@ class ChatExporter(Exporter):
         config = graph.config
         rng = shuffle.rng(config.run_id, last.situation.id, last.candidate.id)
         seen = model_input(last.situation.input, rng)
+        robots = not config.single_agent
         prompt = self.system_prompt
+        if prompt is None:
+            prompt = default_system_prompt(config.single_agent)
         if self.target is not None and self.target.instructions is not None:
             prompt = self.target.instructions
         messages: list[Message] = [system_message(prompt, seen)]
         targets: set[int] = set()
         thinking = False
-        pairs = turns(steps, known)
+        pairs = turns(steps, known, robots=robots)
         for index, ((instruction, answer), step) in enumerate(zip(pairs, steps, strict=True)):
             final = index == len(steps) - 1
             if self._target(graph, step.candidate) and (final or not self._one_target):
@@ -254,7 +258,7 @@ class ChatExporter(Exporter):
                     answer = as_parts(answer, text)
                     thinking = True
             messages.extend((instruction, answer))
-        tools = self._functions(seen.tools)
+        tools = self._functions(seen.tools, robots)
         if self._seen is not None:
             kept = self._new_pairs(prompt, steps, messages, targets)
             if not kept:

@@ -9,6 +9,10 @@ content, its calls as `tool_calls` whose `arguments` is a JSON string naming the
 description, parameters}}`, MAGMA's `arguments` turned into a JSON Schema with the
 robot as a required string parameter. The system message holds the prompt, the
 attributes and the `memory_list` rules the agent was given.
+
+A single-agent run (`single_agent` in its `run.started` and save) names no robot: its
+calls' arguments and its tools' parameters leave `target_robot_name` out, and its
+default prompt speaks of no robots.
 """
 
 from __future__ import annotations
@@ -19,13 +23,22 @@ from typing import Any, Final
 
 from gencoach.export.history import Step
 from gencoach.export.inputs import RULES_KEY, JsonObject, ModelInput
-from gencoach.protocol import AgentDecision, AgentInput, AgentInstruction, CandidateRecord
+from gencoach.protocol import (
+    AgentDecision,
+    AgentInput,
+    AgentInstruction,
+    CandidateRecord,
+    ToolCall,
+)
 
 Message = dict[str, Any]
 
 DEFAULT_SYSTEM_PROMPT: Final = (
     "You are an agent that controls robots. Answer the user in words, or act by calling "
     "tools; every call names the robot that runs it."
+)
+SINGLE_AGENT_SYSTEM_PROMPT: Final = (
+    "You are an agent. Answer the user in words, or act by calling tools."
 )
 ROBOT_ARGUMENT: Final = "target_robot_name"
 _ROBOT_SCHEMA: Final = {"type": "string", "description": "name of the robot that runs the call"}
@@ -51,7 +64,12 @@ def call_id(candidate_id: int, index: int) -> str:
     return f"call_{candidate_id}_{index}"
 
 
-def _parameters(tool: JsonObject) -> dict[str, Any]:
+def default_system_prompt(single_agent: bool) -> str:
+    """The system prompt of a run's rows when the export names none."""
+    return SINGLE_AGENT_SYSTEM_PROMPT if single_agent else DEFAULT_SYSTEM_PROMPT
+
+
+def _parameters(tool: JsonObject, robots: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     schema = tool.get("parameters")
@@ -70,15 +88,19 @@ def _parameters(tool: JsonObject) -> dict[str, Any]:
             properties[name] = {"type": kind, "description": str(described.get("description", ""))}
             required.append(name)
     properties.pop(ROBOT_ARGUMENT, None)
+    required = [name for name in required if name != ROBOT_ARGUMENT]
+    if not robots:
+        return {"type": "object", "properties": properties, "required": required}
     return {
         "type": "object",
         "properties": {ROBOT_ARGUMENT: dict(_ROBOT_SCHEMA), **properties},
-        "required": [ROBOT_ARGUMENT, *(name for name in required if name != ROBOT_ARGUMENT)],
+        "required": [ROBOT_ARGUMENT, *required],
     }
 
 
-def function_tool(tool: JsonObject) -> dict[str, Any]:
-    """A MAGMA (or already OpenAI-shaped) tool as an OpenAI function tool."""
+def function_tool(tool: JsonObject, *, robots: bool = True) -> dict[str, Any]:
+    """A MAGMA (or already OpenAI-shaped) tool as an OpenAI function tool (`robots`
+    false: with no `target_robot_name` parameter)."""
     inner = tool.get("function")
     source: JsonObject = (
         inner if tool.get("type") == "function" and isinstance(inner, dict) else tool
@@ -88,7 +110,7 @@ def function_tool(tool: JsonObject) -> dict[str, Any]:
         "function": {
             "name": str(source.get("name", "")),
             "description": str(source.get("description", "")),
-            "parameters": _parameters(source),
+            "parameters": _parameters(source, robots),
         },
     }
 
@@ -121,8 +143,14 @@ def instruction_message(instruction: AgentInstruction, previous: CandidateRecord
     return {"role": "user", "content": instruction.content}
 
 
-def assistant_message(candidate: CandidateRecord) -> Message:
-    """An answer as an assistant message (no output: an empty one)."""
+def _call_arguments(call: ToolCall, robots: bool) -> dict[str, Any]:
+    arguments = {k: v for k, v in call.arguments.items() if k != ROBOT_ARGUMENT}
+    return {ROBOT_ARGUMENT: call.target_robot_name, **arguments} if robots else arguments
+
+
+def assistant_message(candidate: CandidateRecord, *, robots: bool = True) -> Message:
+    """An answer as an assistant message (no output: an empty one); `robots` false, its
+    calls name no robot."""
     decision = candidate.output or AgentDecision()
     message: Message = {"role": "assistant", "content": decision.say}
     if decision.tool_calls:
@@ -132,13 +160,7 @@ def assistant_message(candidate: CandidateRecord) -> Message:
                 "type": "function",
                 "function": {
                     "name": call.name,
-                    "arguments": json.dumps(
-                        {
-                            ROBOT_ARGUMENT: call.target_robot_name,
-                            **{k: v for k, v in call.arguments.items() if k != ROBOT_ARGUMENT},
-                        },
-                        ensure_ascii=False,
-                    ),
+                    "arguments": json.dumps(_call_arguments(call, robots), ensure_ascii=False),
                 },
             }
             for index, call in enumerate(decision.tool_calls)
@@ -149,11 +171,14 @@ def assistant_message(candidate: CandidateRecord) -> Message:
 Turn = tuple[Message, Message]
 
 
-def turns(steps: Sequence[Step], known: dict[int, Turn] | None = None) -> list[Turn]:
+def turns(
+    steps: Sequence[Step], known: dict[int, Turn] | None = None, *, robots: bool = True
+) -> list[Turn]:
     """Each step as (instruction message, assistant message), root first.
 
-    A step's messages depend on its candidate alone, so `known` (one per save) lets the
-    examples of a save share them; callers copy a message before changing it.
+    A step's messages depend on its candidate alone (and the save's `robots`), so `known`
+    (one per save) lets the examples of a save share them; callers copy a message before
+    changing it.
     """
     pairs: list[Turn] = []
     previous: CandidateRecord | None = None
@@ -161,7 +186,7 @@ def turns(steps: Sequence[Step], known: dict[int, Turn] | None = None) -> list[T
         pair = known.get(step.candidate.id) if known is not None else None
         if pair is None:
             instruction = instruction_message(step.situation.input.instruction, previous)
-            pair = (instruction, assistant_message(step.candidate))
+            pair = (instruction, assistant_message(step.candidate, robots=robots))
             if known is not None:
                 known[step.candidate.id] = pair
         pairs.append(pair)

@@ -30,10 +30,10 @@ from pydantic import JsonValue
 
 from gencoach.export.formats.base import SCORE_DIGITS, Exporter, Row, RowFailure
 from gencoach.export.formats.conversation import (
-    DEFAULT_SYSTEM_PROMPT,
     Message,
     Turn,
     assistant_message,
+    default_system_prompt,
     function_tool,
     system_message,
     turns,
@@ -118,7 +118,8 @@ class PreferenceExporter(Exporter):
         super().__init__(options)
         self.coached_only = self._reader.flag("coached_only", True)
         self.exclude_fallbacks = self._reader.flag("exclude_fallbacks", False)
-        self.system_prompt = self._reader.text("system_prompt", DEFAULT_SYSTEM_PROMPT)
+        # None: each run's default (a single-agent run's speaks of no robots).
+        self.system_prompt = self._reader.optional_text("system_prompt")
         self._reader.finish()
 
     @property
@@ -163,8 +164,12 @@ class PreferenceExporter(Exporter):
         steps = trajectory(graph, chosen.id)
         rng = shuffle.rng(config.run_id, chosen.id, rejected.id)
         seen = model_input(steps[-1].situation.input, rng)
-        prompt: list[Message] = [system_message(self.system_prompt, seen)]
-        conversation = turns(steps, known)
+        robots = not config.single_agent
+        text = self.system_prompt
+        if text is None:
+            text = default_system_prompt(config.single_agent)
+        prompt: list[Message] = [system_message(text, seen)]
+        conversation = turns(steps, known, robots=robots)
         for instruction, answer in conversation[:-1]:
             prompt.extend((instruction, answer))
         prompt.append(conversation[-1][0])
@@ -173,8 +178,8 @@ class PreferenceExporter(Exporter):
             {
                 "prompt": prompt,
                 "chosen": [conversation[-1][1]],
-                "rejected": [assistant_message(rejected)],
-                "tools": [function_tool(tool) for tool in seen.tools],
+                "rejected": [assistant_message(rejected, robots=robots)],
+                "tools": [function_tool(tool, robots=robots) for tool in seen.tools],
                 "metadata": {
                     "run_id": config.run_id,
                     "scenario": config.scenario,

@@ -177,6 +177,7 @@ class GymRun:
             "task_description": instruction,
             "env_options": {"adapter": self.adapter.name, "seed": self.seed},
             "generator": {"name": "gencoach-gym", "version": __version__},
+            "single_agent": True,  # calls name `adapter.robot`; exports name none
         }
 
     def _stage(self) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from typing import Any
 
 from gencoach.errors import SaveError
 from gencoach.export.formats.conversation import (
-    DEFAULT_SYSTEM_PROMPT,
     assistant_message,
+    default_system_prompt,
     function_tool,
     instruction_message,
     reasoning_of,
@@ -103,7 +103,7 @@ def outcome_of(last: CandidateRecord) -> Outcome:
     return {"success": Outcome.SUCCESS, "failure": Outcome.FAILURE}.get(end[0], Outcome.UNKNOWN)
 
 
-def _system(source: AgentInput) -> str:
+def _system(source: AgentInput, single_agent: bool) -> str:
     memory = dict(source.memory)
     rules = memory.pop(RULES_KEY, None)
     history = memory.pop(HISTORY_KEY, None)
@@ -114,10 +114,10 @@ def _system(source: AgentInput) -> str:
         history=history if isinstance(history, list) else None,
         memory=memory,
     )
-    return str(system_message(DEFAULT_SYSTEM_PROMPT, seen)["content"])
+    return str(system_message(default_system_prompt(single_agent), seen)["content"])
 
 
-def _events(steps: list[Step], failures: ToolFailures) -> list[Event]:
+def _events(steps: list[Step], failures: ToolFailures, robots: bool) -> list[Event]:
     events: list[Event] = []
     previous: CandidateRecord | None = None
     for step in steps:
@@ -127,7 +127,7 @@ def _events(steps: list[Step], failures: ToolFailures) -> list[Event]:
         events.append({"kind": kind.value, "message": instruction})
         decision: Event = {
             "kind": EventKind.DECISION.value,
-            "message": assistant_message(candidate),
+            "message": assistant_message(candidate, robots=robots),
             "trainable": is_target(candidate, failures),
             "provenance": provenance_of(candidate).value,
             "status": candidate.status,
@@ -224,7 +224,7 @@ class SaveSource(SourceAdapter):
         for leaf in _leaves(graph):
             steps = trajectory(graph, leaf)
             last = steps[-1].candidate
-            events = _events(steps, self.failures)
+            events = _events(steps, self.failures, not config.single_agent)
             outcome = outcome_of(last)
             end = stage_end(last)
             decisions = [step.candidate for step in steps]
@@ -247,8 +247,11 @@ class SaveSource(SourceAdapter):
                             "candidate_ids": [c.id for c in decisions]},
                 "agent": {"id": config.agent_id, "version": config.agent_version,
                           "model": "unknown"},
-                "system": _system(steps[0].situation.input),
-                "tools": [function_tool(tool) for tool in steps[0].situation.input.tools],
+                "system": _system(steps[0].situation.input, config.single_agent),
+                "tools": [
+                    function_tool(tool, robots=not config.single_agent)
+                    for tool in steps[0].situation.input.tools
+                ],
                 "events": events,
                 "outcome": outcome.value,
                 "reward": round(score_of(last.score), SCORE_DIGITS),
