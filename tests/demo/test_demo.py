@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from gencoach.graph import read_save
 from tests.support.controller import wait_for
-from tests.support.llm_server import error, scripted_llm_servers
+from tests.support.llm_server import error, held, scripted_llm_servers
 from tests.support.processes import descendants, pid_alive, wait_gone
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -65,8 +66,26 @@ def _cmdline(pid: int) -> str:
 
 
 def test_ctrl_c_leaves_no_process_and_no_redis(tmp_path: Path) -> None:
-    """SIGINT while the demo runs stops the controller, workers, agent and Redis it started."""
-    demo = _demo(tmp_path)
+    """SIGINT while the demo runs stops the controller, workers, agent and Redis it started.
+
+    Coaching waits on a model that answers only once the test is over, so the demo is
+    still running when the interrupt comes, however fast the machine."""
+    gate = threading.Event()
+    with scripted_llm_servers() as start:
+        server = start(held(gate))
+        try:
+            _interrupt_demo(tmp_path, server.endpoint)
+        finally:
+            gate.set()
+
+
+def _interrupt_demo(tmp_path: Path, endpoint: str) -> None:
+    # Every wait given: the demo times no model call before it starts.
+    waits = ("--agent-timeout", "60", "--branch-grace", "30", "--max-wall-s", "75")
+    waits += ("--job-timeout", "120", "--llm-timeout", "120")
+    demo = _demo(
+        tmp_path, *("--llm-endpoint", endpoint, "--model", "m", "--coach-with-llm"), *waits
+    )
     assert demo.stdout is not None
     started = time.monotonic()
     for line in demo.stdout:
