@@ -97,7 +97,10 @@ def test_200_concurrent_reads_are_answered_or_told_to_retry(
     assert statuses[200] >= len(responses) // 2, (statuses, details)
     for refused in (r for r in responses if r.status_code == 503):
         assert refused.headers["retry-after"] == "1"
-        assert refused.json()["detail"].startswith("the controller is busy")
+        # Busy (its request waited past api.busy_wait_s), or refused at the connection limit
+        # (closed connections still count for a moment while 200 are opened again).
+        detail = refused.json()["detail"]
+        assert detail.startswith(("the controller is busy", "the controller has ")), detail
     log = controller.log_text()
     assert "Too many connections" not in log
     assert "No connection available" not in log
