@@ -70,6 +70,17 @@ Scenario = Annotated[
 ]
 
 
+# `sim run` and `sim gym` wait for gencoach's settled answer alike.
+BranchGrace = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="Once every branch ended, the longest wait for gencoach to say no branch "
+        "order can come (the run ends as soon as it does).",
+    ),
+]
+
+
 @sim_app.command("run", cls=OneLineErrors)
 def run(
     ctx: typer.Context,
@@ -124,14 +135,7 @@ def run(
         float,
         typer.Option(min=0, max=1, help="Chance that a call fails by injection (once a stage)."),
     ] = 0.0,
-    branch_grace_s: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="Once every branch ended, the longest wait for gencoach to say no branch "
-            "order can come (the run ends as soon as it does).",
-        ),
-    ] = 60.0,
+    branch_grace_s: BranchGrace = 60.0,
     log: Annotated[
         Path | None,
         typer.Option(
@@ -265,14 +269,7 @@ def gym(
     ] = DEFAULT_PREFIX,
     seed: Annotated[int, typer.Option(help="Seed of run 0.")] = 0,
     branches: Annotated[int, typer.Option(min=1, help="Candidates asked for each situation.")] = 1,
-    branch_grace_s: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="Once every branch ended, the longest wait for gencoach to say no branch "
-            "order can come (the run ends as soon as it does).",
-        ),
-    ] = 60.0,
+    branch_grace_s: BranchGrace = 60.0,
     timeout_s: Annotated[
         float, typer.Option(min=0.001, help="Seconds an agent request may take.")
     ] = 60.0,
