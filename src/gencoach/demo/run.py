@@ -26,6 +26,7 @@ from rich.console import Console
 
 from gencoach.demo.causes import causes
 from gencoach.demo.display import print_summary, watch
+from gencoach.demo.interrupts import Interrupts
 from gencoach.demo.invocation import own_command
 from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
@@ -212,8 +213,14 @@ async def _watch(api: str, console: Console, done: anyio.Event) -> None:
 
 
 async def _drive(
-    options: DemoOptions, redis_url: str, agent_url: str, api: str, console: Console
+    options: DemoOptions,
+    redis_url: str,
+    agent_url: str,
+    api: str,
+    console: Console,
+    interrupts: Interrupts,
 ) -> Snapshot:
+    interrupts.check()
     done = anyio.Event()
 
     async def generate_then_settle() -> None:
@@ -233,9 +240,13 @@ async def _drive(
     async def watch() -> None:
         await _watch(api, console, done)
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(generate_then_settle)
-        tg.start_soon(watch)
+    async with anyio.create_task_group() as outer:
+        outer.start_soon(interrupts.cancel_on_sigint, outer.cancel_scope)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(generate_then_settle)
+            tg.start_soon(watch)
+        outer.cancel_scope.cancel()
+    interrupts.check()
     with httpx.Client(timeout=5) as client:
         return await anyio.to_thread.run_sync(snapshot, api, client)
 
@@ -246,8 +257,10 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     folder = (options.output_dir / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
     folder.mkdir(parents=True)
     started = time.monotonic()
+    interrupts = Interrupts()
     try:
-        seen = coach_scenarios(options, folder, console)
+        with interrupts.installed():
+            seen = coach_scenarios(options, folder, console, interrupts)
     except ChildError as error:
         console.print(f"[red]demo failed:[/] {error}")
         return 1
@@ -273,15 +286,18 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     return 0
 
 
-def coach_scenarios(options: DemoOptions, folder: Path, console: Console) -> Snapshot:
+def coach_scenarios(
+    options: DemoOptions, folder: Path, console: Console, interrupts: Interrupts | None = None
+) -> Snapshot:
     """Run every part in `folder` and coach the scenarios; what the controller saw at the
-    end. Raises ChildError when a part fails; every process started is stopped."""
+    end. Raises ChildError when a part fails, KeyboardInterrupt on Ctrl-C; every process
+    started is stopped."""
     with _redis(options, folder) as redis_url:
-        return _with_children(options, folder, redis_url, console)
+        return _with_children(options, folder, redis_url, console, interrupts or Interrupts())
 
 
 def _with_children(
-    options: DemoOptions, folder: Path, redis_url: str, console: Console
+    options: DemoOptions, folder: Path, redis_url: str, console: Console, interrupts: Interrupts
 ) -> Snapshot:
     api_port, agent_port = _free_port(), _free_port()
     api, agent_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{agent_port}"
@@ -296,7 +312,7 @@ def _with_children(
         agent.wait_healthy(f"{agent_url}/health")
         controller.wait_healthy(f"{api}/health")
         console.print(f"[bold]gencoach demo[/] in {folder} (controller {api}, agent {agent_url})")
-        return anyio.run(_drive, options, redis_url, agent_url, api, console)
+        return anyio.run(_drive, options, redis_url, agent_url, api, console, interrupts)
     finally:
         for child in reversed(children):  # workers, controller, then the agent
             child.stop()
