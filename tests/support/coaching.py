@@ -46,6 +46,19 @@ def coaching_settings(llm: ScriptedLLMServer, **routes: bool) -> dict[str, Any]:
     }
 
 
+# The known run reports a coached branch of attempt 1 (its S4): the request whose
+# reinjection takes attempt 1 is proven by it at once, so "reinjected" may read "proven".
+REINJECTED_IN_KNOWN_RUN = frozenset({"reinjected", "proven"})
+
+
+def reinjection_states(found: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each route's state, "reinjected" for a request of the known run that got that far."""
+    return {
+        route: "reinjected" if r["state"] in REINJECTED_IN_KNOWN_RUN else r["state"]
+        for route, r in found.items()
+    }
+
+
 def report_known(redis_url: str, run_id: str, agent_url: str) -> None:
     """Report the known run (not finished) with the given agent."""
     with Reporter(run_id, redis_url=redis_url) as reporter:

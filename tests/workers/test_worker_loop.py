@@ -14,7 +14,13 @@ import redis
 from rq import Worker
 
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import PRESS_SW4, coaching_settings, report_known, settled
+from tests.support.coaching import (
+    PRESS_SW4,
+    coaching_settings,
+    reinjection_states,
+    report_known,
+    settled,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
 from tests.support.processes import child_pids
@@ -72,7 +78,7 @@ def test_one_worker_process_carries_every_route_to_reinjection(
     process.start_workers()
     report_known(redis_url, "single", scripted_agent.url)
     found = wait_for(settled(process, "single", 3), timeout_s=90, what="three settled requests")
-    assert {route: request["state"] for route, request in found.items()} == {
+    assert reinjection_states(found) == {
         "format": "reinjected",
         "failure": "reinjected",
         "suboptimal": "reinjected",
