@@ -14,6 +14,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.coaching import coaching_settings
+from tests.support.controller import ControllerProcess
+from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 
@@ -78,3 +82,22 @@ def tab(browser: Any, tmp_path: Path) -> Iterator[Pages]:
     yield pages
     pages.context.close()
     assert pages.errors == [], f"script errors in the page: {pages.errors}"
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLMServer]:
+    """A scripted OpenAI-compatible server on loopback."""
+    with scripted_llm_servers() as start:
+        yield start()
+
+
+@pytest.fixture
+def controller(
+    tmp_path: Path, redis_url: str, redis_client: Any, llm: ScriptedLLMServer
+) -> Iterator[ControllerProcess]:
+    """A controller with two workers, coaching failures through the scripted LLM."""
+    process = ControllerProcess(tmp_path, redis_url, settings=coaching_settings(llm))
+    process.start()
+    process.start_workers()
+    yield process
+    process.stop()

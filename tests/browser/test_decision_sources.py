@@ -3,40 +3,18 @@ decision source, and the graph marks a fallback-made candidate with a badge."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.browser.conftest import Pages
 from tests.browser.runs import BranchExecutor, report_run
 from tests.support.agent_server import ScriptedAgent, correction
-from tests.support.coaching import PRESS_SW4, coaching_settings
+from tests.support.coaching import PRESS_SW4
 from tests.support.controller import ControllerProcess
-from tests.support.llm_server import ScriptedLLMServer, json_reply, scripted_llm_servers
+from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 RUN = "console:fallback"
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLMServer]:
-    """A scripted OpenAI-compatible server on loopback."""
-    with scripted_llm_servers() as start:
-        yield start()
-
-
-@pytest.fixture
-def controller(
-    tmp_path: Path, redis_url: str, redis_client: Any, llm: ScriptedLLMServer
-) -> Iterator[ControllerProcess]:
-    """A controller with two workers, coaching failures through the scripted LLM."""
-    process = ControllerProcess(tmp_path, redis_url, settings=coaching_settings(llm))
-    process.start()
-    process.start_workers()
-    yield process
-    process.stop()
 
 
 def _fallback(request: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -3,40 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.browser.conftest import Pages
 from tests.browser.runs import BranchExecutor, report_run
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.llm_server import ScriptedLLMServer, json_reply, scripted_llm_servers
+from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 RUN = "console:run-1"
-
-
-@pytest.fixture
-def llm() -> Iterator[ScriptedLLMServer]:
-    """A scripted OpenAI-compatible server on loopback."""
-    with scripted_llm_servers() as start:
-        yield start()
-
-
-@pytest.fixture
-def controller(
-    tmp_path: Path, redis_url: str, redis_client: Any, llm: ScriptedLLMServer
-) -> Iterator[ControllerProcess]:
-    """A controller with two workers, coaching failures through the scripted LLM."""
-    process = ControllerProcess(tmp_path, redis_url, settings=coaching_settings(llm))
-    process.start()
-    process.start_workers()
-    yield process
-    process.stop()
 
 
 def _text(tab: Pages, selector: str) -> str:
