@@ -27,7 +27,7 @@ from rq import Queue
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
 from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, QUEUE_DIAGNOSIS, Keys
-from gencoach.workers.queues import ring
+from gencoach.rq_adapter import ring
 from tests.support.agent_server import DEFAULT_DECISION, ScriptedAgent, ThreadedServer
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import known_run_events

@@ -10,7 +10,7 @@ DEFAULT_PREFIX = "gencoach"
 QUEUE_DIAGNOSIS = "gencoach-diagnosis"
 QUEUE_REPAIR = "gencoach-repair"
 # A list the enqueuing side pushes a token to, so idle workers wake at once (see
-# gencoach.workers.queues); global like the queues.
+# gencoach.rq_adapter); global like the queues.
 QUEUE_DOORBELL = "rq:gencoach:doorbell"
 
 # The consumer group through which controllers share the event stream.

@@ -13,7 +13,8 @@ import redis
 from rq import Queue, Worker
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
-from gencoach.workers.pool import JOB_FUNCTIONS, MAX_RESTARTS, enqueue, job_id
+from gencoach.rq_adapter import JOB_FUNCTIONS, enqueue, job_id
+from gencoach.workers.pool import MAX_RESTARTS
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
 from tests.support.processes import free_port, pid_alive, wait_gone

@@ -11,7 +11,7 @@ from fastapi.staticfiles import StaticFiles
 
 from gencoach.__about__ import __version__
 from gencoach.config import Settings
-from gencoach.console.queues import QueueDepths
+from gencoach.console.depths import QueueDepths
 from gencoach.console.routes import PREFIX, graph_router, live_router
 from gencoach.console.sources import LiveSource, SavedSource
 from gencoach.service.api import ApiContext

@@ -17,9 +17,9 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from gencoach.config import Settings
+from gencoach.console.depths import QueueDepths
 from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.console.graphview import branch_of, graph_view, node_view
-from gencoach.console.queues import QueueDepths
 from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
 from gencoach.service.api import ApiContext
 from gencoach.service.apidoc import errors

@@ -30,6 +30,7 @@ from gencoach.protocol import (
     ReplaceSay,
 )
 from gencoach.protocol.jobs import AnyJob, JobName, JobResult
+from gencoach.rq_adapter import Backlog, JobState
 from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
@@ -38,7 +39,6 @@ from gencoach.service.isolation import guarded, isolated
 from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph, as_text
-from gencoach.service.queues import Backlog, JobState
 from gencoach.service.registry import AgentRegistry
 from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import (

@@ -10,8 +10,7 @@ import redis
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import AnyJob, JobName
-from gencoach.service.queues import Backlog, JobState, rq_backlog, rq_job_state
-from gencoach.workers.pool import enqueue, rq_job_id
+from gencoach.rq_adapter import Backlog, JobState, backlog, enqueue, job_state, rq_job_id
 
 log = get_logger("dispatch")
 
@@ -33,13 +32,13 @@ class RQDispatcher:
 
     async def job_state(self, request_id: str, job: JobName, attempt: int) -> JobState:
         """Where that job is: waiting on its queue, started by a worker, or ended."""
-        call = partial(rq_job_state, self.connection, rq_job_id(request_id, job, attempt))
+        call = partial(job_state, self.connection, rq_job_id(request_id, job, attempt))
         return await anyio.to_thread.run_sync(call)
 
     async def backlogs(self) -> list[Backlog]:
         """The backlog of every queue jobs are put on."""
 
         def read() -> list[Backlog]:
-            return [rq_backlog(self.connection, queue) for queue in QUEUES]
+            return [backlog(self.connection, queue) for queue in QUEUES]
 
         return await anyio.to_thread.run_sync(read)

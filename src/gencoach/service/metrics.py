@@ -22,9 +22,9 @@ from redis.asyncio import Redis
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.metrics import Recorder
 from gencoach.metrics.exposition import Gauge, render, stored
+from gencoach.rq_adapter import Backlog
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.nodes import as_text
-from gencoach.service.queues import Backlog
 from gencoach.service.writable import write_refusal
 
 BacklogSource = Callable[[], Awaitable[list[Backlog]]]

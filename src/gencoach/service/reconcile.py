@@ -28,12 +28,12 @@ from anyio.abc import TaskStatus
 from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
+from gencoach.service.backlog import BacklogWatch
 from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
 from gencoach.service.lifecycle import IN_FLIGHT
-from gencoach.service.queues import BacklogWatch
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.runends import RunEnds
 

@@ -10,8 +10,10 @@ request, #2445), so this one is built from RQ's own parts and keeps RQ's job lif
 cycle true:
 
 - each job gets an RQ `Execution`, is in the queue's started registry while it runs and
-  in the finished or failed registry after, with RQ's result, result TTL, failure TTL
-  and `Retry` handling (`handle_job_success` / `handle_job_failure`);
+  in the finished or failed registry after, with RQ's outcome, result TTL, failure TTL
+  and `Retry` handling (`gencoach.rq_adapter.ConcurrentWorker`, RQ's public worker API;
+  a job function's return value is not kept: gencoach's publish their results on the
+  results stream and return nothing);
 - the worker, and every job in flight, send RQ heartbeats every
   `job_monitoring_interval`, and it runs RQ's registry maintenance;
 - `rq info` and rq-dashboard list the worker, its queues and the jobs it runs;
@@ -23,7 +25,7 @@ cycle true:
   the controller retries the request.
 
 RQ's bookkeeping is synchronous redis-py: it runs in worker threads, off the loop. Jobs
-are taken with `gencoach.workers.queues`' atomic, priority-ordered take.
+are taken with `gencoach.rq_adapter`'s atomic, priority-ordered take.
 """
 
 from __future__ import annotations
@@ -40,30 +42,27 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from rq.command import parse_payload
-from rq.job import Job
-from rq.queue import Queue
-from rq.timeouts import JobTimeoutException, TimerDeathPenalty
-from rq.utils import now
-from rq.worker import BaseWorker, WorkerStatus
 
 from gencoach.constants import QUEUE_DOORBELL
 from gencoach.logs import get_logger
-from gencoach.workers.context import current_context
-from gencoach.workers.outage import REDIS_AWAY, RedisOutage, address_of
-from gencoach.workers.queues import (
+from gencoach.rq_adapter import (
     TAKE_SCRIPT,
     WAKE_S,
-    PriorityQueue,
+    ConcurrentWorker,
+    ExcInfo,
+    Execution,
+    Job,
+    JobTimeoutException,
+    Queue,
     restore_job,
     take_keys,
     taken,
 )
+from gencoach.workers.context import current_context
+from gencoach.workers.outage import REDIS_AWAY, RedisOutage, address_of
 from gencoach.workers.resources import JobResources, shared_resources
 
 log = get_logger("worker")
-
-ExcInfo = tuple[type[BaseException], BaseException, Any]
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class JobStoppedError(Exception):
 @dataclass
 class _Running:
     job: Job
-    execution: Any  # rq.executions.Execution
+    execution: Execution
     scope: anyio.CancelScope
 
 
@@ -99,13 +98,8 @@ def _failure(error: BaseException) -> _Failure:
     return _Failure((type(error), error, error.__traceback__))
 
 
-class AsyncWorker(BaseWorker):
+class AsyncWorker(ConcurrentWorker):
     """Runs up to `concurrency` RQ jobs at once on one event loop; see the module docstring."""
-
-    queue_class = PriorityQueue
-    # RQ's success and failure callbacks, if a job has any, run in a thread: no SIGALRM.
-    death_penalty_class = TimerDeathPenalty
-    log_result_lifespan = False
 
     def __init__(
         self,
@@ -174,7 +168,8 @@ class AsyncWorker(BaseWorker):
                         except REDIS_AWAY as error:
                             slots.release()
                             await self._outage.wait_until_back(resources.redis, error)
-                            await anyio.to_thread.run_sync(self._register_again)
+                            if await anyio.to_thread.run_sync(self.register_again):
+                                log.info("worker.registered_again", name=self.name)
                             continue
                         if job_and_queue is None:
                             slots.release()
@@ -187,17 +182,6 @@ class AsyncWorker(BaseWorker):
                 if self._in_flight:
                     log.info("worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s)
                     jobs.start_soon(self._cancel_after_grace)
-
-    def _register_again(self) -> None:
-        """After an outage: register this worker again if Redis lost it (a restart).
-
-        A heartbeat sent since may have made a partial worker hash: it goes first, or RQ
-        would take it for another live worker of the same name.
-        """
-        if not self.connection.sismember(self.redis_workers_keys, self.key):
-            self.connection.delete(self.key)
-            self.register_birth()  # type: ignore[no-untyped-call]
-            log.info("worker.registered_again", name=self.name)
 
     async def _cancel_after_grace(self) -> None:
         with anyio.move_on_after(self.shutdown_grace_s):
@@ -233,9 +217,9 @@ class AsyncWorker(BaseWorker):
             await resources.redis.blpop([QUEUE_DOORBELL], timeout=min(left, WAKE_S))
 
     async def _execute(self, job: Job, queue: Queue, slots: anyio.Semaphore) -> None:
-        execution: Any = None
+        execution: Execution | None = None
         try:
-            execution = await anyio.to_thread.run_sync(self._start, job)
+            execution = await anyio.to_thread.run_sync(self.start_execution, job)
             outcome = await self._perform(job, execution)
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._finalize, job, queue, execution, outcome)
@@ -267,17 +251,11 @@ class AsyncWorker(BaseWorker):
         """Tell RQ this worker is idle; with Redis away that waits for the next job (the
         take loop reports the outage), rather than ending the worker."""
         try:
-            await anyio.to_thread.run_sync(self.set_state, WorkerStatus.IDLE)
+            await anyio.to_thread.run_sync(self.show_idle)
         except REDIS_AWAY as error:
             log.info("worker.idle_unrecorded", error=str(error))
 
-    def _start(self, job: Job) -> Any:
-        """RQ's bookkeeping before a job runs (in a thread): its execution, then its status."""
-        execution = self.prepare_execution(job)
-        self.prepare_job_execution(job, remove_from_intermediate_queue=True)
-        return execution
-
-    async def _perform(self, job: Job, execution: Any) -> Any:
+    async def _perform(self, job: Job, execution: Execution) -> Any:
         """The job's return value, or the exc_info of how it failed."""
         timeout = job.timeout or self.queue_class.DEFAULT_TIMEOUT
         with anyio.CancelScope() as scope:
@@ -299,32 +277,22 @@ class AsyncWorker(BaseWorker):
         call = partial(function, *job.args, **job.kwargs)
         return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
-    def _finalize(self, job: Job, queue: Queue, execution: Any, outcome: Any) -> None:
+    def _finalize(self, job: Job, queue: Queue, execution: Execution, outcome: Any) -> None:
         """Record the outcome with RQ's own handlers (in a thread: they block on Redis)."""
         if isinstance(outcome, _Failure):
-            if isinstance(outcome.exc_info[1], JobStoppedError):
-                self._stopped_job_id = job.id  # RQ marks it stopped, not failed
-            self._finalize_failure(job, queue, execution, outcome.exc_info)
+            self.record_failure(job, queue, execution, outcome.exc_info)
         else:
-            self._finalize_success(job, queue, execution, outcome)
+            self.record_success(job, queue, execution)
 
     async def _keep_alive(self) -> None:
         """RQ heartbeats for the worker and each job in flight, and RQ's maintenance."""
         while True:
             await anyio.sleep(self.job_monitoring_interval)
-            running = list(self._running.values())
+            running = [(entry.job, entry.execution) for entry in self._running.values()]
             try:
-                await anyio.to_thread.run_sync(self._beat, running)
+                await anyio.to_thread.run_sync(self.beat, running)
             except REDIS_AWAY:
                 continue  # the take loop reports the outage and waits it out
-
-    def _beat(self, running: list[_Running]) -> None:
-        for entry in running:
-            self.maintain_heartbeats(entry.job, entry.execution)
-        if not running:
-            self.heartbeat()
-        if self.should_run_maintenance_tasks:
-            self.run_maintenance_tasks()  # type: ignore[no-untyped-call]
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -333,9 +301,8 @@ class AsyncWorker(BaseWorker):
                 name = signal.Signals(signum).name
                 if self._signals == 1:
                     log.info("worker.stopping", mode="warm", signal=name, jobs=len(self._running))
-                    self._shutdown_requested_date = now()
                     with contextlib.suppress(*REDIS_AWAY):  # only RQ's record of the stop
-                        await anyio.to_thread.run_sync(self.set_shutdown_requested_date)
+                        await anyio.to_thread.run_sync(self.record_shutdown_request)
                     self._taking.cancel()
                 else:
                     log.warning(
@@ -344,16 +311,8 @@ class AsyncWorker(BaseWorker):
                     self._taking.cancel()
                     self._jobs.cancel()
 
-    def handle_payload(self, message: Any) -> None:
-        """RQ's commands (from its pub/sub thread); stop-job cancels that job, whichever it is."""
-        payload = parse_payload(message)
-        if payload.get("command") != "stop-job":
-            super().handle_payload(message)  # type: ignore[no-untyped-call]
-            return
-        job_id = payload.get("job_id")
-        running = [entry for entry in self._running.values() if entry.job.id == job_id]
-        if not running or self._loop is None:
-            self.log.warning("Not working on job %s, command ignored.", job_id)
-            return
-        for entry in running:
+    def cancel_execution(self, execution_id: str) -> None:
+        """Cancel that job's scope on the loop (RQ's stop commands call this from a thread)."""
+        entry = self._running.get(execution_id)
+        if entry is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(entry.scope.cancel)

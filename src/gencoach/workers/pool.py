@@ -4,7 +4,7 @@ Each child process is spawned (never forked from a threaded parent) and runs one
 worker over all the queues, in their priority order: an `AsyncWorker` running up to
 `workers.concurrency` jobs at once on one event loop (`workers.mode: async`, the
 default), or a `ForkWorker` running one job at a time in a forked work-horse
-(`mode: fork`, for isolation). Both take jobs atomically (`gencoach.workers.queues`).
+(`mode: fork`, for isolation). Both take jobs atomically (`gencoach.rq_adapter`).
 RQ is tuned for a long-lived service: a 30 s worker TTL, a 5 s job-monitoring interval,
 frequent maintenance, and no RQ retries (the controller decides what to retry).
 
@@ -35,36 +35,16 @@ from types import FrameType
 from typing import Any, Literal
 
 import redis
-from rq.worker import BaseWorker
 
 from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
 from gencoach.logs import configure_logging, get_logger
+from gencoach.rq_adapter import RESULT_TTL_S, ConcurrentWorker, ForkWorker, safe_name
 from gencoach.workers.async_worker import AsyncWorker
 from gencoach.workers.context import WorkerContext, set_context
-from gencoach.workers.fork_worker import ForkWorker
-from gencoach.workers.queues import (
-    JOB_FUNCTIONS,
-    JOB_QUEUES,
-    RESULT_TTL_S,
-    enqueue,
-    job_id,
-    rq_job_id,
-    safe_name,
-    waiting,
-)
 from gencoach.workers.tls import shared_ssl_context
 
-__all__ = [
-    "JOB_FUNCTIONS",
-    "JOB_QUEUES",
-    "MAX_RESTARTS",
-    "enqueue",
-    "job_id",
-    "rq_job_id",
-    "run_workers",
-    "waiting",
-]
+__all__ = ["MAX_RESTARTS", "run_workers"]
 
 WORKER_TTL_S = 30
 JOB_MONITORING_INTERVAL_S = 5
@@ -130,7 +110,9 @@ def _watch_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="pool-watch", daemon=True).start()
 
 
-def _make_worker(options: WorkerOptions, name: str, connection: redis.Redis) -> BaseWorker:
+def _make_worker(
+    options: WorkerOptions, name: str, connection: redis.Redis
+) -> ConcurrentWorker | ForkWorker:
     common: dict[str, Any] = {
         "name": name,
         "connection": connection,

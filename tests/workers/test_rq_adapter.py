@@ -7,7 +7,7 @@ from rq import Queue, Worker
 from rq.intermediate_queue import IntermediateQueue
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
-from gencoach.workers.queues import PriorityQueue, enqueue, job_id, waiting
+from gencoach.rq_adapter import PriorityQueue, enqueue, job_id, waiting
 from tests.support.agent_server import ScriptedAgent
 from tests.workers.builders import diagnosis_job, repair_job
 
