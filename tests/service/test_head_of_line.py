@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,7 @@ from tests.support.hanging_agent import HangingAgent
 from tests.support.llm_server import ScriptedLLMServer, ScriptedReply, json_reply
 from tests.support.metrics import scrape
 from tests.support.processes import free_port
+from tests.support.restartable_redis import RestartableRedis
 
 pytestmark = pytest.mark.slow
 
@@ -160,3 +163,61 @@ def test_an_agent_that_comes_up_late_is_asked_again_and_its_run_coached(
         server.stop()
     # Coached: each request reinjected, or already gone on to be executed and proven.
     assert {r["state"] for r in found.values()} <= {"reinjected", "executed", "proven"}, found
+
+
+def test_registrations_lost_to_a_controller_kill_and_a_redis_restart_delay_no_other_run(
+    scripted_agent: ScriptedAgent,
+    hanging_agent: HangingAgent,
+    llm: ScriptedLLMServer,
+    tmp_path: Path,
+) -> None:
+    """Six runs' registration is in flight (their agent hangs) when the controller is
+    SIGKILLed and Redis restarted (with its append-only file): the next controller asks
+    their agent again, parks their terminals, and corrects a healthy run meanwhile."""
+    llm.script(_diagnosis())
+    server = RestartableRedis(tmp_path / "redis", aof=True)
+    server.start()
+    try:
+        first = ControllerProcess(_folder(tmp_path, "first"), server.url, **_coaching(llm))
+        first.start()
+        for index in range(HANGING_RUNS):
+            report_known(server.url, f"lost{index}", hanging_agent.url)
+        wait_for(
+            lambda: len(hanging_agent.held) >= 1,
+            timeout_s=60,
+            what="the first controller reading the hanging agent's info",
+        )
+        first.stop()  # SIGKILL: the registration in flight is lost with the process
+        server.restart(keep_data=True)
+
+        second = ControllerProcess(_folder(tmp_path, "second"), server.url, **_coaching(llm))
+        second.start()
+        second.start_workers()
+        report_known(server.url, "healthy", scripted_agent.url)
+        found = wait_for(
+            settled(second, "healthy", 3),
+            timeout_s=HEALTHY_BOUND_S,
+            what=f"the healthy run's three corrections, reported after {HANGING_RUNS} runs "
+            "whose registration was lost: a lost registration must not delay another run",
+        )
+        assert {r["state"] for r in found.values()} <= {"reinjected", "executed", "proven"}, found
+        wait_for(
+            lambda: len(hanging_agent.held) >= 2,
+            timeout_s=60,
+            what="the second controller asking the lost registrations' agent again",
+        )
+        parked = scrape(second.url).value("gencoach_terminals_in_hand", phase="parked")
+        assert parked > 0, second.log_text()[-4000:]
+        second.stop()
+    finally:
+        server.kill()
+
+
+def _folder(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    return folder
+
+
+def _coaching(llm: ScriptedLLMServer) -> dict[str, Any]:
+    return {"settings": coaching_settings(llm)}
