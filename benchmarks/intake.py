@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.embedded_redis import EmbeddedRedis
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.intake import Intake, IntakeOptions
 from tests.support.graphs import known_run_events
@@ -96,7 +96,7 @@ async def _intake(
     events: list[str],
     batch: int,
     prefill: bool,
-    metrics: Recorder | None = None,
+    metrics: MetricsRecorder | None = None,
     publish: bool = True,
     held: int = 0,
 ) -> float:

@@ -24,7 +24,7 @@ from benchmarks.common import FLUSHED_URL_HELP, bench_redis
 from benchmarks.intake import _events, _intake
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
-from gencoach.metrics import Counter, Histogram, Recorder
+from gencoach.metrics import Counter, Histogram, MetricsRecorder
 from gencoach.metrics import catalog as c
 from gencoach.metrics.exposition import render, stored
 from gencoach.service.requests import CoachingRequest, RequestStore
@@ -37,7 +37,7 @@ STATES = ("opportunity", "skipped", "admitted", "queued", "diagnosing", "decline
 BACKENDS = ("teacher", "local", "remote")
 
 
-class Uncounted(Recorder):
+class Uncounted(MetricsRecorder):
     """A recorder whose counting does nothing: the baseline."""
 
     def inc(self, counter: Counter, *labels: str, by: float = 1) -> None:
@@ -52,7 +52,7 @@ async def _timed_intake(client: Redis, events: list[str], counting: bool) -> flo
     keys = Keys("bench-metrics")
     if not counting:
         return await _intake(client, keys, events, 500, True, Uncounted())
-    recorder = Recorder(client, keys.metrics)
+    recorder = MetricsRecorder(client, keys.metrics)
     async with anyio.create_task_group() as tg:
 
         async def flush_every_second() -> None:
@@ -66,8 +66,8 @@ async def _timed_intake(client: Redis, events: list[str], counting: bool) -> flo
     return elapsed
 
 
-def _busy_recorder() -> Recorder:
-    recorder = Recorder()
+def _busy_recorder() -> MetricsRecorder:
+    recorder = MetricsRecorder()
     skips: tuple[str, ...] = SkipCode.__args__  # type: ignore[attr-defined]
     for route in ROUTES:
         for reason in skips:

@@ -181,7 +181,7 @@ main()
 _SERVER_PACKAGES = {"fastapi", "starlette", "uvicorn", "rq"}
 _SERVER_CODE = (
     "gencoach.service.controller", "gencoach.service.api", "gencoach.service.httpserver",
-    "gencoach.service.coach", "gencoach.service.intake", "gencoach.workers",
+    "gencoach.service.pipeline", "gencoach.service.intake", "gencoach.workers",
     "gencoach.console", "gencoach.demo",
 )  # fmt: skip
 

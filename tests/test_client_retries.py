@@ -15,7 +15,7 @@ import redis
 from gencoach.client import Reporter, ReportError
 from gencoach.constants import Keys
 from gencoach.sim.episode import Episode
-from gencoach.sim.reporting import Recorder
+from gencoach.sim.reporting import EventSender
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import free_port
 from tests.support.restartable_redis import RestartableRedis
@@ -122,7 +122,7 @@ def test_the_simulators_world_states_survive_a_redis_restart(tmp_path: Path) -> 
     comeback = threading.Timer(1.0, server.start)
 
     async def scenario() -> None:
-        async with Recorder("restarted", redis_url=server.url) as recorder:
+        async with EventSender("restarted", redis_url=server.url) as recorder:
             await recorder.emit("run.started", **RUN_STARTED)
             await recorder.flush()
             server.kill()

@@ -41,9 +41,41 @@ def test_the_rq_version_tested_is_the_one_pinned() -> None:
     assert f"rq=={rq.__version__}" in constraints
 
 
-def test_module_names_are_unique_across_the_package() -> None:
-    names = Counter(
-        path.stem for path in PACKAGE.rglob("*.py") if path.stem not in {"__init__", "__main__"}
-    )
-    repeated = {name: count for name, count in names.items() if count > 1}
-    assert not repeated, f"module names used more than once: {repeated}"
+# The coaching pipeline: the controller's stages, the workers and the wire contracts.
+PIPELINE = ("service", "workers", "protocol")
+
+
+def _modules(*packages: str) -> list[Path]:
+    roots = [PACKAGE / package for package in packages] if packages else [PACKAGE]
+    return [
+        path
+        for root in roots
+        for path in root.rglob("*.py")
+        if path.stem not in {"__init__", "__main__"}
+    ]
+
+
+def test_the_pipelines_module_names_are_unique() -> None:
+    """No two modules of the pipeline share a name, and the names that were ambiguous
+    (`jobs`, `queues`, `coach`) are used once in the whole package."""
+    names = Counter(path.stem for path in _modules(*PIPELINE))
+    assert [name for name, count in names.items() if count > 1] == []
+    everywhere = Counter(path.stem for path in _modules())
+    assert {name: everywhere[name] for name in ("jobs", "queues", "coach")} == {
+        "jobs": 1,
+        "queues": 0,
+        "coach": 1,
+    }
+
+
+def test_recorder_means_one_thing() -> None:
+    classes = [
+        f"{path.relative_to(PACKAGE)}:{node.name}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Recorder")
+    ]
+    assert sorted(classes) == [
+        "metrics/recorder.py:MetricsRecorder",
+        "service/coached_branches.py:BranchRecorder",
+    ]

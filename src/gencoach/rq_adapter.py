@@ -64,9 +64,9 @@ WAKE_S = 1.0
 DOORBELL_MAX = 64  # tokens kept at most: one wakes one idle worker; stale ones cost a look each
 
 JOB_FUNCTIONS: dict[JobName, str] = {
-    "diagnosis": "gencoach.workers.jobs.diagnosis_job",
-    "repair": "gencoach.workers.jobs.repair_job",
-    "rewrite": "gencoach.workers.jobs.rewrite_job",
+    "diagnosis": "gencoach.workers.job_functions.diagnosis_job",
+    "repair": "gencoach.workers.job_functions.repair_job",
+    "rewrite": "gencoach.workers.job_functions.rewrite_job",
 }
 JOB_QUEUES: dict[JobName, str] = {
     "diagnosis": QUEUE_DIAGNOSIS,

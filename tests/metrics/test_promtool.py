@@ -11,7 +11,7 @@ import httpx
 import pytest
 import redis
 
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics import catalog as c
 from gencoach.metrics.exposition import render
 from gencoach.service.router import SkipCode
@@ -34,7 +34,7 @@ def promtool_check(text: bytes) -> None:
 
 
 def test_every_family_with_every_label_value_passes_promtool() -> None:
-    recorder = Recorder()
+    recorder = MetricsRecorder()
     for route in ("format", "failure", "suboptimal"):
         for code in SkipCode.__args__:  # type: ignore[attr-defined]
             recorder.inc(c.OPPORTUNITIES, route, "skipped", code)

@@ -9,7 +9,7 @@ import redis.asyncio
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import EVENTS, JOB_SECONDS, LLM_CALLS
 from gencoach.metrics.exposition import Gauge, render, stored
 from gencoach.metrics.series import field
@@ -26,7 +26,7 @@ async def test_two_recorders_add_to_the_same_totals(
     redis_url: str, redis_client: redis.Redis
 ) -> None:
     client = redis.asyncio.Redis.from_url(redis_url)
-    first, second = Recorder(client, KEY), Recorder(client, KEY)
+    first, second = MetricsRecorder(client, KEY), MetricsRecorder(client, KEY)
     first.inc(EVENTS, "run.started", "applied")
     second.inc(EVENTS, "run.started", "applied", by=2)
     second.inc(LLM_CALLS, "teacher", "ok")
@@ -46,7 +46,7 @@ async def test_a_flush_that_fails_keeps_its_counts_for_the_next(
 ) -> None:
     no_retries = Retry(NoBackoff(), 0)
     nowhere = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=1, retry=no_retries)
-    recorder = Recorder(nowhere, KEY)
+    recorder = MetricsRecorder(nowhere, KEY)
     recorder.inc(EVENTS, "run.started", "applied")
     await recorder.flush()  # logged, not raised
     recorder.inc(EVENTS, "run.started", "applied")
@@ -61,7 +61,7 @@ async def test_a_flush_that_fails_keeps_its_counts_for_the_next(
 
 @pytest.mark.asyncio
 async def test_histograms_are_cumulative_with_every_bucket() -> None:
-    recorder = Recorder()
+    recorder = MetricsRecorder()
     for seconds in (0.01, 0.3, 7.0, 1000.0):
         recorder.observe(JOB_SECONDS, seconds, "repair")
     samples = parse(render(recorder.pending()).decode())
@@ -80,7 +80,7 @@ def test_a_wrong_number_of_labels_is_refused_at_once() -> None:
     with pytest.raises(
         ValueError, match=r"gencoach_events_total takes labels \('type', 'outcome'\)"
     ):
-        Recorder().inc(EVENTS, "run.started")
+        MetricsRecorder().inc(EVENTS, "run.started")
 
 
 @pytest.mark.asyncio
@@ -101,7 +101,7 @@ async def test_fields_this_version_does_not_write_are_ignored(
 async def test_an_observation_stores_three_fields_and_old_cumulative_buckets_still_count() -> None:
     """Each observation adds to its own bucket, the sum and the count (not to every bucket
     above it); buckets a version before stored cumulatively are added when exposed."""
-    recorder = Recorder()
+    recorder = MetricsRecorder()
     recorder.observe(JOB_SECONDS, 0.3, "repair")
     assert len(recorder.pending()) == 3
     stored = recorder.pending()

@@ -17,7 +17,7 @@ from gencoach.client import Reporter
 from gencoach.config.settings import Settings
 from gencoach.protocol.jobs import AnyJob, JobResult
 from gencoach.workers.context import worker_context
-from gencoach.workers.jobs import perform
+from gencoach.workers.job_functions import perform
 from gencoach.workers.resources import JobResources
 from tests.real_llm.server import MODEL_ALIAS, LlamaServer
 from tests.service.test_routes_more import _two_step_run

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.service.lifecycle import TERMINAL, TRANSITIONS, IllegalTransition, RequestState
 from gencoach.service.requests import REQUESTS, CoachingRequest, RequestStore
@@ -50,7 +50,7 @@ async def _leave(client: Redis, request: CoachingRequest) -> None:
     )
 
 
-def _arrivals(metrics: Recorder, state: str) -> float:
+def _arrivals(metrics: MetricsRecorder, state: str) -> float:
     return metrics.pending().get((ARRIVALS.name, ("failure", state)), 0)
 
 
@@ -59,7 +59,7 @@ def _arrivals(metrics: Recorder, state: str) -> float:
 async def test_every_transition_of_the_table_is_stored_and_counted_once(
     async_redis: Redis, source: RequestState, target: RequestState
 ) -> None:
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     requests = RequestStore(async_redis, Keys(), metrics)
     current = _request(source)
     await _leave(async_redis, current)
@@ -84,7 +84,7 @@ async def test_every_transition_of_the_table_is_stored_and_counted_once(
 async def test_a_transition_the_table_does_not_list_is_refused_and_writes_nothing(
     async_redis: Redis, source: RequestState, target: RequestState
 ) -> None:
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     requests = RequestStore(async_redis, Keys(), metrics)
     current = _request(source)
     await _leave(async_redis, current)
@@ -116,7 +116,7 @@ async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: R
     reconciler then makes from its stale copy changes nothing: no second job, no second
     slot, and the funnel counts one correction (a retry that overwrote it was corrected
     again by the repeated job's result, so `corrected` exceeded `admitted`)."""
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     requests = RequestStore(async_redis, Keys(), metrics)
     limits = StageLimits(async_redis, Keys())
     opportunity = _request("opportunity")

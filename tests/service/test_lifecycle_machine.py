@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.service.lifecycle import IN_FLIGHT, TRANSITIONS, RequestState
 from gencoach.service.requests import CoachingRequest, RequestStore
@@ -42,7 +42,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         super().__init__()
         self.runner = asyncio.Runner()
         self.client = Redis.from_url(self.redis_url)
-        self.metrics = Recorder()
+        self.metrics = MetricsRecorder()
         self.requests = RequestStore(self.client, Keys(), self.metrics)
         self.limits = StageLimits(self.client, Keys())
         self.run_id = uuid.uuid4().hex

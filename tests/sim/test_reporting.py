@@ -11,7 +11,7 @@ import redis
 from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.sim import Episode, EpisodeState
-from gencoach.sim.reporting import Recorder, execution_record, stage_info
+from gencoach.sim.reporting import EventSender, execution_record, stage_info
 from tests.sim.events import read_log
 from tests.sim.players import act, call
 
@@ -81,7 +81,7 @@ def test_a_text_stage_reports_no_tool_budget() -> None:
 async def test_a_standalone_recorder_validates_numbers_and_logs(tmp_path: Path) -> None:
     """Without gencoach, events are still validated, numbered from 0 and written in order."""
     log = tmp_path / "run.jsonl"
-    async with Recorder("r", log_path=log) as recorder:
+    async with EventSender("r", log_path=log) as recorder:
         assert not recorder.reports
         assert not recorder.receives_orders
         await recorder.emit("run.started", **STARTED)
@@ -100,7 +100,7 @@ async def test_a_redis_recorder_streams_in_order_and_saves_states(
     log = tmp_path / "run.jsonl"
     state = Episode.start("buttons", 3).snapshot()
     other = Episode.start("buttons", 4).snapshot()
-    async with Recorder("r", redis_url=redis_url, log_path=log) as recorder:
+    async with EventSender("r", redis_url=redis_url, log_path=log) as recorder:
         assert recorder.receives_orders
         await recorder.emit("run.started", **STARTED)
         await recorder.save_state(5, state)

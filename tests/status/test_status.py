@@ -16,7 +16,7 @@ import pytest
 import redis
 from rich.console import Console
 
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import EVENTS, LLM_CALLS, LLM_SECONDS, OPPORTUNITIES, REQUESTS
 from gencoach.metrics.exposition import Gauge, render
 from gencoach.status.command import StatusUnavailable, fetch
@@ -27,7 +27,7 @@ from tests.support.processes import free_port
 
 
 def exposition() -> str:
-    recorder = Recorder()
+    recorder = MetricsRecorder()
     recorder.inc(EVENTS, "candidate.created", "applied", by=40)
     recorder.inc(EVENTS, "unparsed", "dead_lettered")
     for outcome, reason, count in (

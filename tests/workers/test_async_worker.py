@@ -17,8 +17,8 @@ import redis
 from rq import Queue, Retry, Worker
 from rq.command import send_stop_job_command
 from rq.job import Job, JobStatus
-from rq.results import Result
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+from rq.results import Result
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.rq_adapter import RESULT_TTL_S, enqueue, ring
@@ -95,7 +95,8 @@ def test_many_jobs_run_at_once_and_rq_tracks_each(
         fetched = Job.fetch(job.id, connection=redis_client)
         assert fetched.get_status() == JobStatus.FINISHED
         result = fetched.latest_result()
-        assert result is not None and result.type == Result.Type.SUCCESSFUL
+        assert result is not None
+        assert result.type == Result.Type.SUCCESSFUL
         # gencoach's job functions publish their results on the results stream; RQ keeps
         # the outcome, not a return value (RQ has no public way to give it one).
         assert result.return_value is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gencoach.errors import BackendAnswerError, BackendUnavailable
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.exposition import render
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, make_backend
@@ -19,7 +19,7 @@ PROMPT = [ChatMessage.user("Which decision failed?")]
 DIAGNOSIS = {"decision_index": 3, "reason": "grasped too early", "expected_decision": None}
 
 
-def samples(recorder: Recorder) -> Samples:
+def samples(recorder: MetricsRecorder) -> Samples:
     return parse(render(recorder.pending()).decode())
 
 
@@ -28,7 +28,7 @@ async def test_an_answer_refused_then_accepted_counts_two_calls_and_both_checks(
     llm_server: ScriptedLLMServer,
 ) -> None:
     llm_server.script(reply("not json", usage=(100, 20)), json_reply(DIAGNOSIS, usage=(140, 25)))
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     settings = openai_settings(llm_server.endpoint)
     async with make_backend("coach", settings, metrics=metrics) as backend:
         await backend.ask(PROMPT, FailureDiagnosisAnswer)
@@ -51,7 +51,7 @@ async def test_an_answer_refused_twice_counts_as_refused_answers(
     llm_server: ScriptedLLMServer,
 ) -> None:
     llm_server.script(reply("no"), reply("still no"))
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     async with make_backend("coach", openai_settings(llm_server.endpoint), metrics=metrics) as b:
         with pytest.raises(BackendAnswerError):
             await b.ask(PROMPT, FailureDiagnosisAnswer)
@@ -64,7 +64,7 @@ async def test_an_unreachable_backend_counts_as_unavailable_with_its_wait() -> N
     settings = openai_settings(
         f"http://127.0.0.1:{free_port()}/v1/chat/completions", max_retries=1, timeout_s=0.5
     )
-    metrics = Recorder()
+    metrics = MetricsRecorder()
     async with make_backend("coach", settings, retry=fast_retry(), metrics=metrics) as backend:
         with pytest.raises(BackendUnavailable):
             await backend.complete(PROMPT, schema=None)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import redis
 
 from gencoach.workers.context import WorkerContext, worker_context
-from gencoach.workers.jobs import run_diagnosis
+from gencoach.workers.job_functions import run_diagnosis
 from tests.support.llm_server import ScriptedLLMServer, delayed, held, json_reply
 from tests.workers.builders import (
     FAILURE_ANSWER,

@@ -10,7 +10,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from gencoach.workers.context import WorkerContext
-from gencoach.workers.jobs import run_diagnosis, run_repair, run_rewrite
+from gencoach.workers.job_functions import run_diagnosis, run_repair, run_rewrite
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, reply
 from tests.workers.builders import (

@@ -7,7 +7,7 @@ import redis
 from gencoach.constants import Keys
 from gencoach.protocol.jobs import LeaseRef
 from gencoach.workers.context import WorkerContext
-from gencoach.workers.jobs import run_diagnosis
+from gencoach.workers.job_functions import run_diagnosis
 from gencoach.workers.lease import LeaseHold
 from tests.support.llm_server import ScriptedLLMServer
 from tests.workers.builders import RUN, diagnosis_job, results

@@ -21,7 +21,7 @@ from gencoach.metrics.series import IN_BUCKET, Series, bound, field
 log = get_logger("metrics")
 
 
-class Recorder:
+class MetricsRecorder:
     """One process's counts not yet in Redis. Without a client, counts stay in memory."""
 
     def __init__(self, client: redis.asyncio.Redis | None = None, key: str = "") -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from gencoach.constants import ORDER_FIELD, Keys
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import BRANCH_ORDERS
 from gencoach.protocol import (
     RECOVERY_POINT,
@@ -79,12 +79,12 @@ class BranchRecorder:
     """Allocates attempts, records coached nodes and their markers, publishes orders."""
 
     def __init__(
-        self, client: Redis, keys: Keys, store: GraphStore, metrics: Recorder | None = None
+        self, client: Redis, keys: Keys, store: GraphStore, metrics: MetricsRecorder | None = None
     ) -> None:
         self.client = client
         self.keys = keys
         self.store = store
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
 
     async def attempt_id(self, request: CoachingRequest, point: str) -> int:
         """The attempt id of a proposal, allocated once."""

@@ -25,12 +25,11 @@ from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
-from gencoach.metrics import Recorder as MetricsRecorder
+from gencoach.metrics import MetricsRecorder as MetricsRecorder
 from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.api import ApiContext, create_app
-from gencoach.service.branches import BranchRecorder
 from gencoach.service.budgets import Budgets
-from gencoach.service.coach import Coach, Dispatcher
+from gencoach.service.coached_branches import BranchRecorder
 from gencoach.service.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
@@ -43,6 +42,7 @@ from gencoach.service.lanes import TerminalLanes
 from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.persist import Persister
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
 from gencoach.service.reconcile import Reconciler
 from gencoach.service.registry import AgentRegistry
@@ -126,7 +126,7 @@ class Controller:
             metrics=recorder,
             claims=self.lease,
         )
-        self.coach = Coach(
+        self.coach = CoachingPipeline(
             self.client,
             self.keys,
             self.store,

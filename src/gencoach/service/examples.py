@@ -24,7 +24,7 @@ from gencoach.graph.files import write_json_atomic
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import ExampleCase
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.jobs import job_steps
+from gencoach.service.job_building import job_steps
 from gencoach.service.nodes import RunGraph
 from gencoach.service.requests import CoachingRequest
 from gencoach.service.trajectory import Step

@@ -26,7 +26,7 @@ import anyio
 
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
-from gencoach.service.coach import Coach
+from gencoach.service.pipeline import CoachingPipeline
 from gencoach.service.requests import RUNNING, CoachingRequest, job_of
 
 log = get_logger("holding")
@@ -43,7 +43,7 @@ class SlotHolder:
     def __init__(
         self,
         limits: StageLimits,
-        coach: Coach,
+        coach: CoachingPipeline,
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.limits = limits

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.logs import get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import EVENTS
 from gencoach.protocol import (
     AnyEvent,
@@ -95,11 +95,11 @@ class Intake:
         options: IntakeOptions,
         on_applied: AppliedHook | None = None,
         agent_allowed: AgentCheck | None = None,
-        metrics: Recorder | None = None,
+        metrics: MetricsRecorder | None = None,
         alive: Liveness | None = None,
     ) -> None:
         self.client = client
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
         self.keys = keys
         self.store = store
         self.sequencer = store.sequencer

@@ -25,8 +25,8 @@ from gencoach.protocol import (
     ReplaceDecision,
 )
 from gencoach.protocol.jobs import Diagnosis
-from gencoach.service.branches import BranchRecorder
 from gencoach.service.budgets import Budgets
+from gencoach.service.coached_branches import BranchRecorder
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.requests import CoachingRequest, RequestStore
 

@@ -20,7 +20,7 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.constants import CONTROLLER_GROUP, Keys
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.exposition import Gauge, render, stored
 from gencoach.rq_adapter import Backlog
 from gencoach.service.graphstore import GraphStore
@@ -49,7 +49,7 @@ class ControllerMetrics:
         self.backlogs = backlogs
         self.local = local  # gauges of this process's own state (the terminals' lanes)
         self.every_s = every_s
-        self.recorder = Recorder(client, keys.metrics)
+        self.recorder = MetricsRecorder(client, keys.metrics)
         self.loop_lag_s = 0.0
         self._stopping = anyio.Event()
 

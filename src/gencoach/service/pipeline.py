@@ -22,7 +22,7 @@ from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.limits import Admission, StageLimits
 from gencoach.logs import bound, get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import OPPORTUNITIES
 from gencoach.protocol import (
     REPLACEMENT_POINT,
@@ -36,7 +36,7 @@ from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import guarded, isolated
-from gencoach.service.jobs import diagnosis_job, repair_job, rewrite_job
+from gencoach.service.job_building import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph, as_text
 from gencoach.service.registry import AgentRegistry
@@ -80,7 +80,7 @@ class CoachCounters:
     ended: int = 0
 
 
-class Coach:
+class CoachingPipeline:
     """Moves coaching requests through their life."""
 
     def __init__(
@@ -96,10 +96,10 @@ class Coach:
         dispatcher: Dispatcher,
         reinjector: Reinjector,
         examples: Examples,
-        metrics: Recorder | None = None,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         self.client = client
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
         self.keys = keys
         self.store = store
         self.requests = requests

@@ -29,11 +29,11 @@ from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.service.backlog import BacklogWatch
-from gencoach.service.coach import Coach
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
 from gencoach.service.lifecycle import IN_FLIGHT
+from gencoach.service.pipeline import CoachingPipeline
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.runends import RunEnds
 
@@ -55,7 +55,7 @@ class Reconciler:
         store: GraphStore,
         requests: RequestStore,
         limits: StageLimits,
-        coach: Coach,
+        coach: CoachingPipeline,
         settings: Callable[[], Settings],
         every_s: float = 2.0,
         on_abandoned: Callable[[str], Awaitable[None]] | None = None,

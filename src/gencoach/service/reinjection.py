@@ -19,7 +19,7 @@ from gencoach.errors import AgentCallError
 from gencoach.funnel import funnel_row
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import PROOFS, REINJECTIONS
 from gencoach.protocol import (
     AgentOutput,
@@ -28,8 +28,8 @@ from gencoach.protocol import (
     StageEnd,
     coached_input,
 )
-from gencoach.service.branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.budgets import Budgets
+from gencoach.service.coached_branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
 from gencoach.service.isolation import isolated
@@ -61,10 +61,10 @@ class Reinjector:
         budgets: Budgets,
         examples: Examples,
         retry_wait_s: float = 0.5,
-        metrics: Recorder | None = None,
+        metrics: MetricsRecorder | None = None,
         claims: Lease | None = None,
     ) -> None:
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
         self.store = store
         self.requests = requests
         self.limits = limits

@@ -36,7 +36,7 @@ from gencoach.limits import (
     stage_keys,
 )
 from gencoach.logs import get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import Diagnosis, JobName
@@ -168,10 +168,10 @@ class RequestStore:
     (`gencoach_requests_total`), including those a move passes through.
     """
 
-    def __init__(self, client: Redis, keys: Keys, metrics: Recorder | None = None) -> None:
+    def __init__(self, client: Redis, keys: Keys, metrics: MetricsRecorder | None = None) -> None:
         self.client = client
         self.keys = keys
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
         self._move = client.register_script(_MOVE)
         self._settling = Settling(client, keys)
 

@@ -90,7 +90,7 @@ class Activity:
 
 
 class SettledRun(Protocol):
-    """A run that can ask gencoach whether it is settled (an `AsyncReporter`, a `Recorder`)."""
+    """A run that can ask gencoach whether it is settled (an `AsyncReporter`, a `EventSender`)."""
 
     @property
     def settled(self) -> bool:

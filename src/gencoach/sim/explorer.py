@@ -24,7 +24,7 @@ from gencoach.sim.agent_io import AgentAsker, Answer
 from gencoach.sim.branches import Budget, SavedSituation, SituationBook
 from gencoach.sim.episode import Episode
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from gencoach.sim.reporting import Recorder, active_errors, execution_record, stage_info
+from gencoach.sim.reporting import EventSender, active_errors, execution_record, stage_info
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Explorer:
         self,
         options: GenerationOptions,
         run_id: str,
-        recorder: Recorder,
+        recorder: EventSender,
         asker: AgentAsker,
         book: SituationBook,
         budget: Budget,

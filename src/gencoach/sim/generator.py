@@ -45,7 +45,7 @@ from gencoach.sim.branches import (
 from gencoach.sim.episode import Episode
 from gencoach.sim.explorer import Explorer, Node, message
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from gencoach.sim.reporting import Recorder, task_description
+from gencoach.sim.reporting import EventSender, task_description
 from gencoach.sim.scenarios import get_scenario
 
 GENERATOR_NAME = "gencoach-sim"
@@ -57,7 +57,7 @@ class Generator:
     """One run: its branches, the branch orders it executes, the events it reports."""
 
     def __init__(
-        self, options: GenerationOptions, run_id: str, recorder: Recorder, asker: AgentAsker
+        self, options: GenerationOptions, run_id: str, recorder: EventSender, asker: AgentAsker
     ) -> None:
         self.options = options
         self.run_id = run_id
@@ -241,7 +241,7 @@ async def run_generation(options: GenerationOptions) -> GenerationReport:
     log_path = options.log_path
     if log_path is None and options.standalone:
         log_path = Path(f"{run_id}.events.jsonl")
-    recorder = Recorder(
+    recorder = EventSender(
         run_id,
         redis_url=options.redis_url,
         api_url=options.api_url,

@@ -1,6 +1,6 @@
 """Where a generation's events go, and how episodes become event fields.
 
-A `Recorder` sends events to gencoach (Redis stream or HTTP API, through the client's
+A `EventSender` sends events to gencoach (Redis stream or HTTP API, through the client's
 reporter), appends them to a JSONL log, or both. Events are validated and numbered
 when emitted and sent in order: flushes are serialised, so a node never reaches
 gencoach before its parent. With Redis, the recorder also saves each situation's world
@@ -115,7 +115,7 @@ def execution_record(step: StepResult) -> dict[str, Any]:
 _STAGE_STATES = {"optimal": 1, "acceptable": 0, "exceeded": -1}
 
 
-class Recorder:
+class EventSender:
     """Sends one run's events to gencoach and/or a JSONL log; saves states, reads orders."""
 
     def __init__(

@@ -60,7 +60,7 @@ Mode = Literal["async", "fork"]
 
 # Modules the jobs need, imported once per worker process (see `_child_main`).
 PRELOADED = (
-    "gencoach.workers.jobs",
+    "gencoach.workers.job_functions",
     "gencoach.workers.backends.openai",
     "gencoach.workers.backends.python",
     "gencoach.agent_client",

@@ -19,7 +19,7 @@ import anyio.abc
 import httpx
 import redis.asyncio
 
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.context import WorkerContext
@@ -44,7 +44,7 @@ class JobResources:
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE),
         )
         self.wakeups = SlotWakeups(self.redis)
-        self.metrics = Recorder(self.redis, context.keys.metrics)
+        self.metrics = MetricsRecorder(self.redis, context.keys.metrics)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.shared = False  # True for the worker's own, which outlive each job
         self._backends: dict[str, Backend] = {}

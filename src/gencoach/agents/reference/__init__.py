@@ -6,9 +6,9 @@ from gencoach.agents.reference.agent import (
     reference_info,
     reference_policy,
 )
-from gencoach.agents.reference.coach import ReferenceCoach
 from gencoach.agents.reference.llm import LLMPolicy
 from gencoach.agents.reference.mistakes import MISTAKES, Mistake, MistakeRates
+from gencoach.agents.reference.reference_coach import ReferenceCoach
 from gencoach.agents.reference.scripted import ScriptedPolicy
 from gencoach.agents.reference.serve import serve_agent
 

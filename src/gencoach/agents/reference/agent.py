@@ -11,9 +11,9 @@ from gencoach.__about__ import __version__
 from gencoach.agents.app import create_agent_app
 from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
 from gencoach.agents.policy import Policy
-from gencoach.agents.reference.coach import ReferenceCoach
 from gencoach.agents.reference.llm import LLMPolicy
 from gencoach.agents.reference.mistakes import MistakeRates
+from gencoach.agents.reference.reference_coach import ReferenceCoach
 from gencoach.agents.reference.scripted import ScriptedPolicy
 from gencoach.agents.sessions import SessionStore, StructuredOutput
 from gencoach.protocol import COACHING_KINDS, AgentInfo

@@ -6,7 +6,7 @@ async with make_backend("coach", settings.backends["coach"], redis) as backend:
 ```
 """
 
-from gencoach.workers.backends.base import Backend, reask_prompt
+from gencoach.workers.backends.backend import Backend, reask_prompt
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
 from gencoach.workers.backends.concurrency import RedisSemaphore
 from gencoach.workers.backends.factory import make_backend

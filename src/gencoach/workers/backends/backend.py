@@ -24,7 +24,7 @@ from gencoach.errors import (
     ContractError,
 )
 from gencoach.logs import get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import LLM_ANSWERS, LLM_CALLS, LLM_SECONDS, LLM_TOKENS
 from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.llm import parse_llm_answer
@@ -93,10 +93,10 @@ class Backend(ABC):
         slot_wait_s: float = 300.0,
         concurrency: int = DEFAULT_CONCURRENCY,
         wakeups: SlotWakeups | None = None,
-        metrics: Recorder | None = None,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         self.name = name
-        self.metrics = metrics or Recorder()
+        self.metrics = metrics or MetricsRecorder()
         self.settings = settings
         self.slot_wait_s = slot_wait_s
         self.concurrency = settings.max_concurrency or concurrency

@@ -6,8 +6,8 @@ import redis.asyncio
 
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
-from gencoach.metrics import Recorder
-from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend
+from gencoach.metrics import MetricsRecorder
+from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
 from gencoach.workers.backends.retries import RetryPolicy
@@ -24,7 +24,7 @@ def make_backend(
     slot_wait_s: float = 300.0,
     concurrency: int = DEFAULT_CONCURRENCY,
     wakeups: SlotWakeups | None = None,
-    metrics: Recorder | None = None,
+    metrics: MetricsRecorder | None = None,
 ) -> Backend:
     """The backend for `settings` (`openai`, which `ollama` aliases, or `python`), unopened.
 

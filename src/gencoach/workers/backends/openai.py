@@ -20,9 +20,9 @@ from gencoach.errors import (
     BackendUnavailable,
 )
 from gencoach.logs import get_logger
-from gencoach.metrics import Recorder
+from gencoach.metrics import MetricsRecorder
 from gencoach.protocol.base import JsonObject
-from gencoach.workers.backends.base import DEFAULT_CONCURRENCY, Backend, Reply
+from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.modes import ModeMemory
 from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
@@ -113,7 +113,7 @@ class OpenAIBackend(Backend):
         retry: RetryPolicy | None = None,
         concurrency: int = DEFAULT_CONCURRENCY,
         wakeups: SlotWakeups | None = None,
-        metrics: Recorder | None = None,
+        metrics: MetricsRecorder | None = None,
     ) -> None:
         super().__init__(
             name,

@@ -31,7 +31,7 @@ from gencoach.errors import BackendError, BackendRequestError, BackendUnavailabl
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
 from gencoach.protocol.llm import answer_schema
-from gencoach.workers.backends.base import Backend, Reply
+from gencoach.workers.backends.backend import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage
 
 PythonFunction = Callable[..., str | Awaitable[str]]
