@@ -48,6 +48,8 @@ from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
 from gencoach.logs import get_logger
 from gencoach.protocol.jobs import AnyJob, JobName
 
+# RQ's own types the workers name, re-exported so that they need not import rq (the
+# rest of this module's names are gencoach's).
 __all__ = [
     "Execution",
     "Job",
