@@ -173,6 +173,9 @@ class Controller:
             self.requests,
             self.limits,
             self.coach,
+            self.reinjector,
+            dispatcher,
+            self.registry,
             self.settings,
             on_abandoned=self._finish,
             on_unregistered=self._register_soon,
@@ -207,7 +210,7 @@ class Controller:
             budgets,
             BranchRecorder(client, self.keys, store, recorder),
             self.settings,
-            self.coach.reinject_soon,
+            self.reinjector,
         )
         return ApiContext(
             client,
@@ -282,11 +285,11 @@ class Controller:
         try:
             async with anyio.create_task_group() as tg:
                 self._tasks = tg
-                self.coach.tasks = tg
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self.lease.run)  # given up when the group ends
                 await tg.start(self.saves.run, tg)
                 await tg.start(self.lanes.run)
+                await tg.start(self.reinjector.run)
                 loops = (self.intake, self.terminals, self.results, self.reconciler)
                 for loop in (*loops, self.housekeeper, self.metrics):
                     await tg.start(loop.run)

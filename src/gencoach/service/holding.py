@@ -26,7 +26,7 @@ import anyio
 
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
-from gencoach.service.pipeline import CoachingPipeline
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.requests import RUNNING, CoachingRequest, job_of
 
 log = get_logger("holding")
@@ -44,10 +44,12 @@ class SlotHolder:
         self,
         limits: StageLimits,
         coach: CoachingPipeline,
+        dispatcher: Dispatcher,
         clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.limits = limits
         self.coach = coach
+        self.dispatcher = dispatcher
         self.clock = clock
         self._started_seen: dict[tuple[str, str, int], float] = {}
 
@@ -57,7 +59,7 @@ class SlotHolder:
         job = job_of(request)
         if job is None:  # admitted, its job not yet saved: the admission's lease holds
             return
-        state = await self.coach.dispatcher.job_state(request_id, job, request.attempt)
+        state = await self.dispatcher.job_state(request_id, job, request.attempt)
         key = (request_id, job, request.attempt)
         if state == "waiting":
             admission = await self.coach.admit_lease(request)

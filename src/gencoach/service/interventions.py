@@ -28,6 +28,7 @@ from gencoach.protocol.jobs import Diagnosis
 from gencoach.service.budgets import Budgets
 from gencoach.service.coached_branches import BranchRecorder
 from gencoach.service.graphstore import GraphStore
+from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import CoachingRequest, RequestStore
 
 log = get_logger("interventions")
@@ -69,14 +70,14 @@ class Interventions:
         budgets: Budgets,
         recorder: BranchRecorder,
         settings: Callable[[], Settings],
-        reinject: Callable[[CoachingRequest], None],
+        reinjector: Reinjector,
     ) -> None:
         self.store = store
         self.requests = requests
         self.budgets = budgets
         self.recorder = recorder
         self.settings = settings
-        self.reinject = reinject
+        self.reinjector = reinjector
 
     async def submit(self, run_id: str, intervention: Intervention) -> CoachingRequest:
         """Admit the intervention and start reinjecting it; InterventionRefused if it cannot."""
@@ -136,5 +137,5 @@ class Interventions:
         if admission is None or not admission.admitted:  # its id is new: neither can happen
             raise InterventionRefused(409, f"request {request.request_id} already exists")
         log.info("intervention.accepted", run_id=run_id, request_id=request.request_id)
-        self.reinject(corrected)
+        self.reinjector.submit(corrected)
         return corrected

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from anyio.abc import TaskGroup
 from redis.asyncio import Redis
 
 from gencoach.config import Settings
@@ -35,7 +34,7 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.consumer import Entry
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.isolation import guarded, isolated
+from gencoach.service.isolation import isolated
 from gencoach.service.job_building import diagnosis_job, repair_job, rewrite_job
 from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph, as_text
@@ -111,7 +110,6 @@ class CoachingPipeline:
         self.reinjector = reinjector
         self.examples = examples
         self.counters = CoachCounters()
-        self.tasks: TaskGroup | None = None  # where reinjections run; set by the controller
 
     async def _steps(self, run_id: str, candidate_id: int) -> tuple[list[Step], RunGraph] | None:
         graph = await self.store.lineage(run_id, candidate_id)
@@ -349,13 +347,7 @@ class CoachingPipeline:
             return
         self.counters.corrected += 1
         log.info("coaching.corrected", proposals=len(proposals), route=request.route)
-        self.reinject_soon(corrected)
-
-    def reinject_soon(self, request: CoachingRequest) -> None:
-        """Start reinjecting a corrected request in the background (the reconciler retries)."""
-        if self.tasks is not None:
-            reinject = guarded("reinjection.failed", self.reinjector.reinject)
-            self.tasks.start_soon(reinject, request.run_id, request.request_id)
+        self.reinjector.submit(corrected)
 
 
 def _queued(

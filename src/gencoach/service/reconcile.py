@@ -33,7 +33,9 @@ from gencoach.service.graphstore import GraphStore
 from gencoach.service.holding import SlotHolder
 from gencoach.service.isolation import isolated
 from gencoach.service.lifecycle import IN_FLIGHT
-from gencoach.service.pipeline import CoachingPipeline
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
+from gencoach.service.registry import AgentRegistry
+from gencoach.service.reinjection import Reinjector
 from gencoach.service.requests import CoachingRequest, RequestStore
 from gencoach.service.runends import RunEnds
 
@@ -56,6 +58,9 @@ class Reconciler:
         requests: RequestStore,
         limits: StageLimits,
         coach: CoachingPipeline,
+        reinjector: Reinjector,
+        dispatcher: Dispatcher,
+        registry: AgentRegistry,
         settings: Callable[[], Settings],
         every_s: float = 2.0,
         on_abandoned: Callable[[str], Awaitable[None]] | None = None,
@@ -66,9 +71,12 @@ class Reconciler:
         self.requests = requests
         self.limits = limits
         self.coach = coach
+        self.reinjector = reinjector
+        self.dispatcher = dispatcher
+        self.registry = registry
         self.settings = settings
         self.every_s = every_s
-        self.holder = SlotHolder(limits, coach)
+        self.holder = SlotHolder(limits, coach, dispatcher)
         self.backlog = BacklogWatch(BACKLOG_MIN_S)
         self.on_abandoned = on_abandoned
         self.on_unregistered = on_unregistered
@@ -106,7 +114,7 @@ class Reconciler:
         self.holder.forget_old()
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
-            self.backlog.observe(await self.coach.dispatcher.backlogs())
+            self.backlog.observe(await self.dispatcher.backlogs())
         states = await self._states(settings.controller.saved_ttl_s)
         await self._note_lost(states)
         for run_id, state in states.items():
@@ -187,13 +195,13 @@ class Reconciler:
         elif request.state == "corrected":
             await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
             if _older_than(request, STALE_S):
-                await self.coach.reinjector.reinject(run_id, request.request_id)
+                await self.reinjector.reinject(run_id, request.request_id)
         elif request.state == "reinjected":
-            await self.coach.reinjector.executed(run_id, request)
+            await self.reinjector.executed(run_id, request)
         elif (
             request.state == "opportunity"
             and _older_than(request, lease_s)
-            and await self.coach.registry.registered(run_id)  # else: a later pass
+            and await self.registry.registered(run_id)  # else: a later pass
         ):
             await self.coach.on_terminal(run_id, request.candidate_gen_id)
 

@@ -11,8 +11,11 @@ when it fails again it stays executed until its run ends, then unproven.
 
 from __future__ import annotations
 
+import math
+
 import anyio
 import httpx
+from anyio.abc import TaskStatus
 
 from gencoach.agent_client import AgentClient
 from gencoach.errors import AgentCallError
@@ -32,7 +35,7 @@ from gencoach.service.budgets import Budgets
 from gencoach.service.coached_branches import Anchor, BranchRecorder, anchor_of, node_ids
 from gencoach.service.examples import Examples
 from gencoach.service.graphstore import GraphStore
-from gencoach.service.isolation import isolated
+from gencoach.service.isolation import guarded, isolated
 from gencoach.service.leases import Lease
 from gencoach.service.lifecycle import RequestState
 from gencoach.service.nodes import RunGraph
@@ -76,6 +79,24 @@ class Reinjector:
         self.claims = claims
         self.in_progress: set[str] = set()
         self._per_agent: dict[str, anyio.CapacityLimiter] = {}
+        # Corrected requests waiting for `run` to start their reinjection; kept in memory
+        # until then (a crash loses only the wake-up: the reconciler reinjects them).
+        self._corrected_in, self._corrected_out = anyio.create_memory_object_stream[
+            tuple[str, str]
+        ](math.inf)
+
+    def submit(self, request: CoachingRequest) -> None:
+        """Reinject a corrected request soon, beside every other run's (never blocks)."""
+        self._corrected_in.send_nowait((request.run_id, request.request_id))
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Start each submitted reinjection as its own task (bounded per agent, not overall:
+        one run's slow agent never holds up another's), until cancelled."""
+        reinject = guarded("reinjection.failed", self.reinject)
+        async with anyio.create_task_group() as reinjections:
+            task_status.started()
+            async for run_id, request_id in self._corrected_out:
+                reinjections.start_soon(reinject, run_id, request_id)
 
     async def reinject(self, run_id: str, request_id: str) -> None:
         """Reinject every proposal of a corrected request (idempotent; one at a time each,
