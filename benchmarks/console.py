@@ -26,8 +26,8 @@ from benchmarks.common import SHARED_URL_HELP, bench_redis, p50
 from gencoach.console.graphview import graph_view
 from gencoach.console.sources import LiveSource
 from gencoach.constants import Keys
-from gencoach.service.graphstore import GraphStore
-from gencoach.service.requests import RequestStore
+from gencoach.service.coaching.requests import RequestStore
+from gencoach.service.graphs.graphstore import GraphStore
 from tests.support.graphs import chain_run_events
 
 RUN = "bench-console"

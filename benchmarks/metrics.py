@@ -27,8 +27,8 @@ from gencoach.constants import Keys
 from gencoach.metrics import Counter, Histogram, MetricsRecorder
 from gencoach.metrics import catalog as c
 from gencoach.metrics.exposition import render, stored
-from gencoach.service.requests import CoachingRequest, RequestStore
-from gencoach.service.router import SkipCode
+from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.service.coaching.router import SkipCode
 
 ROUTES = ("format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite")
 STATES = ("opportunity", "skipped", "admitted", "queued", "diagnosing", "declined",

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from gencoach.config import Settings
 from gencoach.console import mount_live_console
-from gencoach.service.api import ApiContext, create_app
+from gencoach.service.web.api import ApiContext, create_app
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "openapi.json"
 

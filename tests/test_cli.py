@@ -19,7 +19,7 @@ from gencoach.cli import app
 from gencoach.constants import Keys
 from gencoach.graph import read_save
 from gencoach.protocol import parse_event
-from gencoach.service.graphstore import GraphStore
+from gencoach.service.graphs.graphstore import GraphStore
 from tests.support.graphs import known_run_events
 from tests.support.processes import free_port
 
@@ -180,8 +180,8 @@ main()
 # and `console` run.
 _SERVER_PACKAGES = {"fastapi", "starlette", "uvicorn", "rq"}
 _SERVER_CODE = (
-    "gencoach.service.controller", "gencoach.service.api", "gencoach.service.httpserver",
-    "gencoach.service.pipeline", "gencoach.service.intake", "gencoach.workers",
+    "gencoach.service.controller", "gencoach.service.web.api", "gencoach.service.web.httpserver",
+    "gencoach.service.coaching.pipeline", "gencoach.service.graphs.intake", "gencoach.workers",
     "gencoach.console", "gencoach.demo",
 )  # fmt: skip
 
@@ -245,7 +245,7 @@ def test_save_export_and_library_import_no_server_code(
     env = {"GENCOACH_REDIS__URL": redis_url, "GENCOACH_OUTPUT_DIR": str(tmp_path / "out")}
     saving = _loaded(tmp_path, ["save", "r1"], env)
     assert read_save(tmp_path / "out" / "r1").config.run_id == "r1"
-    assert "gencoach.service.persist" in saving
+    assert "gencoach.service.saving.persist" in saving
     assert _server_side(saving) == []
     for args, wrote in [
         # The known run's agent never announced its identity: accepted by name.

@@ -77,5 +77,5 @@ def test_recorder_means_one_thing() -> None:
     ]
     assert sorted(classes) == [
         "metrics/recorder.py:MetricsRecorder",
-        "service/coached_branches.py:BranchRecorder",
+        "service/branching/coached_branches.py:BranchRecorder",
     ]

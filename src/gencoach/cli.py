@@ -378,7 +378,7 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     from gencoach.console import mount_live_console
     from gencoach.errors import RedisError
     from gencoach.service.controller import ControllerOptions, run_controller
-    from gencoach.service.dispatch import RQDispatcher
+    from gencoach.service.dispatching.dispatch import RQDispatcher
 
     path = config_path(ctx, config)
     settings = load_or_exit(path)
@@ -568,7 +568,7 @@ def save(
 
     from gencoach.connections import redis_url
     from gencoach.errors import RedisError
-    from gencoach.service.persist import save_run
+    from gencoach.service.saving.persist import save_run
 
     settings = load_or_exit(config_path(ctx, config))
     try:

@@ -45,12 +45,13 @@ class Keys:
 
     @property
     def gaps(self) -> str:
-        """Sorted set of runs whose events wait for a missing seq (gencoach.service.sequencing):
-        run id scored by when the wait times out (Redis time, s)."""
+        """Sorted set of runs whose events wait for a missing seq
+        (gencoach.service.graphs.sequencing): run id scored by when the wait times out
+        (Redis time, s)."""
         return f"{self.prefix}:gaps"
 
     def lease(self, consumer: str) -> str:
-        """A live controller's lease, renewed while it runs (gencoach.service.leases); its
+        """A live controller's lease, renewed while it runs (gencoach.service.recovery.leases); its
         stream consumer is taken for dead once the key has expired."""
         return f"{self.prefix}:controller:{consumer}"
 
@@ -137,7 +138,7 @@ class Keys:
         return f"{self.prefix}:budgets"
 
     def runs_index(self, part: str) -> str:
-        """One key of the runs index (see gencoach.service.runindex).
+        """One key of the runs index (see gencoach.service.graphs.runindex).
 
         The parts are `entries`, `combinations`, `counts`, `expiries` and, per
         combination of state, scenario and agent, `by:<JSON of the three>`. The hash tag

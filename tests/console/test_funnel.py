@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gencoach.console.funnel import job_stats, route_funnels
-from gencoach.service.requests import CoachingRequest, JobRecord, Transition
+from gencoach.service.coaching.requests import CoachingRequest, JobRecord, Transition
 
 _ids = iter(range(10_000))
 TO_EXECUTED = ("opportunity", "admitted", "diagnosing", "repairing", "corrected", "reinjected",

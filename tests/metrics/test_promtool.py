@@ -14,7 +14,7 @@ import redis
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics import catalog as c
 from gencoach.metrics.exposition import render
-from gencoach.service.router import SkipCode
+from gencoach.service.coaching.router import SkipCode
 from tests.support.coaching import report_known
 from tests.support.controller import ControllerProcess
 

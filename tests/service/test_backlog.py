@@ -5,7 +5,7 @@ from __future__ import annotations
 from structlog.testing import capture_logs
 
 from gencoach.rq_adapter import Backlog
-from gencoach.service.backlog import BacklogWatch
+from gencoach.service.dispatching.backlog import BacklogWatch
 
 
 def test_a_backed_up_queue_is_reported_once_until_it_catches_up() -> None:

@@ -7,7 +7,7 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from gencoach.service.httpserver import Concurrency
+from gencoach.service.web.httpserver import Concurrency
 
 
 @pytest.mark.asyncio

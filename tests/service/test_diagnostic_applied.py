@@ -10,7 +10,10 @@ import pytest
 
 from gencoach.client import Reporter
 from gencoach.protocol import BranchOrder, CoachingMarker
-from gencoach.service.coached_branches import applies_trajectory_diagnostic, correction_markers
+from gencoach.service.branching.coached_branches import (
+    applies_trajectory_diagnostic,
+    correction_markers,
+)
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, requests_of
 from tests.support.controller import ControllerProcess, wait_for

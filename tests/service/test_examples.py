@@ -10,7 +10,7 @@ import pytest
 
 from gencoach.client import Reporter
 from gencoach.protocol.jobs import ExampleCase
-from gencoach.service.examples import ExampleKey, ExampleStore
+from gencoach.service.branching.examples import ExampleKey, ExampleStore
 from tests.service.test_branches import _orders, _state
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known

@@ -16,8 +16,13 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
-from gencoach.service.lifecycle import TERMINAL, TRANSITIONS, IllegalTransition, RequestState
-from gencoach.service.requests import REQUESTS, CoachingRequest, RequestStore
+from gencoach.service.coaching.lifecycle import (
+    TERMINAL,
+    TRANSITIONS,
+    IllegalTransition,
+    RequestState,
+)
+from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
 LEASE_S = 60.0

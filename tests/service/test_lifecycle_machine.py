@@ -22,8 +22,8 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
-from gencoach.service.lifecycle import IN_FLIGHT, TRANSITIONS, RequestState
-from gencoach.service.requests import CoachingRequest, RequestStore
+from gencoach.service.coaching.lifecycle import IN_FLIGHT, TRANSITIONS, RequestState
+from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 
 T = TypeVar("T")
 LIMITS = Limits(max_pending_per_stage=3, max_unproven_per_stage=6)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from gencoach.protocol import AgentDecision, AgentInput
-from gencoach.service.job_building import reinjection_points
+from gencoach.service.dispatching.job_building import reinjection_points
 
 
 def _step(flag: str) -> Any:

@@ -8,10 +8,10 @@ import pytest
 
 from gencoach.config import RouteSwitches
 from gencoach.protocol import CoachingMarker, StageEnd
-from gencoach.service.graphstore import GraphStore
-from gencoach.service.nodes import RunGraph
-from gencoach.service.router import AgentCoaching, Routed, Skip, route
-from gencoach.service.trajectory import Step, trajectory
+from gencoach.service.coaching.router import AgentCoaching, Routed, Skip, route
+from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.graphs.nodes import RunGraph
+from gencoach.service.graphs.trajectory import Step, trajectory
 from tests.support.graphs import apply_known
 
 pytestmark = pytest.mark.asyncio

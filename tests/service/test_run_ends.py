@@ -13,10 +13,10 @@ from gencoach.client import Reporter
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
-from gencoach.service.graphstore import META, GraphStore
-from gencoach.service.lifecycle import RequestState
-from gencoach.service.requests import REQUESTS, CoachingRequest, RequestStore
-from gencoach.service.runends import RunEnds
+from gencoach.service.coaching.lifecycle import RequestState
+from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
+from gencoach.service.graphs.graphstore import META, GraphStore
+from gencoach.service.recovery.runends import RunEnds
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known, requests_of
 from tests.support.controller import ControllerProcess, wait_for

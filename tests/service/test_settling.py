@@ -17,7 +17,7 @@ from gencoach.constants import Keys
 from gencoach.errors import ContractError
 from gencoach.outbox import parse_entry
 from gencoach.protocol import BranchOrder, RunSettled
-from gencoach.service.lifecycle import MAY_ORDER, TRANSITIONS
+from gencoach.service.coaching.lifecycle import MAY_ORDER, TRANSITIONS
 from gencoach.settling import SCRIPT, ask_args, settle_keys
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, succeed_after

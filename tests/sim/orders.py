@@ -9,7 +9,7 @@ import redis
 
 from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.protocol import BranchOrder
-from gencoach.service.requests import CoachingRequest
+from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.settling import SCRIPT, settle_keys
 
 Json = dict[str, Any]

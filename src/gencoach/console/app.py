@@ -14,7 +14,7 @@ from gencoach.config import Settings
 from gencoach.console.depths import QueueDepths
 from gencoach.console.routes import PREFIX, graph_router, live_router
 from gencoach.console.sources import LiveSource, SavedSource
-from gencoach.service.api import ApiContext
+from gencoach.service.web.api import ApiContext
 
 STATIC_PACKAGE = ("gencoach.console", "static")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from statistics import quantiles
 
 from gencoach.funnel import ROWS, Funnel, funnel_row, refused_by_limits
-from gencoach.service.requests import CoachingRequest
+from gencoach.service.coaching.requests import CoachingRequest
 
 # Which worker calls a job makes: an LLM (diagnosis, rewrite) or the agent (repair).
 JOB_CALLS = {"diagnosis": "llm", "rewrite": "llm", "repair": "agent"}

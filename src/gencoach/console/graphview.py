@@ -16,7 +16,7 @@ from gencoach.console.runlist import task_text
 from gencoach.console.sources import GraphData, OwnedLog
 from gencoach.protocol import CandidateRecord, SituationRecord, TaskDescription
 from gencoach.protocol.decision_text import format_decision
-from gencoach.service.requests import CoachingRequest, describe
+from gencoach.service.coaching.requests import CoachingRequest, describe
 
 SNIPPET_CHARS = 160
 

@@ -21,10 +21,10 @@ from gencoach.console.depths import QueueDepths
 from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.console.graphview import branch_of, graph_view, node_view
 from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
-from gencoach.service.api import ApiContext
-from gencoach.service.apidoc import errors
-from gencoach.service.requests import describe
-from gencoach.service.runquery import run_query
+from gencoach.service.coaching.requests import describe
+from gencoach.service.web.api import ApiContext
+from gencoach.service.web.apidoc import errors
+from gencoach.service.web.runquery import run_query
 from gencoach.workers.backends import UsageLedger
 
 PREFIX = "/console/api"

@@ -15,11 +15,11 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.protocol import RunStarted, TaskDescription
-from gencoach.service.graphstore import CANDIDATES, META, SITUATIONS
-from gencoach.service.lifecycle import ENDED, IN_FLIGHT
-from gencoach.service.nodes import as_text
-from gencoach.service.requests import REQUESTS, CoachingRequest
-from gencoach.service.runindex import RunIndex, RunPage, RunQuery
+from gencoach.service.coaching.lifecycle import ENDED, IN_FLIGHT
+from gencoach.service.coaching.requests import REQUESTS, CoachingRequest
+from gencoach.service.graphs.graphstore import CANDIDATES, META, SITUATIONS
+from gencoach.service.graphs.nodes import as_text
+from gencoach.service.graphs.runindex import RunIndex, RunPage, RunQuery
 
 
 def coaching_counts(requests: list[CoachingRequest]) -> dict[str, int]:

@@ -27,29 +27,29 @@ from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder as MetricsRecorder
 from gencoach.protocol import AnyEvent, RunFinished, RunStarted
-from gencoach.service.api import ApiContext, create_app
-from gencoach.service.budgets import Budgets
-from gencoach.service.coached_branches import BranchRecorder
-from gencoach.service.consumer import ConsumerOptions, StreamConsumer
-from gencoach.service.examples import Examples
-from gencoach.service.graphstore import GraphStore
-from gencoach.service.housekeeping import Housekeeper
-from gencoach.service.httpserver import BodyLimit, Concurrency, ConnectionLimits, HttpServer
-from gencoach.service.intake import Intake, IntakeOptions
-from gencoach.service.interventions import Interventions
+from gencoach.service.branching.coached_branches import BranchRecorder
+from gencoach.service.branching.examples import Examples
+from gencoach.service.branching.interventions import Interventions
+from gencoach.service.branching.reinjection import Reinjector
+from gencoach.service.coaching.budgets import Budgets
+from gencoach.service.coaching.lanes import TerminalLanes
+from gencoach.service.coaching.pipeline import CoachingPipeline, Dispatcher
+from gencoach.service.coaching.registry import AgentRegistry
+from gencoach.service.coaching.requests import RequestStore
+from gencoach.service.graphs.consumer import ConsumerOptions, StreamConsumer
+from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.graphs.intake import Intake, IntakeOptions
+from gencoach.service.graphs.sequencing import Applied
 from gencoach.service.isolation import guarded
-from gencoach.service.lanes import TerminalLanes
-from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
-from gencoach.service.persist import Persister
-from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
-from gencoach.service.reconcile import Reconciler
-from gencoach.service.registry import AgentRegistry
-from gencoach.service.reinjection import Reinjector
-from gencoach.service.requests import RequestStore
-from gencoach.service.saves import SaveLoop
-from gencoach.service.sequencing import Applied
+from gencoach.service.recovery.housekeeping import Housekeeper
+from gencoach.service.recovery.leases import Lease
+from gencoach.service.recovery.reconcile import Reconciler
+from gencoach.service.saving.persist import Persister
+from gencoach.service.saving.saves import SaveLoop
+from gencoach.service.web.api import ApiContext, create_app
+from gencoach.service.web.httpserver import BodyLimit, Concurrency, ConnectionLimits, HttpServer
 
 log = get_logger("controller")
 

@@ -1,0 +1,1 @@
+"""Branches and proofs: corrections reinjected through the agent, outcomes proven."""

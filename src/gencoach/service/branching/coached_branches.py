@@ -1,0 +1,287 @@
+"""Coached branches: a corrected request becomes a recorded alternative and a branch order.
+
+For each proposal the controller asks the agent again at the anchor (`POST
+/v1/responses` on a copy of the anchor's input whose `extra_keys.coaching` is the
+proposal's `extra_keys`, verbatim, as MAGMA-GEN reinjects), records the answer as a new
+situation linked `alternative` to the anchor's parent (the original branch is kept)
+with one candidate of origin `coaching`, marks the nodes, and publishes a branch order.
+
+Everything is keyed by the request and the reinjection point, so a crash or a retry
+never makes two branches of one proposal: the attempt id is allocated once, the nodes
+are recorded through the graph's exactly-once apply script with seqs derived from the
+attempt id, an answer already recorded is reused rather than asked again, and the
+order is published once, in the same transaction as its "published" flag.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from gencoach.constants import ORDER_FIELD, Keys
+from gencoach.metrics import MetricsRecorder
+from gencoach.metrics.catalog import BRANCH_ORDERS
+from gencoach.protocol import (
+    RECOVERY_POINT,
+    AgentOutput,
+    BranchAnchor,
+    BranchOrder,
+    CandidateCreated,
+    CoachingMarker,
+    CoachingProposal,
+    JsonObject,
+    SituationCreated,
+    coached_input,
+)
+from gencoach.service.coaching.requests import CoachingRequest
+from gencoach.service.graphs.graphstore import ATTEMPTS, LINKS, MARKERS, ORDERS, SOURCES, GraphStore
+from gencoach.service.graphs.nodes import RunGraph, StoredSituation, as_text
+
+# Nodes gencoach records itself carry seqs from here up: far above any generator's.
+OWN_SEQ_BASE = 1 << 40
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a proposal restarts: the situation, and the candidate it replaces or follows."""
+
+    kind: str
+    situation: StoredSituation
+    source_candidate: int
+
+
+def anchor_of(graph: RunGraph, request: CoachingRequest, point: str) -> Anchor | None:
+    """The anchor of a reinjection point: the selected step's situation for `replacement`,
+    the situation after its failure feedback for `recovery`."""
+    selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
+    candidate = graph.candidates.get(selected)
+    if candidate is None:
+        return None
+    if point != RECOVERY_POINT:
+        return Anchor("replacement", graph.situations[candidate.situation_id], selected)
+    following = [
+        situation
+        for situation in graph.situations.values()
+        if situation.parent_id == selected and situation.link == "next"
+    ]
+    return Anchor("recovery", following[0], selected) if following else None
+
+
+def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
+    """The generator-style ids of the coached situation and candidate of a proposal."""
+    base = f"coach:{request.request_id}:{point}"
+    return f"{base}:s", f"{base}:c"
+
+
+class BranchRecorder:
+    """Allocates attempts, records coached nodes and their markers, publishes orders."""
+
+    def __init__(
+        self, client: Redis, keys: Keys, store: GraphStore, metrics: MetricsRecorder | None = None
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.store = store
+        self.metrics = metrics or MetricsRecorder()
+
+    async def attempt_id(self, request: CoachingRequest, point: str) -> int:
+        """The attempt id of a proposal, allocated once."""
+        field = f"{request.request_id}|{point}"
+        key = self.keys.run(request.run_id, ATTEMPTS)
+        existing = await self.client.hget(key, field)
+        if existing is not None:
+            return int(existing)
+        fresh = await self.client.incr(self.keys.attempt_counter)
+        if await self.client.hsetnx(key, field, fresh):
+            await self.client.hset(key, f"#{fresh}", field)
+            return int(fresh)
+        return int(await self.client.hget(key, field) or fresh)
+
+    async def attempt_owner(self, run_id: str, attempt: int) -> tuple[str, str] | None:
+        """The request id and reinjection point an attempt of this run was made for."""
+        owner = await self.client.hget(self.keys.run(run_id, ATTEMPTS), f"#{attempt}")
+        if owner is None:
+            return None
+        request_id, _, point = as_text(owner).rpartition("|")
+        return request_id, point
+
+    async def alternatives(self, run_id: str, parent_candidate: int | None) -> int:
+        """How many coached alternatives already start below a candidate."""
+        if parent_candidate is None:
+            return 0
+        raw = await self.client.hget(self.keys.run(run_id, LINKS), parent_candidate)
+        return (
+            sum(1 for item in as_text(raw).split(",") if item.endswith(":alternative"))
+            if raw
+            else 0
+        )
+
+    async def recorded_answer(self, run_id: str, candidate_gen_id: str) -> AgentOutput | None:
+        """The coached candidate already recorded for this proposal, as the agent answered."""
+        storage_id = await self.store.storage_id(run_id, candidate_gen_id)
+        if storage_id is None:
+            return None
+        graph = await self.store.lineage(run_id, storage_id)
+        if graph is None:
+            return None
+        candidate = graph.candidates[storage_id]
+        return AgentOutput(
+            request_id=candidate.candidate_id,
+            source_id=graph.situations[candidate.situation_id].input.id,
+            candidate_index=0,
+            status=candidate.response_status,
+            memory=candidate.memory,
+            internal_steps=candidate.internal_steps,
+            output=candidate.output,
+            error=candidate.error,
+        )
+
+    async def record(
+        self,
+        request: CoachingRequest,
+        graph: RunGraph,
+        anchor: Anchor,
+        proposal: CoachingProposal,
+        answer: AgentOutput,
+        attempt: int,
+    ) -> BranchOrder:
+        """Record the coached situation, candidate and markers; publish the order once."""
+        run_id = request.run_id
+        situation_id, candidate_id = node_ids(request, proposal.reinjection_point_id)
+        parent = anchor.situation.parent_id
+        parent_gen = graph.candidates[parent].candidate_id if parent is not None else None
+        coached = coached_input(anchor.situation.input, proposal.extra_keys)
+        seq = OWN_SEQ_BASE + 2 * attempt
+        situation = SituationCreated(
+            run_id=run_id,
+            seq=seq,
+            situation_id=situation_id,
+            parent_candidate_id=parent_gen,
+            link="alternative",
+            stage=anchor.situation.stage,
+            input=coached,
+            active_errors=anchor.situation.active_errors,
+            coaching_attempt_ids=[attempt],
+        )
+        candidate = CandidateCreated(
+            run_id=run_id,
+            seq=seq + 1,
+            candidate_id=candidate_id,
+            situation_id=situation_id,
+            response_status=answer.status,
+            output=answer.output,
+            error=answer.error,
+            memory=answer.memory,
+            internal_steps=answer.internal_steps,
+            origin="coaching",
+            coaching_attempt_ids=[attempt],
+        )
+        results = await self.store.apply([situation, candidate], own=True)
+        refused = [result.reason for result in results if result.outcome == "err"]
+        if refused:
+            raise ValueError(f"cannot record the coached branch: {refused[0]}")
+        source: JsonObject = {
+            "request_id": request.request_id,
+            "source_node": graph.candidates[anchor.source_candidate].candidate_id,
+            "origin": "human" if request.human else "automatic",
+            "decision_source": proposal.decision_source,
+        }
+        await self._mark(request, graph, anchor, candidate_id, source)
+        order = BranchOrder(
+            branch_id=f"{request.request_id}|{proposal.reinjection_point_id}",
+            run_id=run_id,
+            anchor=BranchAnchor(kind=anchor.kind, situation_id=anchor.situation.situation_id),  # type: ignore[arg-type]
+            situation_id=situation_id,
+            candidate_id=candidate_id,
+            input=coached,
+            candidate=answer,
+            coaching=await self._marker(run_id, candidate_id),
+            attempt_id=attempt,
+        )
+        await self._publish(order, request.route)
+        return order
+
+    async def _marker(self, run_id: str, candidate_gen_id: str) -> CoachingMarker:
+        storage_id = await self.store.storage_id(run_id, candidate_gen_id)
+        markers = await self.store.markers(run_id, [storage_id] if storage_id is not None else [])
+        return next(iter(markers.values()), CoachingMarker())
+
+    async def _mark(
+        self,
+        request: CoachingRequest,
+        graph: RunGraph,
+        anchor: Anchor,
+        candidate_gen_id: str,
+        source: JsonObject,
+    ) -> None:
+        run_id = request.run_id
+        coached = await self.store.storage_id(run_id, candidate_gen_id)
+        assert coached is not None
+        existing = await self.store.markers(run_id, [anchor.source_candidate, request.candidate_id])
+        faulty = existing.get(anchor.source_candidate, CoachingMarker())
+        replacement, faulty = correction_markers(faulty, request.type_coaching, anchor.kind)
+        updates = {coached: replacement}
+        updates[anchor.source_candidate] = _consumed(faulty, request.type_coaching)
+        terminal = updates.get(request.candidate_id) or existing.get(request.candidate_id)
+        updates[request.candidate_id] = _consumed(
+            terminal or CoachingMarker(), request.type_coaching
+        )
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(
+            self.keys.run(run_id, MARKERS),
+            mapping={str(cid): marker.model_dump_json() for cid, marker in updates.items()},
+        )
+        pipe.hset(self.keys.run(run_id, SOURCES), str(coached), json.dumps(source))
+        await pipe.execute()
+
+    async def _publish(self, order: BranchOrder, route: str) -> None:
+        flags = self.keys.run(order.run_id, ORDERS)
+        if await self.client.hexists(flags, order.branch_id):
+            return
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(self.keys.branches(order.run_id), {ORDER_FIELD: order.model_dump_json()})
+        pipe.hset(flags, order.branch_id, "1")
+        await pipe.execute()
+        self.metrics.inc(BRANCH_ORDERS, route)
+
+
+DIAGNOSIS_FOCUSES = frozenset({"diagnosis", "suboptimal_diagnosis"})
+
+
+def applies_trajectory_diagnostic(type_coaching: str) -> bool:
+    """Whether a correction of this type validates the decisions before it: only a diagnosis
+    (`<event>:diagnosis`, `finish_suboptimal:suboptimal_diagnosis`), never a format fix or a
+    text rewrite (MAGMA-GEN's `coaching_type_applies_trajectory_diagnostic`)."""
+    return type_coaching.partition(":")[2] in DIAGNOSIS_FOCUSES
+
+
+def correction_markers(
+    faulty: CoachingMarker, type_coaching: str, kind: str
+) -> tuple[CoachingMarker, CoachingMarker]:
+    """The coached candidate's marker and the faulty decision's new one, for a correction of
+    `type_coaching` reinjected at a `replacement` or `recovery` point.
+
+    As MAGMA-GEN (`AgentCoachingMixin`): only a diagnosis-based correction validates the
+    trajectory prefix, marking the faulty decision; a replacement (never a recovery node)
+    is marked whenever its faulty decision carries the mark, from this correction or an
+    earlier one.
+    """
+    if kind == "replacement":
+        faulty = faulty.model_copy(update={"diagnosed_as_faulty": True})
+    if applies_trajectory_diagnostic(type_coaching):
+        faulty = faulty.model_copy(update={"trajectory_diagnostic_applied": True})
+    validated = kind == "replacement" and faulty.trajectory_diagnostic_applied
+    marker = CoachingMarker(
+        type_coaching=type_coaching,
+        coaching_role="recovery_node" if kind == "recovery" else "fixed_node",
+        trajectory_diagnostic_applied=validated,
+    )
+    return marker, faulty
+
+
+def _consumed(marker: CoachingMarker, type_coaching: str) -> CoachingMarker:
+    if type_coaching in marker.diagnostic_types:
+        return marker
+    return marker.model_copy(update={"diagnostic_types": [*marker.diagnostic_types, type_coaching]})

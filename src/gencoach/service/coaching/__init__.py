@@ -1,0 +1,1 @@
+"""Coaching requests: their state machine, routing, admission and each run's lane."""

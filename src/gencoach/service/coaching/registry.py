@@ -1,0 +1,278 @@
+"""The agents of running runs: what each announced, and its coaching session.
+
+On `run.started` the controller reads the agent's `GET /v1/info` and, when coaching is
+on and the agent offers specialized coaching, opens a session with the configured
+HTTP backends in the MAGMA shape. A refused session (409, 503) is logged with its
+reason and the run goes on without specialized coaching. At `run.finished` the
+session is closed.
+
+An agent that cannot be reached (a connection error, a timeout, a 5xx or 429) is asked
+again with backoff (1 s, doubling, at most 30 s apart) until `registration_give_up_s`
+has passed since the first attempt; then the run is marked registered with the reason,
+logged once as `agent.registration_abandoned`. An agent that answers wrongly is refused
+at once. Runs naming the same agent share one read of its announcement: a campaign of
+thousands of runs behind an agent that is down asks it once per backoff step, not once
+per run. Whoever waits for a run's registration in this process is woken when it ends;
+a run registered by another controller is noticed by re-reading its flag, with backoff.
+"""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+from redis.asyncio import Redis
+
+from gencoach.agent_client import AgentClient
+from gencoach.config import BackendSettings, Settings
+from gencoach.constants import Keys
+from gencoach.errors import AgentCallError
+from gencoach.logs import get_logger
+from gencoach.protocol import AgentInfo, CoachingBackendConfig, CoachingSessionConfig
+from gencoach.service.coaching.router import AgentCoaching
+from gencoach.service.graphs.graphstore import META
+from gencoach.service.graphs.nodes import as_text
+from gencoach.service.graphs.runindex import RunIndex
+
+log = get_logger("registry")
+
+# MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
+SESSION_BACKEND_TYPE = "ollama"
+REGISTERED = "registered"
+FIRST_RETRY_S = 1.0
+LONGEST_RETRY_S = 30.0
+
+
+def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
+    """A backend as a MAGMA agent's coaching session takes it (headers in clear)."""
+    headers = backend.header_values()
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["Content-type"] = "application/json"  # MAGMA agents send only these headers
+    if backend.api_key is not None and not any(n.lower() == "authorization" for n in headers):
+        headers["Authorization"] = f"Bearer {backend.api_key.get_secret_value()}"
+    return CoachingBackendConfig(
+        type=SESSION_BACKEND_TYPE,
+        endpoint=backend.endpoint,
+        default_model=backend.default_model or "",
+        headers=headers,
+        timeout=backend.timeout_s,
+        max_retry=backend.max_retries,
+    )
+
+
+def session_config(settings: Settings) -> CoachingSessionConfig | None:
+    """The session to open for the configured HTTP backends, or None if there are none."""
+    backends = {
+        name: session_backend(backend)
+        for name, backend in settings.backends.items()
+        if backend.type == "openai"
+    }
+    return CoachingSessionConfig(backends=backends) if backends else None
+
+
+class _Lookup:
+    """One read of an agent's announcement in progress, shared by the runs naming it."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.info: AgentInfo | None = None
+        self.error: AgentCallError | None = None
+
+
+class AgentRegistry:
+    """Registers runs' agents and answers what each one offers."""
+
+    def __init__(self, client: Redis, keys: Keys, http: httpx.AsyncClient) -> None:
+        self.client = client
+        self.keys = keys
+        self.http = http
+        self.index = RunIndex(client, keys)
+        self._ended: dict[str, anyio.Event] = {}  # registrations ended in this process
+        self._lookups: dict[str, _Lookup] = {}  # announcement reads in progress, by agent
+
+    async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
+        """Read the agent's announcement and open its coaching session if it offers one.
+
+        The run is marked registered last, whatever happened, so `wait_registered` tells
+        the coaching loop when what the agent offers is known.
+        """
+        try:
+            return await self._register(run_id, agent_url, settings)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.client.hset(self.keys.run(run_id, META), REGISTERED, "1")
+                self._event(run_id).set()
+                self._ended.pop(run_id, None)
+
+    async def _register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
+        meta = self.keys.run(run_id, META)
+        agent = AgentClient(agent_url, self.http)
+        try:
+            info = await self._shared_announcement(run_id, agent, settings)
+        except AgentCallError as error:
+            log.error("agent.refused", run_id=run_id, agent_url=agent_url, reason=error.reason)
+            await self.client.hset(meta, "agent_error", error.reason)
+            return None
+        await self.client.hset(
+            meta,
+            mapping={
+                "agent_id": info.agent_id,
+                "agent_version": info.agent_version,
+                "agent_info": info.model_dump_json(),
+            },
+        )
+        await self.index.announced(run_id, info.agent_id)
+        log.info(
+            "agent.registered",
+            run_id=run_id,
+            agent_id=info.agent_id,
+            specialized_coaching=info.specialized_coaching,
+            coaching_resume=info.coaching_resume,
+        )
+        if info.ignored_kinds:
+            log.info(
+                "agent.coaching_kinds_ignored",
+                run_id=run_id,
+                kinds=info.ignored_kinds,
+                reason="gencoach routes failure, suboptimal and format only",
+            )
+        if settings.coaching.enabled and info.routed_kinds:
+            await self._open_session(run_id, agent, settings)
+        return info
+
+    async def _shared_announcement(
+        self, run_id: str, agent: AgentClient, settings: Settings
+    ) -> AgentInfo:
+        """The agent's info, read once for every run that asks while a read is under way."""
+        lookup = self._lookups.get(agent.base_url)
+        if lookup is None:
+            lookup = self._lookups[agent.base_url] = _Lookup()
+            try:
+                lookup.info = await self._announcement(run_id, agent, settings)
+            except AgentCallError as error:
+                lookup.error = error
+            finally:
+                del self._lookups[agent.base_url]
+                lookup.done.set()
+        else:
+            await lookup.done.wait()
+        if lookup.error is not None:
+            raise lookup.error
+        if lookup.info is None:
+            raise AgentCallError(agent.base_url, "the read of its announcement was interrupted")
+        return lookup.info
+
+    async def _announcement(self, run_id: str, agent: AgentClient, settings: Settings) -> AgentInfo:
+        """The agent's info, asked again with backoff while it cannot be reached."""
+        give_up_s = settings.controller.registration_give_up_s
+        deadline = anyio.current_time() + give_up_s
+        retry_s = FIRST_RETRY_S
+        attempts = 0
+        while True:
+            attempts += 1
+            reason = "no answer in time"
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                try:
+                    return await agent.info()
+                except AgentCallError as error:
+                    if not error.retryable:
+                        raise
+                    reason = error.reason
+            if deadline - anyio.current_time() <= retry_s:
+                break
+            log.warning(
+                "agent.registration_retry",
+                run_id=run_id,
+                attempt=attempts,
+                retry_in_s=retry_s,
+                reason=reason,
+            )
+            await anyio.sleep(retry_s)
+            retry_s = min(retry_s * 2, LONGEST_RETRY_S)
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        why = f"gave up after {tries} over {give_up_s:g} s; last: {reason}"
+        log.error(
+            "agent.registration_abandoned", run_id=run_id, agent_url=agent.base_url, reason=why
+        )
+        raise AgentCallError(agent.base_url, why)
+
+    async def _open_session(self, run_id: str, agent: AgentClient, settings: Settings) -> None:
+        meta = self.keys.run(run_id, META)
+        config = session_config(settings)
+        if config is None:
+            await self.client.hset(meta, "session", "none")
+            log.info("agent.session_skipped", run_id=run_id, reason="no HTTP backend to share")
+            return
+        try:
+            outcome = await agent.open_session(run_id, config)
+        except AgentCallError as error:
+            await self.client.hset(
+                meta, mapping={"session": "failed", "session_reason": error.reason}
+            )
+            log.error("agent.session_failed", run_id=run_id, reason=error.reason)
+            return
+        await self.client.hset(
+            meta, mapping={"session": outcome.status, "session_reason": outcome.reason}
+        )
+        if outcome.status == "opened":
+            log.info("agent.session_opened", run_id=run_id, backends=sorted(config.backends))
+        else:
+            log.warning(
+                "agent.session_refused", run_id=run_id, status=outcome.status, reason=outcome.reason
+            )
+
+    async def unregister(self, run_id: str, agent_url: str) -> None:
+        """Close the run's coaching session if one was opened."""
+        session = await self.client.hget(self.keys.run(run_id, META), "session")
+        if session is None or as_text(session) != "opened":
+            return
+        try:
+            await AgentClient(agent_url, self.http).close_session(run_id)
+        except AgentCallError as error:
+            log.warning("agent.session_close_failed", run_id=run_id, reason=error.reason)
+            return
+        await self.client.hset(self.keys.run(run_id, META), "session", "closed")
+
+    def _event(self, run_id: str) -> anyio.Event:
+        return self._ended.setdefault(run_id, anyio.Event())
+
+    async def registered(self, run_id: str) -> bool:
+        """Whether the run's agent was asked what it offers (by any controller)."""
+        return bool(await self.client.hexists(self.keys.run(run_id, META), REGISTERED))
+
+    async def wait_registered(self, run_id: str, timeout_s: float) -> bool:
+        """Wait until the run's agent was asked what it offers; False on timeout.
+
+        A registration in this process wakes the waiter at once; one done by another
+        controller is seen when the flag is read again (0.5 s, doubling, at most 5 s apart).
+        """
+        recheck_s = 0.5
+        try:
+            with anyio.move_on_after(timeout_s):
+                while not await self.registered(run_id):
+                    with anyio.move_on_after(recheck_s):
+                        await self._event(run_id).wait()
+                    recheck_s = min(recheck_s * 2, 5.0)
+                return True
+            return False
+        finally:
+            self._ended.pop(run_id, None)  # a later waiter makes its own
+
+    async def coaching(self, run_id: str) -> AgentCoaching:
+        """What the run's agent offers; nothing when it never answered its info."""
+        meta = self.keys.run(run_id, META)
+        raw, session, session_reason, error = await self.client.hmget(
+            meta, ["agent_info", "session", "session_reason", "agent_error"]
+        )
+        if raw is None:
+            why = f" ({as_text(error)})" if error is not None else ""
+            return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
+        info = AgentInfo.model_validate_json(raw)
+        resume = info.coaching_resume
+        if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):
+            why = as_text(session)
+            if session_reason is not None:
+                why += f": {as_text(session_reason)}"
+            refused = f"its coaching session was refused ({why})"
+            return AgentCoaching(resume=resume, unavailable=refused)
+        unavailable = info.coaching_unavailable_reason
+        return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable)

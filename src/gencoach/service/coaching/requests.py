@@ -1,0 +1,332 @@
+"""Coaching requests: each one's visible life, kept in Redis beside its run's graph.
+
+Its states and the transitions between them are `gencoach.service.coaching.lifecycle`'s table;
+`RequestStore` is the only writer, one compare-and-set per transition; a request that
+stops being able to publish a branch order checks whether its run is now settled
+(`gencoach.settling`).
+
+`queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
+controller moves it to the job's running state when a worker starts it.
+
+A request's id is derived from the terminal candidate and the route, so the same
+opportunity seen twice (a re-delivered event, a second controller) is one request.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Final, Literal
+
+from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from gencoach.config import Limits
+from gencoach.config.scrubbing import scrub
+from gencoach.constants import Keys
+from gencoach.funnel import funnel_row
+from gencoach.limits import (
+    Admission,
+    LimitsReply,
+    admission_of,
+    lease_ms,
+    parse_reply,
+    script_text,
+    stage_keys,
+)
+from gencoach.logs import get_logger
+from gencoach.metrics import MetricsRecorder
+from gencoach.metrics.catalog import REQUESTS as ARRIVALS
+from gencoach.protocol import CoachingProposal
+from gencoach.protocol.jobs import Diagnosis, JobName
+from gencoach.service.coaching.lifecycle import (
+    FAILED,
+    IN_FLIGHT,
+    MAY_ORDER,
+    TRANSITIONS,
+    IllegalTransition,
+    RequestState,
+    check_opening,
+    check_path,
+    limits_part,
+)
+from gencoach.service.coaching.router import AgentKind, Route
+from gencoach.settling import Settling
+
+log = get_logger("requests")
+
+# The state of a request whose job of that kind a worker has started.
+RUNNING: dict[JobName, RequestState] = {
+    "diagnosis": "diagnosing",
+    "repair": "repairing",
+    "rewrite": "rewriting",
+}
+DIAGNOSED_ROUTES: frozenset[str] = frozenset({"failure", "no_action", "exceeded", "suboptimal"})
+
+Blame = Literal["right", "wrong", "declined", "none"]
+"""How a diagnosis compares with the generator's truth: it blamed the faulty decision, an
+other one, declined to blame any (suboptimal), or gave no diagnosis (abandoned, error)."""
+
+REQUESTS = "requests"  # the part of `Keys.requests`
+
+_MOVE: Final = script_text("move")
+
+
+class Transition(BaseModel):
+    """One step of a request's life, with when it happened and why."""
+
+    state: RequestState
+    at: float
+    reason: str | None = None
+
+
+class JobRecord(BaseModel):
+    """One job a worker did for the request, as its result reported it."""
+
+    job: JobName
+    attempt: int
+    status: str
+    duration_s: float | None = None
+    """How long the job ran, as its worker measured it (None from an older worker)."""
+
+
+class CoachingRequest(BaseModel):
+    """A coaching request and everything known about it so far."""
+
+    request_id: str
+    run_id: str
+    route: Route
+    kind: AgentKind | None
+    type_coaching: str
+    candidate_id: int
+    candidate_gen_id: str
+    stage_id: int
+    human: bool = False
+    state: RequestState
+    reason: str | None = None
+    attempt: int = 1
+    job: JobName | None = None
+    """The job the request waits for or runs (while queued or running)."""
+    diagnosis: Diagnosis | None = None
+    proposals: list[CoachingProposal] = Field(default_factory=list)
+    rewrite: str | None = None
+    attempt_ids: list[int] = Field(default_factory=list)
+    history: list[Transition] = Field(default_factory=list)
+    jobs: list[JobRecord] = Field(default_factory=list)
+    """Every job result the request received, oldest first."""
+    faulty_candidate_id: int | None = None
+    """The decision the generator knows to be at fault (its stage end's truth), if it does."""
+    faulty_gen_id: str | None = None
+    tokens: int = 0
+    """Tokens gencoach's backends spent on the request's jobs."""
+
+    def moved(
+        self, state: RequestState, reason: str | None = None, **changes: object
+    ) -> CoachingRequest:
+        """A copy in `state`, its transition recorded with the time and the reason."""
+        step = Transition(state=state, at=time.time(), reason=reason)
+        return self.model_copy(
+            update={"state": state, "reason": reason, "history": [*self.history, step], **changes}
+        )
+
+
+def blame_of(request: CoachingRequest) -> Blame | None:
+    """How the request's diagnosis compares with the truth; None when there is no truth to
+    compare with, no diagnosis to make (format, rewrite, a person), or it was skipped."""
+    if request.faulty_candidate_id is None or request.human or request.state == "skipped":
+        return None
+    if request.route not in DIAGNOSED_ROUTES:
+        return None
+    if request.state == "declined":
+        return "declined"
+    if request.diagnosis is None:
+        return "none" if request.state in FAILED else None
+    return "right" if request.diagnosis.step_id == request.faulty_candidate_id else "wrong"
+
+
+def job_of(request: CoachingRequest) -> JobName | None:
+    """The job a request waits for or runs, None when it has none in hand."""
+    if request.state == "queued":
+        return request.job
+    return next((job for job, state in RUNNING.items() if state == request.state), None)
+
+
+def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
+    """The id of the request a route opens on a candidate."""
+    return f"{run_id}:{candidate_id}:{route}"
+
+
+class RequestStore:
+    """Reads requests, and writes them: creation is idempotent, and every later write is
+    one transition of the table (`gencoach.service.coaching.lifecycle`), a compare-and-set that
+    carries the stage limits' part of it (`lua/limits_move.lua`).
+
+    A move states the request it starts from: when the stored record has moved on since
+    (another writer's transition, a re-delivered result, a stale snapshot), nothing is
+    written and the move answers so. Each transition is counted once, when it is stored
+    (`gencoach_requests_total`), including those a move passes through.
+    """
+
+    def __init__(self, client: Redis, keys: Keys, metrics: MetricsRecorder | None = None) -> None:
+        self.client = client
+        self.keys = keys
+        self.metrics = metrics or MetricsRecorder()
+        self._move = client.register_script(_MOVE)
+        self._settling = Settling(client, keys)
+
+    def _arrived(self, request: CoachingRequest, recorded: int) -> None:
+        """Count the transitions `request` holds beyond the first `recorded`, in its
+        funnel row (its route, or `human`)."""
+        row = funnel_row(request.route, request.human)
+        for step in request.history[recorded:]:
+            self.metrics.inc(ARRIVALS, row, step.state)
+
+    def _key(self, run_id: str) -> str:
+        return self.keys.requests(run_id)
+
+    async def create(self, request: CoachingRequest) -> bool:
+        """Store a new request; False (and nothing written) if its id already exists."""
+        check_opening(request.request_id, request.state)
+        created = await self.client.hsetnx(
+            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
+        )
+        if created:
+            self._arrived(request, 0)
+        return bool(created)
+
+    async def move(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
+        """Store `moved` if the stored request is still `current`; True if it was. An end
+        gives the request's pending slot back in the same step."""
+        part = limits_part(current.state, moved.state)
+        reply = await self._call(current, moved, [part])
+        return reply.outcome == "moved"
+
+    async def admit(
+        self,
+        current: CoachingRequest,
+        moved: CoachingRequest,
+        limits: Limits,
+        lease_s: float,
+    ) -> Admission | None:
+        """Take (or renew) the request's pending slot under `limits` and store `moved`, in
+        one step; None (nothing done) if the stored request is no longer `current`. A
+        refused admission leaves the request as it is."""
+        args: list[str | int] = [
+            "admit",
+            lease_ms(lease_s),
+            limits.max_pending_per_stage,
+            limits.max_unproven_per_stage,
+            int(moved.human),
+            moved.stage_id,
+        ]
+        reply = await self._call(current, moved, args)
+        if reply.outcome == "stale":
+            return None
+        if reply.outcome == "moved":
+            reply = replace(reply, outcome=reply.detail, detail="")
+        return admission_of(reply, limits)
+
+    async def prove(self, current: CoachingRequest, moved: CoachingRequest, attempt: int) -> bool:
+        """Count `attempt` proven and store `moved`, in one step; True only the first time
+        for that attempt, and only if the stored request is still `current`."""
+        reply = await self._call(current, moved, ["prove", attempt])
+        return reply.outcome == "moved"
+
+    async def _call(
+        self, current: CoachingRequest, moved: CoachingRequest, part: list[str | int]
+    ) -> LimitsReply:
+        recorded = len(current.history)
+        # `moved` must extend `current`'s history and be in the state its history ends in.
+        last = moved.history[-1].state if moved.history else current.state
+        if moved.history[:recorded] != current.history or moved.state != last:
+            raise IllegalTransition(
+                current.request_id, current.state, moved.state, TRANSITIONS[current.state]
+            )
+        check_path(
+            current.request_id,
+            [current.state, *(step.state for step in moved.history[recorded:])],
+        )
+        keys = [*stage_keys(self.keys, current.run_id, current.stage_id), self._key(current.run_id)]
+        args: list[str | int] = [
+            current.request_id,
+            current.state,
+            current.attempt,
+            recorded,
+            scrub(moved.model_dump_json()),
+            *part,
+        ]
+        reply = parse_reply(await self._move(keys=keys, args=args))
+        if reply.outcome == "moved":
+            self._arrived(moved, recorded)
+            if current.state in MAY_ORDER and moved.state not in MAY_ORDER:
+                await self._settled_check(current.run_id)
+        else:
+            log.info(
+                "request.move_refused",
+                request_id=current.request_id,
+                source=current.state,
+                target=moved.state,
+                outcome=reply.outcome,
+                detail=reply.detail,
+            )
+        return reply
+
+    async def _settled_check(self, run_id: str) -> None:
+        """A request stopped publishing orders: answer its run's settle probe if that settles
+        the run. A failed check is logged, not raised: the move is done, and the next check
+        (or the generator's own bound) still ends the wait."""
+        try:
+            await self._settling.check(run_id)
+        except RedisError as error:
+            log.warning("settle.check_failed", run_id=run_id, error=str(error))
+
+    async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
+        """One request, or None."""
+        raw = await self.client.hget(self._key(run_id), request_id)
+        return CoachingRequest.model_validate_json(raw) if raw is not None else None
+
+    async def all(self, run_id: str) -> list[CoachingRequest]:
+        """Every request of a run, oldest first."""
+        raw = await self.client.hgetall(self._key(run_id))
+        requests = [CoachingRequest.model_validate_json(value) for value in raw.values()]
+        return sorted(requests, key=lambda r: (r.history[0].at if r.history else 0, r.request_id))
+
+    async def in_flight(self, run_ids: list[str]) -> list[CoachingRequest]:
+        """Requests admitted and not yet answered, across the given runs."""
+        found: list[CoachingRequest] = []
+        for run_id in run_ids:
+            found.extend(r for r in await self.all(run_id) if r.state in IN_FLIGHT)
+        return found
+
+
+def describe(request: CoachingRequest) -> dict[str, object]:
+    """A request as the API shows it: its state, why, and the time of each transition."""
+    started = request.history[0].at if request.history else None
+    return {
+        "request_id": request.request_id,
+        "route": request.route,
+        "type_coaching": request.type_coaching,
+        "candidate_id": request.candidate_gen_id,
+        "stage_id": request.stage_id,
+        "human": request.human,
+        "state": request.state,
+        "reason": request.reason,
+        "attempt": request.attempt,
+        "job": request.job,
+        "diagnosis": request.diagnosis.model_dump() if request.diagnosis else None,
+        "decision_source": request.proposals[0].decision_source if request.proposals else None,
+        "faulty_candidate_id": request.faulty_gen_id,
+        "blame": blame_of(request),
+        "tokens": request.tokens,
+        "attempt_ids": request.attempt_ids,
+        "history": [
+            {
+                "state": step.state,
+                "at": step.at,
+                "after_s": round(step.at - started, 3) if started is not None else 0.0,
+                "reason": step.reason,
+            }
+            for step in request.history
+        ],
+    }

@@ -1,0 +1,1 @@
+"""Jobs: building them, handing them to the workers through RQ, holding their slots."""

@@ -1,0 +1,205 @@
+"""Building the workers' jobs from a request and the trajectory that led to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from gencoach.protocol import (
+    RECOVERY_POINT,
+    REPLACEMENT_POINT,
+    CoachingDiagnosis,
+    CoachingStage,
+    CoachingStep,
+    JsonObject,
+    ReinjectionPoint,
+    SpecializedCoachingRequest,
+    without_coaching,
+)
+from gencoach.protocol.jobs import (
+    DiagnosisJob,
+    ExampleCase,
+    JobStep,
+    LeaseRef,
+    RepairJob,
+    RewriteJob,
+)
+from gencoach.service.coaching.requests import CoachingRequest
+from gencoach.service.graphs.nodes import RunGraph
+from gencoach.service.graphs.trajectory import Step
+
+
+def stage_of(step: Step) -> CoachingStage:
+    """The coaching view of a step's stage."""
+    stage = step.situation.stage
+    return CoachingStage(id=stage.id, goal=stage.goal, hint=stage.hint)
+
+
+def _walk(value: object) -> Iterator[tuple[str, object]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key, item
+            yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+
+
+def failure_reason(execution: JsonObject) -> str | None:
+    """The first non-empty `failure_reason` anywhere in an execution result."""
+    for key, value in _walk(execution):
+        if key == "failure_reason" and isinstance(value, str) and value:
+            return value
+    return None
+
+
+def job_steps(steps: list[Step]) -> list[JobStep]:
+    """The trajectory as jobs see it: storage ids, inputs, answers, executions."""
+    return [
+        JobStep(
+            id=step.candidate.id,
+            input=step.situation.input,
+            output=step.candidate.output,
+            error=step.candidate.reported_error(),
+            internal_steps=step.candidate.internal_steps,
+            execution=step.execution.execution if step.execution else {},
+            status=step.execution.status if step.execution else "ongoing",
+            diagnosable=step.diagnosable,
+        )
+        for step in steps
+    ]
+
+
+def _lease(request: CoachingRequest, lease_s: float) -> LeaseRef:
+    return LeaseRef(
+        run_id=request.run_id,
+        stage_id=request.stage_id,
+        request_id=request.request_id,
+        lease_s=lease_s,
+    )
+
+
+def _task_text(graph: RunGraph) -> str:
+    description = graph.started.task_description
+    return description if isinstance(description, str) else description.task_description or ""
+
+
+def diagnosis_job(
+    request: CoachingRequest,
+    graph: RunGraph,
+    steps: list[Step],
+    backend: str,
+    lease_s: float,
+    examples: Sequence[ExampleCase] = (),
+    optimal_trajectory: str | None = None,
+) -> DiagnosisJob:
+    """The diagnosis of a failed, exceeded, idle or suboptimal trajectory."""
+    terminal = steps[-1]
+    execution = terminal.execution.execution if terminal.execution else {}
+    return DiagnosisJob(
+        request_id=request.request_id,
+        run_id=request.run_id,
+        route=request.route,  # type: ignore[arg-type]
+        backend=backend,
+        lease=_lease(request, lease_s),
+        stage=stage_of(terminal),
+        task_description=_task_text(graph),
+        active_errors=terminal.situation.active_errors,
+        failure_reason=failure_reason(execution),
+        trajectory=job_steps(steps),
+        examples=list(examples),
+        optimal_trajectory=optimal_trajectory,
+        attempt=request.attempt,
+    )
+
+
+def rewrite_job(
+    request: CoachingRequest, steps: list[Step], backend: str, lease_s: float
+) -> RewriteJob:
+    """The rewrite of a text-only stage's failed answer."""
+    terminal = steps[-1]
+    output = terminal.candidate.output
+    execution = terminal.execution.execution if terminal.execution else {}
+    return RewriteJob(
+        request_id=request.request_id,
+        run_id=request.run_id,
+        backend=backend,
+        lease=_lease(request, lease_s),
+        stage=stage_of(terminal),
+        rejected_answer=output.say if output is not None else "",
+        rejection_reason=failure_reason(execution) or "the stage failed",
+        trajectory=job_steps(steps),
+        attempt=request.attempt,
+    )
+
+
+def _single_bad_call(step: Step) -> bool:
+    output = step.candidate.output
+    if output is None or len(output.tool_calls) != 1 or step.execution is None:
+        return False
+    return any(k == "error_flag" and v == "bad_call" for k, v in _walk(step.execution.execution))
+
+
+def reinjection_points(
+    request: CoachingRequest, graph: RunGraph, selected: Step
+) -> list[ReinjectionPoint]:
+    """`replacement` at the selected step; `recovery` after its failure feedback when it was
+    a failure's single bad tool call whose feedback situation exists."""
+    points = [ReinjectionPoint(id=REPLACEMENT_POINT, input_step_id=selected.candidate.id)]
+    if request.kind == "failure" and _single_bad_call(selected):
+        following = [
+            sid for sid, kind in graph.links.get(selected.candidate.id, []) if kind == "next"
+        ]
+        if following and following[0] in graph.situations:
+            points.append(
+                ReinjectionPoint(
+                    id=RECOVERY_POINT, input=without_coaching(graph.situations[following[0]].input)
+                )
+            )
+    return points
+
+
+def repair_job(
+    request: CoachingRequest,
+    graph: RunGraph,
+    steps: list[Step],
+    selected_id: int,
+    timeout_s: float,
+    lease_s: float,
+) -> RepairJob:
+    """The agent's repair of the selected decision, with the diagnosis when there is one."""
+    shown = [step for step in steps if step.in_current_stage]
+    selected = next(step for step in shown if step.candidate.id == selected_id)
+    diagnosis = None
+    if request.diagnosis is not None:
+        diagnosis = CoachingDiagnosis(
+            explanation=request.diagnosis.explanation,
+            expected_decision=request.diagnosis.expected_decision,
+        )
+    terminal = steps[-1]
+    additional: JsonObject = {"type_coaching": request.type_coaching}
+    if terminal.candidate.invalid_reason is not None:
+        additional["invalid_reason"] = terminal.candidate.invalid_reason
+    coaching = SpecializedCoachingRequest(
+        run_id=request.run_id,
+        request_id=request.request_id,
+        kind=request.kind or "failure",
+        stage=stage_of(terminal),
+        active_errors=terminal.situation.active_errors,
+        diagnosis=diagnosis,
+        target_step_id=selected_id,
+        trajectory=[
+            CoachingStep.model_validate(step.model_dump(exclude={"status", "diagnosable"}))
+            for step in job_steps(shown)
+        ],
+        reinjection_points=reinjection_points(request, graph, selected),
+        additional_info=additional,
+    )
+    return RepairJob(
+        request_id=request.request_id,
+        run_id=request.run_id,
+        agent_url=graph.started.agent_url,
+        lease=_lease(request, lease_s),
+        coaching=coaching,
+        timeout_s=timeout_s,
+        attempt=request.attempt,
+    )

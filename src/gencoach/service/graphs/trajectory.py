@@ -1,0 +1,107 @@
+"""Questions the coaching loop asks of a run graph: trajectory, diagnosable steps, stage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gencoach.protocol import CoachingMarker, StageInfo
+from gencoach.service.graphs.nodes import (
+    RunGraph,
+    StoredCandidate,
+    StoredExecution,
+    StoredSituation,
+)
+
+NO_MARKER = CoachingMarker()
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decision of a trajectory: the situation, the answer chosen, what it did."""
+
+    situation: StoredSituation
+    candidate: StoredCandidate
+    execution: StoredExecution | None
+    marker: CoachingMarker = field(default_factory=CoachingMarker)
+    in_current_stage: bool = True
+    diagnosable: bool = True
+
+    @property
+    def stage_id(self) -> int:
+        """The stage this decision belongs to."""
+        return self.situation.stage.id
+
+
+class UnknownNodeError(KeyError):
+    """A storage id that the run graph does not hold."""
+
+
+def _candidate(graph: RunGraph, candidate_id: int) -> StoredCandidate:
+    try:
+        return graph.candidates[candidate_id]
+    except KeyError:
+        raise UnknownNodeError(f"run {graph.run_id} has no candidate {candidate_id}") from None
+
+
+def stage_of(graph: RunGraph, candidate_id: int) -> StageInfo:
+    """The stage a candidate belongs to (its situation's)."""
+    return graph.situations[_candidate(graph, candidate_id).situation_id].stage
+
+
+def children(graph: RunGraph, situation_id: int) -> list[StoredCandidate]:
+    """The candidates answering a situation, in the order they were reported."""
+    if situation_id not in graph.situations:
+        raise UnknownNodeError(f"run {graph.run_id} has no situation {situation_id}")
+    return [graph.candidates[cid] for cid in graph.members.get(situation_id, [])]
+
+
+def trajectory(
+    graph: RunGraph,
+    candidate_id: int,
+    markers: Mapping[int, CoachingMarker] | None = None,
+) -> list[Step]:
+    """The decisions that led to a candidate, oldest first, the candidate last.
+
+    Going up from the candidate, the trajectory stops where an earlier decision ended
+    its stage, unless the later stage is linked to the previous one: then it goes on
+    through that stage too, whose steps are marked as not of the current stage. Only
+    current-stage steps after the last applied trajectory diagnosis are diagnosable
+    (the decision that replaced a diagnosed one stays diagnosable itself).
+    """
+    markers = markers or {}
+    steps: list[Step] = []
+    current_stage = diagnosable = True
+    current: int | None = candidate_id
+    while current is not None:
+        candidate = _candidate(graph, current)
+        situation = graph.situations[candidate.situation_id]
+        marker = markers.get(current, NO_MARKER)
+        steps.append(
+            Step(
+                situation,
+                candidate,
+                graph.executions.get(current),
+                marker,
+                in_current_stage=current_stage,
+                diagnosable=diagnosable,
+            )
+        )
+        if marker.trajectory_diagnostic_applied:
+            diagnosable = False
+        parent = situation.parent_id
+        if parent is None:
+            break
+        parent_execution = graph.executions.get(parent)
+        if parent_execution is not None and parent_execution.stage_end is not None:
+            if not situation.stage.linked_to_prev:
+                break
+            current_stage = diagnosable = False
+        current = parent
+    steps.reverse()
+    return steps
+
+
+def diagnosable(steps: list[Step]) -> list[Step]:
+    """The steps a diagnosis may blame: agent decisions of the current stage."""
+    return [step for step in steps if step.diagnosable and step.candidate.kind == "agent"]

@@ -1,0 +1,1 @@
+"""Recovery: reconciliation, run ends, controller leases and Redis housekeeping."""

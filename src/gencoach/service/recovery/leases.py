@@ -1,0 +1,124 @@
+"""Controller leases: who of the controllers sharing a Redis is alive.
+
+Each controller holds a key named after its stream consumer (`Keys.lease`), written with
+an expiry of `lease_s` and renewed every quarter of it while the controller runs; a
+graceful stop deletes it. A consumer whose lease has expired is dead: the survivors take
+over the stream entries it held (`gencoach.service.graphs.consumer`), without waiting for them
+to idle out. The key holds a token of the process, so two controllers that were given
+the same consumer name find each other out, and say so.
+
+A controller also holds work no other live controller may do at the same time (a
+request's reinjection) by a key naming its consumer: the holder lets it go when done,
+and a survivor takes over the key of a holder whose lease lapsed.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import cast
+
+import anyio
+import redis.exceptions
+from anyio.abc import TaskStatus
+from redis.asyncio import Redis
+
+from gencoach.constants import Keys
+from gencoach.logs import get_logger
+from gencoach.service.isolation import REDIS_UNAVAILABLE
+
+log = get_logger("leases")
+
+# Renewals per lease: one lost renewal (a slow Redis, a busy event loop) is not a death.
+RENEWALS_PER_LEASE = 4
+
+
+class Lease:
+    """This controller's lease, renewed until `stop()`; and the others', looked up."""
+
+    def __init__(self, client: Redis, keys: Keys, consumer: str, lease_s: float) -> None:
+        self.client = client
+        self.keys = keys
+        self.consumer = consumer
+        self.lease_s = lease_s
+        self._token = secrets.token_hex(8)
+        self._held = False  # written once: a foreign token from then on is a live twin
+        self._shared_logged = False
+        self._stopping = anyio.Event()
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Take the lease, renew it until stopped, then give it up."""
+        await self._renew_or_warn()
+        task_status.started()
+        try:
+            while not self._stopping.is_set():
+                with anyio.move_on_after(self.lease_s / RENEWALS_PER_LEASE):
+                    await self._stopping.wait()
+                await self._renew_or_warn()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self._give_up()
+
+    def stop(self) -> None:
+        """Give the lease up: survivors take over what this controller leaves pending."""
+        self._stopping.set()
+
+    async def renew(self) -> None:
+        """Write the lease with a fresh expiry, noticing another process under this name."""
+        key = self.keys.lease(self.consumer)
+        ms = int(self.lease_s * 1000)
+        previous = cast(bytes | None, await self.client.set(key, self._token, px=ms, get=True))
+        held, self._held = self._held, True
+        # A foreign token at the first write is a dead predecessor's (a restart).
+        twin = held and previous is not None and previous.decode() != self._token
+        if twin and not self._shared_logged:
+            self._shared_logged = True
+            log.error(
+                "controller.consumer_shared",
+                consumer=self.consumer,
+                reason="another controller runs under this consumer name; give each "
+                "controller its own controller.consumer, or none (the default: host "
+                "name and process id), else neither's entries are taken over when "
+                "one dies",
+            )
+
+    async def hold(self, key: str, ttl_s: float) -> bool:
+        """Take `key` for this controller unless another live controller holds it."""
+        me = self.consumer.encode()
+        ms = int(ttl_s * 1000)
+        if await self.client.set(key, me, nx=True, px=ms):
+            return True
+        async with self.client.pipeline(transaction=True) as pipe:
+            try:
+                await pipe.watch(key)
+                holder = cast(bytes | None, await pipe.get(key))
+                if holder not in (None, me) and await self.alive(holder.decode()):
+                    return False
+                pipe.multi()  # type: ignore[no-untyped-call]
+                pipe.set(key, me, px=ms)
+                await pipe.execute()
+                return True
+            except redis.exceptions.WatchError:
+                return False  # another controller took it meanwhile
+
+    async def let_go(self, key: str) -> None:
+        """Give up `key` if this controller holds it."""
+        if await self.client.get(key) == self.consumer.encode():
+            await self.client.delete(key)
+
+    async def _renew_or_warn(self) -> None:
+        try:
+            await self.renew()
+        except REDIS_UNAVAILABLE as error:  # tried again at the next renewal
+            log.warning("lease.renew_failed", error=str(error))
+
+    async def alive(self, consumer: str) -> bool:
+        """Whether that consumer's controller holds its lease."""
+        return bool(await self.client.exists(self.keys.lease(consumer)))
+
+    async def _give_up(self) -> None:
+        key = self.keys.lease(self.consumer)
+        try:
+            if await self.client.get(key) == self._token.encode():
+                await self.client.delete(key)
+        except REDIS_UNAVAILABLE:
+            pass  # it expires on its own

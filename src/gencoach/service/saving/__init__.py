@@ -1,0 +1,1 @@
+"""Saving: finished runs written as MAGMA-GEN 2.0 save folders."""

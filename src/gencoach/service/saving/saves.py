@@ -1,0 +1,91 @@
+"""The save loop: finished runs are written one at a time, each retried until it succeeds.
+
+A failed save (Redis dropped the connection, the disk was full) is recorded on the
+run, so `GET /v1/runs/{id}` shows it, and queued again after a backoff that doubles
+up to `MAX_BACKOFF_S`. A save not written when the controller stops is queued by the
+next controller's reconciler, which queues every finished run not yet saved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Final
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from gencoach.logs import get_logger
+from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.isolation import REDIS_UNAVAILABLE
+from gencoach.service.saving.persist import Persister
+
+log = get_logger("saves")
+
+FIRST_BACKOFF_S: Final = 1.0
+MAX_BACKOFF_S: Final = 60.0
+
+
+class SaveLoop:
+    """Queues runs to save and writes them, retrying failures with backoff."""
+
+    def __init__(
+        self, store: GraphStore, persister: Persister, first_backoff_s: float = FIRST_BACKOFF_S
+    ) -> None:
+        self.store = store
+        self.persister = persister
+        self.first_backoff_s = first_backoff_s
+        self._send, self._receive = anyio.create_memory_object_stream[str](1000)
+        self._done = anyio.Event()
+        self._tasks: TaskGroup | None = None
+        self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
+
+    async def queue(self, run_id: str) -> None:
+        """Save this run soon, unless it is already on its way.
+
+        Once the loop is closed (the controller stopping) the run is left for the next
+        controller, whose reconciler finds it finished and unsaved.
+        """
+        if run_id in self._queued:
+            return
+        self._queued.add(run_id)
+        try:
+            await self._send.send(run_id)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._queued.discard(run_id)
+            log.info("run.save_deferred", run_id=run_id, reason="the controller is stopping")
+
+    async def close(self) -> None:
+        """Stop taking runs; `run` returns once what is queued is written."""
+        await self._send.aclose()
+        await self._done.wait()
+
+    async def run(self, tasks: TaskGroup, *, task_status: TaskStatus[None]) -> None:
+        """Save the runs queued until closed (the reconciler queues those left unsaved)."""
+        self._tasks = tasks
+        task_status.started()
+        async with self._receive:
+            async for run_id in self._receive:
+                await self._save(run_id, attempt=1)
+        self._done.set()
+
+    async def _save(self, run_id: str, attempt: int) -> None:
+        try:
+            await self.persister.save(run_id)
+            self._queued.discard(run_id)
+        except Exception as error:  # one bad save must not stop the others
+            delay_s = min(self.first_backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
+            reason = f"{type(error).__name__}: {error}"
+            if isinstance(error, REDIS_UNAVAILABLE):
+                log.warning("run.save_failed", run_id=run_id, reason=reason, retry_in_s=delay_s)
+            else:
+                log.exception("run.save_failed", run_id=run_id, retry_in_s=delay_s)
+            with contextlib.suppress(*REDIS_UNAVAILABLE):  # the retry records it
+                await self.store.record_save_failure(run_id, reason, attempt)
+            if self._tasks is not None:
+                self._tasks.start_soon(self._retry, run_id, attempt + 1, delay_s)
+
+    async def _retry(self, run_id: str, attempt: int, delay_s: float) -> None:
+        await anyio.sleep(delay_s)
+        if self._done.is_set():
+            return
+        await self._save(run_id, attempt)

@@ -1,0 +1,1 @@
+"""The controller's HTTP API and the server it runs on."""
