@@ -26,7 +26,6 @@ from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder as MetricsRecorder
-from gencoach.protocol import AnyEvent, RunFinished, RunStarted
 from gencoach.service.branching.coached_branches import BranchRecorder
 from gencoach.service.branching.examples import Examples
 from gencoach.service.branching.interventions import Interventions
@@ -39,13 +38,12 @@ from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.graphs.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.intake import Intake, IntakeOptions
-from gencoach.service.graphs.sequencing import Applied
-from gencoach.service.isolation import guarded
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
 from gencoach.service.recovery.housekeeping import Housekeeper
 from gencoach.service.recovery.leases import Lease
 from gencoach.service.recovery.reconcile import Reconciler
+from gencoach.service.runlife import RunLife
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.web.api import ApiContext, create_app
@@ -140,6 +138,8 @@ class Controller:
             self.examples,
             metrics=recorder,
         )
+        self.saves = SaveLoop(self.store, self.persister)
+        self.runs = RunLife(self.store, self.registry, self.saves, self.settings)
         self.intake = Intake(
             self.client,
             self.keys,
@@ -152,12 +152,11 @@ class Controller:
                 max_event_bytes=section.max_event_bytes,
                 dead_letters_kept=section.dead_letters_kept,
             ),
-            on_applied=self._after_apply,
+            runs=self.runs,
             agent_allowed=options.settings.agent_allowed,
             metrics=recorder,
             alive=self.lease.alive,
         )
-        self.saves = SaveLoop(self.store, self.persister)
         self.lanes = TerminalLanes(
             self.client,
             self.keys,
@@ -177,11 +176,8 @@ class Controller:
             dispatcher,
             self.registry,
             self.settings,
-            on_abandoned=self._finish,
-            on_unregistered=self._register_soon,
-            on_unsaved=self.saves.queue,
+            self.runs,
         )
-        self._registering: set[str] = set()
         self.housekeeper = Housekeeper(
             self.client, self.keys, section.saved_ttl_s, section.housekeeping_s
         )
@@ -246,40 +242,6 @@ class Controller:
             alive=self.lease.alive,
         )
 
-    async def _after_apply(self, done: list[tuple[AnyEvent, Applied]]) -> None:
-        for event, _ in done:
-            if isinstance(event, RunStarted):
-                self.reconciler.note_started(event.run_id)
-                self._tasks.start_soon(self._register_guarded, event.run_id, event.agent_url)
-            elif isinstance(event, RunFinished):
-                self._tasks.start_soon(self._finish_guarded, event.run_id)
-
-    def _register_soon(self, run_id: str, agent_url: str) -> None:
-        # Also for runs whose agent was never asked (a crash, Redis away): the reconciler
-        # finds them at its passes.
-        self._tasks.start_soon(self._register_guarded, run_id, agent_url)
-
-    async def _register_guarded(self, run_id: str, agent_url: str) -> None:
-        if run_id in self._registering:
-            return
-        self._registering.add(run_id)
-        try:
-            await guarded("run.register_failed", self._register, run_id=run_id)(run_id, agent_url)
-        finally:
-            self._registering.discard(run_id)
-
-    async def _finish_guarded(self, run_id: str) -> None:
-        await guarded("run.finish_failed", self._finish, run_id=run_id)(run_id)
-
-    async def _register(self, run_id: str, agent_url: str) -> None:
-        await self.registry.register(run_id, agent_url, self._settings)
-
-    async def _finish(self, run_id: str) -> None:
-        await self.saves.queue(run_id)
-        started = await self.store.started(run_id)
-        if started is not None:
-            await self.registry.unregister(run_id, started.agent_url)
-
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run until a signal (or `stop()`) and the graceful shutdown are done."""
         try:
@@ -288,6 +250,7 @@ class Controller:
                 tg.start_soon(self._watch_signals, tg)
                 await tg.start(self.lease.run)  # given up when the group ends
                 await tg.start(self.saves.run, tg)
+                await tg.start(self.runs.run)
                 await tg.start(self.lanes.run)
                 await tg.start(self.reinjector.run)
                 loops = (self.intake, self.terminals, self.results, self.reconciler)

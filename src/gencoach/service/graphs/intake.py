@@ -14,8 +14,9 @@ if this controller dies first.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 from anyio.abc import TaskStatus
@@ -30,6 +31,7 @@ from gencoach.protocol import (
     AnyEvent,
     CandidateCreated,
     CandidateExecuted,
+    RunFinished,
     RunStarted,
     parse_event_json,
 )
@@ -45,8 +47,15 @@ UNPARSED = "unparsed"
 
 log = get_logger("intake")
 
-AppliedHook = Callable[[list[tuple[AnyEvent, Applied]]], Awaitable[None]]
 AgentCheck = Callable[[str], bool]
+
+
+class RunBoundaries(Protocol):
+    """The stage told of each run start and end applied (`gencoach.service.runlife`)."""
+
+    def started(self, run_id: str, agent_url: str) -> None: ...
+
+    def finished(self, run_id: str) -> None: ...
 
 
 @dataclass
@@ -93,7 +102,7 @@ class Intake:
         keys: Keys,
         store: GraphStore,
         options: IntakeOptions,
-        on_applied: AppliedHook | None = None,
+        runs: RunBoundaries | None = None,
         agent_allowed: AgentCheck | None = None,
         metrics: MetricsRecorder | None = None,
         alive: Liveness | None = None,
@@ -104,7 +113,7 @@ class Intake:
         self.store = store
         self.sequencer = store.sequencer
         self.options = options
-        self.on_applied = on_applied
+        self.runs = runs
         self.agent_allowed = agent_allowed
         self.counters = IntakeCounters()
         self._consumer = StreamConsumer(
@@ -272,8 +281,12 @@ class Intake:
             self.metrics.inc(EVENTS, event.type, "applied")
         for *_, type_ in handed.dead:
             self.metrics.inc(EVENTS, type_, "dead_lettered")
-        if handed.done and self.on_applied is not None:
-            await self.on_applied(handed.done)
+        if self.runs is not None:
+            for event, _ in handed.done:
+                if isinstance(event, RunStarted):
+                    self.runs.started(event.run_id, event.agent_url)
+                elif isinstance(event, RunFinished):
+                    self.runs.finished(event.run_id)
 
 
 @dataclass

@@ -19,7 +19,7 @@ their save, so a pass costs the open and recent runs, not all the runs Redis kee
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 import redis.exceptions
@@ -38,6 +38,7 @@ from gencoach.service.dispatching.holding import SlotHolder
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.isolation import isolated
 from gencoach.service.recovery.runends import RunEnds
+from gencoach.service.runlife import RunLife
 
 log = get_logger("reconcile")
 
@@ -62,10 +63,8 @@ class Reconciler:
         dispatcher: Dispatcher,
         registry: AgentRegistry,
         settings: Callable[[], Settings],
+        runs: RunLife,
         every_s: float = 2.0,
-        on_abandoned: Callable[[str], Awaitable[None]] | None = None,
-        on_unregistered: Callable[[str, str], None] | None = None,
-        on_unsaved: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.requests = requests
@@ -78,9 +77,7 @@ class Reconciler:
         self.every_s = every_s
         self.holder = SlotHolder(limits, coach, dispatcher)
         self.backlog = BacklogWatch(BACKLOG_MIN_S)
-        self.on_abandoned = on_abandoned
-        self.on_unregistered = on_unregistered
-        self.on_unsaved = on_unsaved
+        self.runs = runs
         self.ends = RunEnds(store.client, store.keys, requests)
         self._stopping = anyio.Event()
         # Runs seen active or finished-but-unsaved at the last pass, and when each
@@ -115,6 +112,8 @@ class Reconciler:
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
             self.backlog.observe(await self.dispatcher.backlogs())
+        # Runs applied since the last pass count as open, so their loss is noticed too.
+        self._open |= self.runs.take_started()
         states = await self._states(settings.controller.saved_ttl_s)
         await self._note_lost(states)
         for run_id, state in states.items():
@@ -124,8 +123,8 @@ class Reconciler:
                         await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
                     elif state in ("finished", "saved") and self._unsettled(run_id):
                         await self._settle(run_id)
-                    if state == "finished" and self.on_unsaved is not None:
-                        await self.on_unsaved(run_id)  # its save may have been lost in a crash
+                    if state == "finished":
+                        await self.runs.unsaved(run_id)
         self._settled = {r: at for r, at in self._settled.items() if r in states}
 
     async def _states(self, saved_ttl_s: int) -> dict[str, str | None]:
@@ -156,22 +155,16 @@ class Reconciler:
 
     async def _active(self, run_id: str, lease_s: float, idle_s: float) -> None:
         if await self.ends.abandon_if_idle(run_id, idle_s):
-            if self.on_abandoned is not None:
-                await self.on_abandoned(run_id)
+            self.runs.finished(run_id)
             return
-        if self.on_unregistered is not None:
-            # Its agent was never asked (the registration failed with Redis away): ask again.
-            started = await self.store.unregistered(run_id)
-            if started is not None:
-                self.on_unregistered(run_id, started.agent_url)
+        # Its agent was never asked (the registration failed with Redis away): ask again.
+        started = await self.store.unregistered(run_id)
+        if started is not None:
+            self.runs.register(run_id, started.agent_url)
         for request in await self.requests.all(run_id):
             with bound(request_id=request.request_id):
                 async with isolated("reconcile.request_failed", state=request.state):
                     await self._reconcile(request, lease_s)
-
-    def note_started(self, run_id: str) -> None:
-        """Count a run just applied as open, so its loss is noticed even before a pass."""
-        self._open.add(run_id)
 
     async def _note_lost(self, states: dict[str, str | None]) -> None:
         missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
