@@ -124,7 +124,7 @@ def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> st
             job_timeout=math.ceil(job_timeout_s) + TIMEOUT_MARGIN_S,
             result_ttl=RESULT_TTL_S,
             failure_ttl=FAILURE_TTL_S,
-            description=f"{job.job} {job.request_id} attempt {job.attempt}",
+            description=f"{job.job} {job.request_id} attempt {job.attempt} of {job.max_attempts}",
             unique=True,
         )
     except DuplicateJobError:

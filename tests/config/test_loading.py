@@ -16,6 +16,7 @@ coaching:
   max_unproven_per_stage: 6
   max_alternatives_per_situation: 2
   lease_s: 12.5
+  max_attempts: 5
   routes: {format: true, failure: true, no_action: false, exceeded: false,
            suboptimal: true, text_rewrite: false}
   examples: {register_successful: true, use_for_automatic: true, cache_dir: "examples"}
@@ -72,6 +73,7 @@ def test_full_file_loads(load: Load) -> None:
         max_pending_per_stage=4, max_unproven_per_stage=6, max_alternatives_per_situation=2
     )
     assert coaching.lease_s == 12.5
+    assert coaching.max_attempts == 5
     assert (coaching.routes.no_action, coaching.routes.format) == (False, True)
     assert coaching.examples.cache_dir == Path("examples")
     vllm = settings.backends["vllm"]

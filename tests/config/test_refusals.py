@@ -36,6 +36,7 @@ def backend_yaml(**changes: object) -> str:
             2.5,
         ),
         ("coaching: {lease_s: 0}", "coaching.lease_s", 0),
+        ("coaching: {max_attempts: 0}", "coaching.max_attempts", 0),
         ("coaching: {max_pending_per_stage: null}", "coaching.max_pending_per_stage", None),
         ("workers: {job_timeout_s: .inf}", "workers.job_timeout_s", float("inf")),
         ("api: {port: 70000}", "api.port", 70000),

@@ -230,6 +230,42 @@ def test_worker_killed_mid_job_is_retried(
         timeout_s=60,
         what="the request retried on new workers and reinjected",
     )
-    assert request["attempt"] == 2
+    assert (request["attempt"], request["max_attempts"]) == (2, 3)
     retries = [step for step in request["history"] if (step["reason"] or "").startswith("retry:")]
     assert retries[0]["reason"] == "retry: the diagnosing worker's lease lapsed"
+
+
+@pytest.mark.timeout(150)
+def test_a_request_out_of_attempts_is_abandoned_and_gives_its_slot_back(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """With `coaching.max_attempts: 1`, the request whose only worker was killed is not
+    tried again: it ends abandoned with the reason, and its stage's slot is free."""
+    answer = json_reply({"decision_index": 2, "reason": "r", "expected_decision": None})
+    llm.script(delayed(30.0, answer), answer)
+    settings = coaching_settings(llm, format=False, suboptimal=False)
+    settings["coaching"].update(lease_s=2, max_attempts=1)
+    controller = controller_factory(settings=settings)
+    controller.start()
+    workers = controller.start_workers()
+    report_known(redis_url, "once", scripted_agent.url)
+    wait_for(lambda: llm.requests, timeout_s=40, what="the slow diagnosis to reach the LLM")
+    kill_tree(workers.pid)
+    workers.wait(10)
+    request = wait_for(
+        lambda: (
+            (r := requests_of(controller, "once").get("failure"))
+            and r["state"] == "abandoned"
+            and r
+        ),
+        timeout_s=60,
+        what="the request abandoned once its only attempt's worker died",
+    )
+    assert (request["attempt"], request["max_attempts"]) == (1, 1)
+    assert request["reason"] == "the diagnosing worker's lease lapsed; gave up after 1 attempt"
+    stages = httpx.get(f"{controller.url}/v1/runs/once/stages").json()["stages"]
+    assert [s["pending"] for s in stages] == [0], stages
+    assert len(llm.requests) == 1  # nothing asked the LLM again

@@ -1,12 +1,15 @@
-"""Taking jobs off the queues: priority order, one atomic step, and what counts as waiting."""
+"""Taking jobs off the queues: priority order, one atomic step, what counts as waiting,
+and what RQ shows of a job."""
 
 from __future__ import annotations
 
 import redis
 from rq import Queue, Worker
 from rq.intermediate_queue import IntermediateQueue
+from rq.job import Job
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
+from gencoach.protocol.jobs import DiagnosisJob
 from gencoach.rq_adapter import PriorityQueue, enqueue, job_id, waiting
 from tests.support.agent_server import ScriptedAgent
 from tests.workers.builders import diagnosis_job, repair_job
@@ -50,3 +53,14 @@ def test_a_job_counts_as_waiting_until_a_worker_starts_it(redis_client: redis.Re
     Worker([QUEUE_DIAGNOSIS], connection=redis_client).prepare_job_execution(taken[0])
     assert not waiting(redis_client, rq_id)
     assert not waiting(redis_client, "no-such-job")
+
+
+def test_a_job_carries_its_retry_policy_where_rq_shows_it(redis_client: redis.Redis) -> None:
+    """`rq info` and rq-dashboard describe a job by its attempt of its `max_attempts`, and
+    the payload a worker reads carries both."""
+    job = diagnosis_job(attempt=2, max_attempts=4)
+    stored = Job.fetch(enqueue(redis_client, job, job_timeout_s=60), connection=redis_client)
+    assert stored.description == f"diagnosis {job.request_id} attempt 2 of 4"
+    (payload,) = stored.args
+    carried = DiagnosisJob.parse_json(payload)
+    assert (carried.attempt, carried.max_attempts) == (2, 4)

@@ -34,6 +34,7 @@ from gencoach.config.fields import (
 )
 from gencoach.config.redaction import mask_password
 from gencoach.config.urls import http_url_problem, url_has_prefix
+from gencoach.protocol.jobs import DEFAULT_MAX_ATTEMPTS
 
 BACKEND_TYPES = ("openai", "ollama", "python")
 NO_BACKEND = "coaching is enabled but no backend is configured under `backends`"
@@ -116,6 +117,7 @@ class CoachingSettings(Limits):
 
     enabled: bool = False
     lease_s: Seconds = 30.0
+    max_attempts: Count = DEFAULT_MAX_ATTEMPTS
     routes: RouteSwitches = Field(default_factory=RouteSwitches)
     examples: ExamplesSettings = Field(default_factory=ExamplesSettings)
 

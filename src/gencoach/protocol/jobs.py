@@ -7,7 +7,7 @@ Results come back on the results stream as one `JobResult` each.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,6 +25,10 @@ from gencoach.protocol.decision_text import decision_line
 DiagnosisRoute = Literal["failure", "no_action", "exceeded", "suboptimal"]
 JobName = Literal["diagnosis", "repair", "rewrite"]
 PositiveInt = Annotated[int, Field(ge=1)]
+
+DEFAULT_MAX_ATTEMPTS: Final = 3
+"""How many times a request's job is tried when its workers keep dying (the default of
+`coaching.max_attempts`)."""
 NonNegativeFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
@@ -88,6 +92,7 @@ class DiagnosisJob(ContractModel):
     examples: list[ExampleCase] = Field(default_factory=list)
     optimal_trajectory: str | None = None
     attempt: PositiveInt = 1
+    max_attempts: PositiveInt = DEFAULT_MAX_ATTEMPTS
 
     @model_validator(mode="after")
     def _has_diagnosable_step(self) -> DiagnosisJob:
@@ -107,6 +112,7 @@ class RepairJob(ContractModel):
     coaching: SpecializedCoachingRequest
     timeout_s: Annotated[float, Field(gt=0)] = 120.0
     attempt: PositiveInt = 1
+    max_attempts: PositiveInt = DEFAULT_MAX_ATTEMPTS
 
 
 class RewriteJob(ContractModel):
@@ -122,6 +128,7 @@ class RewriteJob(ContractModel):
     rejection_reason: str
     trajectory: list[JobStep] = Field(default_factory=list)
     attempt: PositiveInt = 1
+    max_attempts: PositiveInt = DEFAULT_MAX_ATTEMPTS
 
 
 AnyJob = DiagnosisJob | RepairJob | RewriteJob

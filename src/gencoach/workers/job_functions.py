@@ -158,7 +158,13 @@ async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) ->
 async def perform(job: AnyJob, resources: JobResources) -> JobResult:
     """Do the job within its time limit while holding its lease, and say how it went."""
     context = resources.context
-    log.info("job.started", job=job.job, attempt=job.attempt, pid=os.getpid())
+    log.info(
+        "job.started",
+        job=job.job,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        pid=os.getpid(),
+    )
     started = anyio.current_time()
     transcript = Transcript()
     outcome: Outcome | None = None

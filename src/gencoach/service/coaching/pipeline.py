@@ -156,6 +156,7 @@ class CoachingPipeline:
                 candidate_gen_id=gen_candidate_id,
                 stage_id=steps[-1].stage_id,
                 state="opportunity",
+                max_attempts=settings.coaching.max_attempts,
                 faulty_candidate_id=await self.store.storage_id(run_id, faulty) if faulty else None,
                 faulty_gen_id=faulty,
             ).moved("opportunity")
@@ -233,12 +234,12 @@ class CoachingPipeline:
         if await self.requests.move(request, running):
             log.info("coaching.started", job=request.job, attempt=request.attempt)
 
-    async def retry(self, request: CoachingRequest, reason: str, max_attempts: int) -> None:
-        """Dispatch an in-flight request's job again after its worker was lost, or give up."""
-        if request.attempt >= max_attempts:
-            await self._end(
-                request, "abandoned", f"{reason}; gave up after {request.attempt} attempts"
-            )
+    async def retry(self, request: CoachingRequest, reason: str) -> None:
+        """Dispatch an in-flight request's job again after its worker was lost, or give up
+        once its job was tried `max_attempts` times."""
+        if request.attempt >= request.max_attempts:
+            tries = "1 attempt" if request.attempt == 1 else f"{request.attempt} attempts"
+            await self._end(request, "abandoned", f"{reason}; gave up after {tries}")
             return
         found = await self._steps(request.run_id, request.candidate_id)
         if found is None:

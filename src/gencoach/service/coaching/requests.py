@@ -39,7 +39,7 @@ from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
-from gencoach.protocol.jobs import Diagnosis, JobName
+from gencoach.protocol.jobs import DEFAULT_MAX_ATTEMPTS, Diagnosis, JobName
 from gencoach.service.coaching.lifecycle import (
     FAILED,
     IN_FLIGHT,
@@ -106,6 +106,9 @@ class CoachingRequest(BaseModel):
     state: RequestState
     reason: str | None = None
     attempt: int = 1
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    """How many times its job is tried when workers die: `coaching.max_attempts` when it
+    was opened, carried by each of its jobs."""
     job: JobName | None = None
     """The job the request waits for or runs (while queued or running)."""
     diagnosis: Diagnosis | None = None
@@ -313,6 +316,7 @@ def describe(request: CoachingRequest) -> dict[str, object]:
         "state": request.state,
         "reason": request.reason,
         "attempt": request.attempt,
+        "max_attempts": request.max_attempts,
         "job": request.job,
         "diagnosis": request.diagnosis.model_dump() if request.diagnosis else None,
         "decision_source": request.proposals[0].decision_source if request.proposals else None,

@@ -13,7 +13,7 @@ when its holder is dead. The lease follows the job's RQ state:
   to start the job (a loaded machine, a cold process) does not lose the slot in the
   hand-over, the controller keeps renewing for one more lease after it first sees the
   job started. A worker that dies then lets the lease lapse within two leases at most,
-  and the request is retried.
+  and the request is retried, up to its `max_attempts`.
 - **ended** (or unknown to RQ): the result is on its way or the job was lost; a lapsed
   lease then means the holder died, and the request is retried.
 """
@@ -31,7 +31,6 @@ from gencoach.service.coaching.requests import RUNNING, CoachingRequest, job_of
 
 log = get_logger("holding")
 
-MAX_ATTEMPTS = 3
 # How long the controller remembers when it first saw a job started; past it, seeing it
 # started again only repeats a hand-over renewal, which cannot revive a lapsed lease.
 FORGET_AFTER_S = 3_600.0
@@ -79,7 +78,7 @@ class SlotHolder:
             self._started_seen.pop(key, None)
         if not await self.limits.lease_alive(run_id, stage_id, request_id):
             reason = f"the {RUNNING[job]} worker's lease lapsed"
-            await self.coach.retry(request, reason, MAX_ATTEMPTS)
+            await self.coach.retry(request, reason)
 
     def forget_old(self) -> None:
         """Drop hand-over times too old to matter (called once per pass)."""

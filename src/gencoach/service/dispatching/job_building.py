@@ -109,6 +109,7 @@ def diagnosis_job(
         examples=list(examples),
         optimal_trajectory=optimal_trajectory,
         attempt=request.attempt,
+        max_attempts=request.max_attempts,
     )
 
 
@@ -129,6 +130,7 @@ def rewrite_job(
         rejection_reason=failure_reason(execution) or "the stage failed",
         trajectory=job_steps(steps),
         attempt=request.attempt,
+        max_attempts=request.max_attempts,
     )
 
 
@@ -202,4 +204,5 @@ def repair_job(
         coaching=coaching,
         timeout_s=timeout_s,
         attempt=request.attempt,
+        max_attempts=request.max_attempts,
     )
