@@ -78,6 +78,8 @@ class ScriptedAgent:
         self.coaching_requests: list[Json] = []
         self.response_requests: list[Json] = []
         self.coaching_replies: deque[Callable[[Json], tuple[int, Json]]] = deque()
+        # When set, /v1/coaching answers only once this event is (a repair held open).
+        self.coaching_gate: threading.Event | None = None
         # When set, /v1/responses answers only once this event is (a reinjection held open).
         self.responses_gate: threading.Event | None = None
         self.response_status: int | None = None  # answer /v1/responses with this error
@@ -122,6 +124,8 @@ class ScriptedAgent:
             with self.lock:
                 self.coaching_requests.append(body)
                 script = self.coaching_replies.popleft() if self.coaching_replies else None
+            if self.coaching_gate is not None:
+                await anyio.to_thread.run_sync(self.coaching_gate.wait, abandon_on_cancel=True)
             status, answer = script(body) if script else (200, correction(body))
             return JSONResponse(answer, status)
 

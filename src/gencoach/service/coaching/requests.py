@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from gencoach.config import Limits
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
+from gencoach.crashpoints import crash_point
 from gencoach.funnel import funnel_row
 from gencoach.limits import (
     Admission,
@@ -196,6 +197,7 @@ class RequestStore:
         )
         if created:
             self._arrived(request, 0)
+            crash_point(f"request:{request.route}:{request.state}")
         return bool(created)
 
     async def move(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
@@ -262,6 +264,8 @@ class RequestStore:
         reply = parse_reply(await self._move(keys=keys, args=args))
         if reply.outcome == "moved":
             self._arrived(moved, recorded)
+            for step in moved.history[recorded:]:
+                crash_point(f"request:{moved.route}:{step.state}")
             if current.state in MAY_ORDER and moved.state not in MAY_ORDER:
                 await self._settled_check(current.run_id)
         else:

@@ -1,0 +1,249 @@
+"""A kill at every state a coaching request can be stored in loses no request and leaks no
+slot.
+
+The controller is killed with SIGKILL right after it stores the state (a crash point,
+`gencoach.crashpoints`), so whatever it would have done next (dispatch a job, reinject,
+prove) is lost with it; then it is started again. `admitted` is stored in the same write
+as `queued` (admission takes the slot and queues the first job in one step), so a kill
+there is a kill at `queued`. The worker is killed while its job runs (`diagnosing`,
+`repairing`): the pool replaces it and the request's lease lapses. Every time, the request
+ends where it would have without the kill, with one branch order, and its stage holds no
+pending slot.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from rq import Worker
+
+from gencoach.client import Reporter
+from gencoach.constants import Keys
+from gencoach.crashpoints import ENV as CRASH_AT
+from gencoach.protocol import BranchOrder
+from tests.service.test_branches import _state
+from tests.service.test_routes_more import _two_step_run
+from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import (
+    REINJECTED_IN_KNOWN_RUN,
+    coaching_settings,
+    report_known,
+    requests_of,
+    succeed_after,
+)
+from tests.support.controller import ControllerProcess, wait_for
+from tests.support.graphs import RUN_STARTED
+from tests.support.llm_server import ScriptedLLMServer, held, json_reply
+from tests.support.processes import child_pids, log_tail
+
+pytestmark = [pytest.mark.slow, pytest.mark.redis]
+
+KEYS = Keys()
+DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision": None}
+# The states the known run's failure request is stored in, in order, once the generator
+# executes its branch and the branch ends the stage in success.
+FAILURE_PATH = [
+    "opportunity",
+    "admitted",
+    "queued",
+    "diagnosing",
+    "repairing",
+    "corrected",
+    "reinjected",
+    "executed",
+    "proven",
+]
+# A recovery waits for a lease to lapse (5 s here) or a reconciliation pass: generous.
+RECOVERY_S = 90.0
+
+
+def _settings(llm: ScriptedLLMServer) -> dict[str, Any]:
+    return coaching_settings(llm, format=False, suboptimal=False)
+
+
+def _pending_slots(controller: ControllerProcess, run_id: str) -> int:
+    response = httpx.get(f"{controller.url}/v1/runs/{run_id}/stages", timeout=10)
+    assert response.status_code == 200, response.text
+    return sum(stage["pending"] for stage in response.json()["stages"])
+
+
+def _crashed(controller: ControllerProcess, point: str) -> None:
+    """Wait for the controller to kill itself at `point`; fail with its output if not."""
+    try:
+        code = controller.wait(timeout_s=RECOVERY_S)
+    except Exception as error:
+        raise AssertionError(
+            f"the controller did not reach the crash point {point} in {RECOVERY_S} s:\n"
+            + log_tail(controller.log_path)
+        ) from error
+    assert code == -signal.SIGKILL, log_tail(controller.log_path)
+    assert f"crash point {point}" in controller.log_text(), log_tail(controller.log_path)
+
+
+def _settled_request(
+    controller: ControllerProcess, run_id: str, route: str, ends: frozenset[str]
+) -> dict[str, Any]:
+    def check() -> Any:
+        found = requests_of(controller, run_id)
+        request = found.get(route)
+        return found if request is not None and request["state"] in ends else None
+
+    try:
+        found = wait_for(check, timeout_s=RECOVERY_S, what=f"the {route} request ended")
+    except TimeoutError as error:
+        raise AssertionError(
+            f"{error}; its requests: {requests_of(controller, run_id)}\n"
+            + log_tail(controller.log_path)
+        ) from error
+    others = {r: other["state"] for r, other in found.items() if r != route}
+    assert set(others.values()) <= {"skipped"}, f"the other routes are switched off: {found}"
+    request: dict[str, Any] = found[route]
+    return request
+
+
+def _no_slot_held(controller: ControllerProcess, run_id: str) -> None:
+    wait_for(
+        lambda: _pending_slots(controller, run_id) == 0,
+        timeout_s=30,
+        what=f"run {run_id}'s stages holding no pending slot",
+    )
+
+
+def _order(generator: Reporter) -> BranchOrder:
+    orders: list[BranchOrder] = []
+    wait_for(
+        lambda: orders.extend(generator.branch_orders(block_s=0.2)) or orders,
+        timeout_s=RECOVERY_S,
+        what="the branch order",
+    )
+    (order,) = orders
+    return order
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("state", FAILURE_PATH)
+def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
+    state: str,
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """Killed just after storing `state`, then restarted: the failure request is still
+    diagnosed, repaired and reinjected once, and proven once the generator has executed
+    its one branch order; its stage holds no slot."""
+    point = f"request:failure:{state}"
+    # A job's result that arrives before the controller saw the job start skips its running
+    # state: the peer that answers it is held until the kill.
+    gate = threading.Event()
+    llm.default = json_reply(DIAGNOSIS)
+    if state == "diagnosing":
+        llm.script(held(gate, json_reply(DIAGNOSIS)))
+    elif state == "repairing":
+        scripted_agent.coaching_gate = gate
+    controller = controller_factory(settings=_settings(llm), env={CRASH_AT: point})
+    controller.start()
+    controller.start_workers()
+    run_id = f"kill-{state}"
+    report_known(redis_url, run_id, scripted_agent.url)
+    with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
+        executed_before = state in ("executed", "proven")
+        if executed_before:  # the branch is executed before the kill
+            succeed_after(generator, _order(generator))
+        _crashed(controller, point)
+        controller.env = {}
+        controller.start()
+        gate.set()
+        if not executed_before:
+            succeed_after(generator, _order(generator))
+        request = _settled_request(controller, run_id, "failure", frozenset({"proven"}))
+    history = [step["state"] for step in request["history"]]
+    assert state in history, history
+    assert history[-3:] == ["reinjected", "executed", "proven"], history
+    assert redis_client.xlen(KEYS.branches(run_id)) == 1, "one branch order"
+    _no_slot_held(controller, run_id)
+
+
+@pytest.mark.timeout(300)
+def test_a_controller_killed_while_rewriting_loses_nothing(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """The text-rewrite route's running state: killed just after storing `rewriting`,
+    the restarted controller still reinjects the rewrite once."""
+    point = "request:text_rewrite:rewriting"
+    gate = threading.Event()  # the rewrite is answered only after the restart
+    llm.script(held(gate, json_reply({"say": "the answer is 42"})))
+    llm.default = json_reply({"say": "the answer is 42"})
+    controller = controller_factory(settings=coaching_settings(llm), env={CRASH_AT: point})
+    controller.start()
+    controller.start_workers()
+    with Reporter("kill-text", redis_url=redis_url) as reporter:
+        reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
+        stage = {"id": 0, "goal": "answer", "text_only": True}
+        _two_step_run(reporter, "text", stage, {"event": "failure", "state": "exceeded"})
+    _crashed(controller, point)
+    controller.env = {}
+    controller.start()
+    gate.set()
+    request = _settled_request(controller, "kill-text", "text_rewrite", frozenset({"reinjected"}))
+    assert "rewriting" in [step["state"] for step in request["history"]]
+    assert redis_client.xlen(KEYS.branches("kill-text")) == 1, "one branch order"
+    _no_slot_held(controller, "kill-text")
+
+
+def _worker_of(redis_url: str, pool: int) -> int:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        (worker,) = [w.pid for w in Worker.all(connection=client) if w.pid in child_pids(pool)]
+    finally:
+        client.close()
+    return worker
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("state", ["diagnosing", "repairing"])
+def test_a_worker_killed_while_its_job_runs_loses_nothing(
+    state: str,
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """The one worker process is SIGKILLed while the request's job runs (the LLM or the
+    agent holds its answer): the pool replaces it, the lease lapses, the job is tried
+    again, and the request is reinjected with its second attempt."""
+    gate = threading.Event()
+    if state == "diagnosing":
+        llm.script(held(gate, json_reply(DIAGNOSIS)))
+    else:
+        scripted_agent.coaching_gate = gate
+    llm.default = json_reply(DIAGNOSIS)
+    settings = _settings(llm)
+    settings["workers"] = {**settings["workers"], "processes": 1}
+    controller = controller_factory(settings=settings)
+    controller.start()
+    pool = controller.start_workers()
+    run_id = f"worker-{state}"
+    report_known(redis_url, run_id, scripted_agent.url)
+    wait_for(_state(controller, run_id, "failure", state), timeout_s=60, what=state)
+    os.kill(_worker_of(redis_url, pool.pid), signal.SIGKILL)
+    gate.set()  # the killed job's connection is gone; the retried job is answered at once
+    request = _settled_request(controller, run_id, "failure", REINJECTED_IN_KNOWN_RUN)
+    assert request["attempt"] == 2, request["history"]
+    reasons = [step.get("reason") or "" for step in request["history"]]
+    assert any("lease lapsed" in reason for reason in reasons), request["history"]
+    assert redis_client.xlen(KEYS.branches(run_id)) == 1, "one branch order"
+    _no_slot_held(controller, run_id)
