@@ -35,7 +35,7 @@ from typing import Any, Final, Literal
 import redis
 from rq import Queue, Worker
 from rq.command import parse_payload
-from rq.exceptions import DequeueTimeout, DuplicateJobError, NoSuchJobError
+from rq.exceptions import DequeueTimeout, DuplicateJobError, InvalidJobOperation
 from rq.executions import Execution
 from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job, JobStatus
@@ -336,9 +336,9 @@ def job_state(connection: redis.Redis, rq_id: str) -> JobState:
     milliseconds later; if that worker dies in between, RQ's maintenance fails the job
     out of the intermediate list within minutes and the lease then lapses.
     """
-    try:
-        status = Job.fetch(rq_id, connection=connection).get_status()
-    except NoSuchJobError:
+    try:  # the status field alone (one HGET), not the job's whole hash and payload
+        status = Job(rq_id, connection=connection).get_status()
+    except InvalidJobOperation:  # no such job (or one without a status)
         return "ended"
     if status in _WAITING:
         return "waiting"

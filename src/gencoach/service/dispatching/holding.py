@@ -61,6 +61,10 @@ class SlotHolder:
         state = await self.dispatcher.job_state(request_id, job, request.attempt)
         key = (request_id, job, request.attempt)
         if state == "waiting":
+            # A renewal is the common case and costs a third of an admission, which
+            # also counts the stage; only a lapsed lease is admitted again.
+            if await self.limits.renew(run_id, stage_id, request_id, lease_s):
+                return
             admission = await self.coach.admit_lease(request)
             if admission.outcome == "admitted":
                 log.warning("holding.slot_retaken", job=job, reason="the lease lapsed in queue")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final, Literal, cast
 
 import anyio.lowlevel
@@ -55,6 +56,22 @@ MARKERS, LOGS, SOURCES = "markers", "logs", "coaching_sources"
 # Which request each coaching log came from: log index -> request id.
 LOG_OWNERS = "log_owners"
 ATTEMPTS, ORDERS = "attempts", "orders"
+ACTIVITY_BATCH: Final = 500
+_ACTIVITY_FIELDS: Final = ("state", "last_event_at", "started_at", "registered")
+
+
+@dataclass(frozen=True)
+class RunActivity:
+    """What a reconciliation pass needs to know of an open run (`GraphStore.activity`)."""
+
+    state: str | None
+    """None when the run's state is gone."""
+    silent_s: float
+    """Seconds since its last event (or its start), by Redis's clock."""
+    registered: bool
+    """Whether its agent's registration ended (answered or refused)."""
+
+
 # Parts written outside the apply script: coaching markers and sources, requests,
 # attempts and published orders, coaching logs, the generator's teacher states, settle
 # probes and routed terminals (gencoach.settling), the generator's own resume state.
@@ -140,6 +157,27 @@ class GraphStore:
         """The run's run.started event, or None for an unknown run."""
         raw = await self.client.hget(self.keys.run(run_id, META), "started")
         return RunStarted.model_validate_json(raw) if raw is not None else None
+
+    async def activity(self, run_ids: Sequence[str]) -> dict[str, RunActivity]:
+        """Each run's state, how long it has been silent and whether its agent was
+        registered: one command a run, `ACTIVITY_BATCH` runs a round trip."""
+        now_s, _ = await self.client.time()
+        found: dict[str, RunActivity] = {}
+        for first in range(0, len(run_ids), ACTIVITY_BATCH):
+            batch = run_ids[first : first + ACTIVITY_BATCH]
+            pipe = self.client.pipeline(transaction=False)
+            for run_id in batch:
+                pipe.hmget(self.keys.run(run_id, META), list(_ACTIVITY_FIELDS))
+            for run_id, (state, last, started_at, registered) in zip(
+                batch, await pipe.execute(), strict=True
+            ):
+                heard = last if last is not None else started_at
+                found[run_id] = RunActivity(
+                    state=as_text(state) if state is not None else None,
+                    silent_s=now_s - float(as_text(heard)) if heard is not None else 0.0,
+                    registered=registered is not None,
+                )
+        return found
 
     async def unregistered(self, run_id: str) -> RunStarted | None:
         """The run.started of a run whose agent was never asked for its info, if so."""

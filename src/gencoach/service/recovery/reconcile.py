@@ -9,8 +9,10 @@ routed again. Queues whose jobs wait unclaimed too long are reported once each. 
 own recovery of a killed job is far slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`);
-active runs that fell silent are finished as abandoned; the open runs' entries in the
-runs index are checked against their own state (and runs whose keys expired leave it);
+active runs that fell silent are finished as abandoned (one read of every active run's
+state a pass, in batches, and the abandoning script only for those found silent); the
+open runs' entries in the runs index are checked against their own state every
+`REPAIR_EVERY_S` (and runs whose keys expired leave it);
 and runs whose state vanished while still active or unsaved (Redis restarted without
 persistence) are named in the log. Saved runs are looked at for `RECHECK_FOR_S` after
 their save, so a pass costs the open and recent runs, not all the runs Redis keeps.
@@ -18,6 +20,7 @@ their save, so a pass costs the open and recent runs, not all the runs Redis kee
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -35,7 +38,7 @@ from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.dispatching.backlog import BacklogWatch
 from gencoach.service.dispatching.holding import SlotHolder
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.graphs.graphstore import GraphStore, RunActivity
 from gencoach.service.isolation import isolated
 from gencoach.service.recovery.runends import RunEnds
 from gencoach.service.runlife import RunLife
@@ -48,6 +51,8 @@ STALE_S = 5.0
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
 RECHECK_FOR_S = 300.0
+# How often a pass reads every run it looks at from the run's own state, not the index.
+REPAIR_EVERY_S = 30.0
 
 
 class Reconciler:
@@ -84,6 +89,7 @@ class Reconciler:
         # finished run was first found with every request terminal.
         self._open: set[str] = set()
         self._settled: dict[str, float] = {}
+        self._repaired_at = -math.inf  # the first pass reads every run's own state
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -116,11 +122,15 @@ class Reconciler:
         self._open |= self.runs.take_started()
         states = await self._states(settings.controller.saved_ttl_s)
         await self._note_lost(states)
+        active = [run_id for run_id, state in states.items() if state == "active"]
+        activity = await self.store.activity(active)
         for run_id, state in states.items():
             with bound(run_id=run_id):
                 async with isolated("reconcile.run_failed", state=state):
                     if state == "active":
-                        await self._active(run_id, lease_s, settings.controller.abandon_idle_s)
+                        await self._active(
+                            activity[run_id], run_id, lease_s, settings.controller.abandon_idle_s
+                        )
                     elif state in ("finished", "saved") and self._unsettled(run_id):
                         await self._settle(run_id)
                     if state == "finished":
@@ -128,19 +138,24 @@ class Reconciler:
         self._settled = {r: at for r, at in self._settled.items() if r in states}
 
     async def _states(self, saved_ttl_s: int) -> dict[str, str | None]:
-        """The runs a pass looks at, by their own state: active and finished ones, those
-        saved within `RECHECK_FOR_S`, and those seen open before. The runs index is
-        repaired from what is found (a crash between a run's write and the index's)."""
+        """The runs a pass looks at: active and finished ones, those saved within
+        `RECHECK_FOR_S`, and those seen open before, each in its state.
+
+        The runs index gives the states. Runs seen open and no longer in it are read from
+        their own state (gone: None), and every `REPAIR_EVERY_S` all of them are, which
+        repairs the index (a crash between a run's write and the index's)."""
         index = self.store.index
         now_s, _ = await self.store.client.time()
         recent_ms = (now_s + saved_ttl_s - RECHECK_FOR_S) * 1000
-        run_ids = {
-            *await index.in_state("active"),
-            *await index.in_state("finished"),
-            *await index.saved_since(int(recent_ms)),
-            *self._open,
-        }
-        return await index.repair(sorted(run_ids))
+        listed: dict[str, str | None] = dict.fromkeys(await index.in_state("active"), "active")
+        listed.update(dict.fromkeys(await index.in_state("finished"), "finished"))
+        for run_id in await index.saved_since(int(recent_ms)):
+            listed.setdefault(run_id, "saved")
+        if time.monotonic() - self._repaired_at >= REPAIR_EVERY_S:
+            self._repaired_at = time.monotonic()
+            return await index.repair(sorted({*listed, *self._open}))
+        unlisted = sorted(self._open - listed.keys())
+        return listed | (await index.repair(unlisted) if unlisted else {})
 
     def _unsettled(self, run_id: str) -> bool:
         # A request can still appear, or be moved on, just after its run was settled (a
@@ -153,12 +168,16 @@ class Reconciler:
         if await self.ends.settle(run_id):
             self._settled.setdefault(run_id, time.monotonic())
 
-    async def _active(self, run_id: str, lease_s: float, idle_s: float) -> None:
-        if await self.ends.abandon_if_idle(run_id, idle_s):
+    async def _active(
+        self, activity: RunActivity, run_id: str, lease_s: float, idle_s: float
+    ) -> None:
+        if activity.state != "active":
+            return  # its entry in the index is behind: the next repair puts it right
+        if activity.silent_s >= idle_s and await self.ends.abandon_if_idle(run_id, idle_s):
             self.runs.finished(run_id)
             return
         # Its agent was never asked (the registration failed with Redis away): ask again.
-        started = await self.store.unregistered(run_id)
+        started = None if activity.registered else await self.store.unregistered(run_id)
         if started is not None:
             self.runs.register(run_id, started.agent_url)
         for request in await self.requests.all(run_id):
