@@ -18,8 +18,10 @@ one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per correctio
 part, less the benchmark's own XREADs of the branch orders and its INFO), the peak RSS of
 the worker processes, and where the time beyond N·D/W went: the posting (the clock's
 start to the last failure accepted), the lead (to the first LLM call) and the tail (the
-last LLM answer to the last branch order). Under the table, per W, the 12 commands
-Redis ran most, per correction.
+last LLM answer to the last branch order), then the CPU this harness spent per
+correction (its scripted LLM and agent, its posting threads) and the cores every process
+kept busy on average (service and harness: near the machine's count, it is CPU-bound).
+Under the table, per W, the 12 commands Redis ran most, per correction.
 
     .venv/bin/python -m benchmarks.throughput [--slots 1,2,4,8,16,32] [--per-slot 10]
         [--latency-s 1.0] [--via http|stream] [--runs-per-request 1]
@@ -71,7 +73,7 @@ class Row:
     corrections: int
     elapsed_s: float
     latencies: list[float]
-    cpu_s: dict[str, float]
+    cpu_s: dict[str, float]  # controller, workers, redis, and this harness
     worker_peak_rss_mb: float
     lead_s: float  # from publishing the failures to the first LLM call
     tail_s: float  # from the last LLM answer to the last branch order
@@ -104,6 +106,12 @@ def _cpu_s(pid: int) -> float:
     except FileNotFoundError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) * TICK_S  # utime, stime
+
+
+def _own_cpu_s() -> float:
+    """This process's CPU: the scripted LLM and agent, the posting threads, the reads."""
+    times = os.times()
+    return times.user + times.system
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -299,6 +307,7 @@ def measure(
         sent: dict[str, float] = {}
         commands_before = _command_calls(client)
         before = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
+        before["harness"] = _own_cpu_s()
         started = time.monotonic()
         if poster is not None:
             poster.start(failures, sent)
@@ -320,6 +329,7 @@ def measure(
         tail_s = started + elapsed - (calls[-1] + latency_s)
         pids["workers"] = _tree(workers.pid)
         after = {name: sum(_cpu_s(pid) for pid in group) for name, group in pids.items()}
+        after["harness"] = _own_cpu_s()
         peak_rss = sum(_peak_rss_mb(pid) for pid in pids["workers"])
     except SystemExit:
         print(controller.log_text()[-6000:])
@@ -400,6 +410,7 @@ def main() -> None:
         f"{'W':>3} {'N':>4} {'corr/s':>7} {'/ideal':>7} {'/GEN':>6} {'p50 s':>6} {'p99 s':>6}"
         f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'redis cmds/corr':>15}"
         f" {'worker peak RSS':>16} {'post s':>6} {'lead s':>6} {'tail s':>6}"
+        f" {'harness ms':>10} {'cores busy':>10}"
     )
     rows: list[Row] = []
     with bench_redis(options.redis_url) as url:
@@ -420,14 +431,17 @@ def main() -> None:
             commands = sum(row.commands.values()) / row.corrections
             rate = row.corrections / row.elapsed_s
             cpu = {name: 1000 * value / row.corrections for name, value in row.cpu_s.items()}
+            harness = cpu.pop("harness")
             parts = f"{cpu['controller']:.1f}+{cpu['workers']:.1f}+{cpu['redis']:.1f}"
+            busy = sum(row.cpu_s.values()) / row.elapsed_s
             print(
                 f"{row.slots:>3} {row.corrections:>4} {rate:>7.2f} {rate * d / row.slots:>7.3f}"
                 f" {rate * d:>6.2f} {p50(row.latencies):>6.2f}"
                 f" {percentile(row.latencies, 0.99):>6.2f}"
                 f" {sum(cpu.values()):>8.1f} = {parts:<18} {commands:>15.1f}"
                 f" {row.worker_peak_rss_mb:>13.0f} MB"
-                f" {row.post_s:>6.2f} {row.lead_s:>6.2f} {row.tail_s:>6.2f}",
+                f" {row.post_s:>6.2f} {row.lead_s:>6.2f} {row.tail_s:>6.2f}"
+                f" {harness:>10.1f} {busy:>10.2f}",
                 flush=True,
             )
     print()

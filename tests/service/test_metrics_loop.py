@@ -85,9 +85,12 @@ async def test_counters_follow_the_events_and_the_coaching(
         samples = scrape(url)
         counted = samples.by("gencoach_events_total", "type", outcome="applied")
         proven = samples.value("gencoach_proofs_total", route="failure", outcome="proven")
-        # Workers flush their counts every second: wait for the jobs' counts too.
+        # Workers flush their counts every second, apart from the controller's: wait for the
+        # jobs' counts and the teacher's calls too (a proof may be counted before the flush
+        # that carries its diagnosis's call).
         jobs = samples.by("gencoach_jobs_total", "kind")
-        worked = jobs.get("repair", 0) >= 3 and jobs.get("diagnosis", 0) >= 3
+        calls = samples.total("gencoach_llm_calls_total", backend="teacher", outcome="ok")
+        worked = jobs.get("repair", 0) >= 3 and jobs.get("diagnosis", 0) >= 3 and calls >= 3
         return samples if counted == reported and proven == 3 and worked else None
 
     samples = wait_for(caught_up, timeout_s=30, what="the events, proofs and jobs to be counted")

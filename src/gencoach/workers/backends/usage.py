@@ -26,8 +26,9 @@ class UsageLedger:
         self._client = client
 
     async def add(self, usage: Usage) -> None:
-        """Count one completion and its tokens."""
-        async with self._client.pipeline(transaction=True) as pipe:
+        """Count one completion and its tokens (one round trip; each field's increment is
+        atomic, so no transaction is needed around them)."""
+        async with self._client.pipeline(transaction=False) as pipe:
             pipe.hincrby(self.key, "prompt_tokens", usage.prompt_tokens)
             pipe.hincrby(self.key, "completion_tokens", usage.completion_tokens)
             pipe.hincrby(self.key, "total_tokens", usage.total_tokens)
