@@ -31,6 +31,8 @@ def id_problem(value: str) -> str | None:
         return f"an id must not be empty ({ID_RULE})"
     if len(value) > MAX_ID_LENGTH:
         return f"an id has at most {MAX_ID_LENGTH} characters, got {len(value)}"
+    if value.isascii() and value.isprintable() and "{" not in value and "}" not in value:
+        return None  # the common case, checked in C: printable ASCII is every allowed kind
     for position, char in enumerate(value):
         if char in _HASH_TAG or unicodedata.category(char) in _FORBIDDEN_CATEGORIES:
             return (
