@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -16,13 +17,16 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
+from gencoach.protocol.jobs import JobResult
 from gencoach.service.coaching.lifecycle import (
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
     RequestState,
 )
+from gencoach.service.coaching.pipeline import CoachingPipeline
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
+from gencoach.service.graphs.graphstore import GraphStore
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
 LEASE_S = 60.0
@@ -141,6 +145,67 @@ async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: R
     assert (stored.state, stored.attempt) == ("corrected", 1)
     assert (await limits.counts("r1", 0)).pending == 1
     assert _arrivals(metrics, "admitted") == _arrivals(metrics, "corrected") == 1
+
+
+class _ReadBeforeAMove(RequestStore):
+    """A store whose next read answers `snapshot`: the copy a reader took just before
+    another writer moved the request."""
+
+    snapshot: CoachingRequest | None = None
+
+    async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
+        if self.snapshot is not None:
+            snapshot, self.snapshot = self.snapshot, None
+            return snapshot
+        return await super().get(run_id, request_id)
+
+
+@pytest.mark.asyncio
+async def test_a_result_read_before_its_request_showed_running_still_applies(
+    async_redis: Redis,
+) -> None:
+    """The result handler read the request `queued`; before it wrote, the reconciler
+    showed it `diagnosing` (it saw the worker had taken the job, which had already ended).
+    The handler's move is refused as stale, and the result is applied to the request as it
+    now stands: the finished work is not lost, to be done again once the lease lapsed."""
+    requests = _ReadBeforeAMove(async_redis, Keys())
+    limits = StageLimits(async_redis, Keys())
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    queued = opportunity.moved("admitted").moved("queued", job="diagnosis")
+    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    assert await requests.move(queued, queued.moved("diagnosing", "a worker took the job"))
+    requests.snapshot = queued
+    # A declined diagnosis moves the request through the store alone: the stages a
+    # correction is handed to (jobs, reinjection, routing) are not reached.
+    unused: Any = None
+    coach = CoachingPipeline(
+        async_redis,
+        Keys(),
+        GraphStore(async_redis, Keys()),
+        requests,
+        limits,
+        unused,
+        unused,
+        unused,
+        unused,
+        unused,
+        unused,
+    )
+    result = JobResult(
+        request_id=queued.request_id,
+        run_id="r1",
+        job="diagnosis",
+        status="declined",
+        reason="nothing to correct",
+    )
+    await coach.on_result(result)
+
+    stored = await requests.get("r1", queued.request_id)
+    assert stored is not None
+    assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
+    assert [record.status for record in stored.jobs] == ["declined"]
+    assert (await limits.counts("r1", 0)).pending == 0
 
 
 @pytest.mark.asyncio

@@ -53,6 +53,10 @@ from gencoach.service.isolation import isolated
 
 log = get_logger("coach")
 
+# How many times a job's result is applied to its request when another writer moved the
+# request in between (at most once more is needed: queued to running).
+RESULT_TRIES = 3
+
 
 class Dispatcher(Protocol):
     """Hands a job to the workers."""
@@ -261,15 +265,17 @@ class CoachingPipeline:
         log.warning("coaching.retry", attempt=retried.attempt, reason=reason)
         await self.dispatcher.dispatch(await self._job(retried, steps, graph, settings))
 
-    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> None:
-        """End the request (its slot goes back in the same step), unless it moved on."""
+    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> bool:
+        """End the request (its slot goes back in the same step), unless it moved on; True
+        if it ended."""
         if not await self.requests.move(request, request.moved(state, reason)):
-            return
+            return False
         if state == "skipped":
             self.counters.skipped += 1
         else:
             self.counters.ended += 1
         log.info("coaching.ended", state=state, reason=reason, route=request.route)
+        return True
 
     async def on_results(self, entries: Sequence[Entry]) -> None:
         """Handle a batch of the results stream, then acknowledge it."""
@@ -289,15 +295,37 @@ class CoachingPipeline:
         await self.client.xack(self.keys.results, CONTROLLER_GROUP, *ids)
 
     async def on_result(self, result: JobResult) -> None:
-        """Move a request on with its job's result; stale or repeated results are ignored."""
-        request = await self.requests.get(result.run_id, result.request_id)
-        if request is None or request.attempt != result.attempt:
-            return
-        # A fast job may end before the controller saw it start: its request is still queued.
-        waiting = request.state == "queued" and request.job == result.job
-        if not waiting and request.state != RUNNING[result.job]:
+        """Move a request on with its job's result; stale or repeated results are ignored.
+
+        The request may move between the read and the write: the reconciler shows a queued
+        request running once it sees a worker took the job, which a fast job may already
+        have finished. The result then applies to the request as it now stands, while it
+        still waits for that result (else the finished work would be lost, and done again
+        once the lease lapsed).
+        """
+        request = await self._awaiting(result)
+        if request is None:
             return
         await self.store.add_logs(result.run_id, result.logs, result.request_id)
+        for _ in range(RESULT_TRIES):
+            if await self._apply(request, result):
+                return
+            request = await self._awaiting(result)
+            if request is None:
+                return
+        log.warning("coach.result_unapplied", job=result.job, tries=RESULT_TRIES)
+
+    async def _awaiting(self, result: JobResult) -> CoachingRequest | None:
+        """The result's request, if it waits for that result (its job and attempt)."""
+        request = await self.requests.get(result.run_id, result.request_id)
+        if request is None or request.attempt != result.attempt:
+            return None
+        # A fast job may end before the controller saw it start: its request is still queued.
+        waiting = request.state == "queued" and request.job == result.job
+        return request if waiting or request.state == RUNNING[result.job] else None
+
+    async def _apply(self, request: CoachingRequest, result: JobResult) -> bool:
+        """Move the request with the result; False if it had moved since it was read."""
         record = JobRecord(
             job=result.job,
             attempt=result.attempt,
@@ -307,48 +335,50 @@ class CoachingPipeline:
         tokens = request.tokens + result.usage.total_tokens
         request = request.model_copy(update={"jobs": [*request.jobs, record], "tokens": tokens})
         if result.status in ("abandoned", "error"):
-            await self._end(request, result.status, result.reason or result.status)
-        elif result.status == "declined":
-            await self._end(request, "declined", result.reason or "nothing to correct")
-        elif result.job == "diagnosis" and result.diagnosis is not None:
-            await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
-        elif result.job == "rewrite" and result.rewrite is not None:
+            return await self._end(request, result.status, result.reason or result.status)
+        if result.status == "declined":
+            return await self._end(request, "declined", result.reason or "nothing to correct")
+        if result.job == "diagnosis" and result.diagnosis is not None:
+            return await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
+        if result.job == "rewrite" and result.rewrite is not None:
             payload = ReplaceSay(text=result.rewrite, decision_source="rewrite").model_dump(
                 mode="json"
             )
             proposal = CoachingProposal(reinjection_point_id=REPLACEMENT_POINT, extra_keys=payload)
-            await self._corrected(request, [proposal], rewrite=result.rewrite)
-        elif result.job == "repair" and result.coaching is not None:
+            return await self._corrected(request, [proposal], rewrite=result.rewrite)
+        if result.job == "repair" and result.coaching is not None:
             answer = result.coaching
             if answer.status == "corrected":
-                await self._corrected(request, answer.proposals)
-            else:
-                await self._end(request, answer.status, answer.reason or answer.status)
+                return await self._corrected(request, answer.proposals)
+            return await self._end(request, answer.status, answer.reason or answer.status)
+        return True  # nothing a result of this shape moves
 
-    async def _repair(self, request: CoachingRequest) -> None:
+    async def _repair(self, request: CoachingRequest) -> bool:
         diagnosis = request.diagnosis
         assert diagnosis is not None
         found = await self._steps(request.run_id, request.candidate_id)
         if found is None:
-            await self._end(request, "error", "the run's graph is gone")
-            return
+            return await self._end(request, "error", "the run's graph is gone")
         steps, graph = found
         queued = _queued(request, "repair", f"diagnosed step {diagnosis.step_id}")
-        if await self.requests.move(request, queued):
-            await self.dispatcher.dispatch(await self._job(queued, steps, graph, self.settings()))
+        if not await self.requests.move(request, queued):
+            return False
+        await self.dispatcher.dispatch(await self._job(queued, steps, graph, self.settings()))
+        return True
 
     async def _corrected(
         self,
         request: CoachingRequest,
         proposals: list[CoachingProposal],
         rewrite: str | None = None,
-    ) -> None:
+    ) -> bool:
         corrected = request.moved("corrected", None, proposals=proposals, rewrite=rewrite)
         if not await self.requests.move(request, corrected):
-            return
+            return False
         self.counters.corrected += 1
         log.info("coaching.corrected", proposals=len(proposals), route=request.route)
         self.reinjector.submit(corrected)
+        return True
 
 
 def _queued(
