@@ -17,7 +17,10 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
+from gencoach.protocol.events import StageEnd
 from gencoach.protocol.jobs import JobResult
+from gencoach.service.branching.coached_branches import BranchRecorder
+from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.lifecycle import (
     TERMINAL,
     TRANSITIONS,
@@ -26,7 +29,7 @@ from gencoach.service.coaching.lifecycle import (
 )
 from gencoach.service.coaching.pipeline import CoachingPipeline
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.graphs.graphstore import ATTEMPTS, GraphStore
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
 LEASE_S = 60.0
@@ -206,6 +209,45 @@ async def test_a_result_read_before_its_request_showed_running_still_applies(
     assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
     assert [record.status for record in stored.jobs] == ["declined"]
     assert (await limits.counts("r1", 0)).pending == 0
+
+
+@pytest.mark.asyncio
+async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
+    async_redis: Redis,
+) -> None:
+    """The outcome handler read the request `reinjected`; before it wrote, a
+    reconciliation pass marked it `executed` (it saw the branch's candidate executed). The
+    handler's move is refused as stale, and the outcome applies to the request as it now
+    stands: the attempt is proven, not lost to end `unproven` with its run."""
+    keys = Keys()
+    requests = _ReadBeforeAMove(async_redis, keys)
+    limits = StageLimits(async_redis, keys)
+    store = GraphStore(async_redis, keys)
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    queued = opportunity.moved("admitted").moved("queued", job="repair")
+    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    corrected = queued.moved("corrected")
+    assert await requests.move(queued, corrected)
+    await limits.complete("r1", 0, queued.request_id, 7)
+    await async_redis.hset(keys.run("r1", ATTEMPTS), "#7", f"{queued.request_id}|point")
+    reinjected = corrected.moved("reinjected", attempt_ids=[7])
+    assert await requests.move(corrected, reinjected)
+    assert await requests.move(reinjected, reinjected.moved("executed"))
+    requests.snapshot = reinjected
+    # Proving touches the store, the limits and the recorder alone: the agent, the
+    # budgets and the examples are not reached for a run with no graph.
+    unused: Any = None
+    recorder = BranchRecorder(async_redis, keys, store)
+    reinjector = Reinjector(store, requests, limits, recorder, unused, unused, unused)
+    await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"))
+    reinjector._corrected_in.close()  # the submissions `run` would read: none here
+    reinjector._corrected_out.close()
+
+    stored = await requests.get("r1", queued.request_id)
+    assert stored is not None
+    assert [step.state for step in stored.history][-3:] == ["reinjected", "executed", "proven"]
+    assert (await limits.counts("r1", 0)).proven == 1
 
 
 @pytest.mark.asyncio

@@ -46,6 +46,9 @@ log = get_logger("reinjection")
 
 AGENT_TRIES = 3
 AGENT_CALLS_PER_AGENT = 4
+# How many times an outcome is applied to its request when another writer moved the
+# request in between (at most once more is needed: reinjected to executed).
+OUTCOME_TRIES = 3
 # The longest one controller holds a request's reinjection (its claim is let go when
 # done, and taken over at once if the controller dies): longer than any reinjection.
 CLAIM_S = 600.0
@@ -208,32 +211,44 @@ class Reinjector:
             log.info("coaching.ended", state=state, reason=reason, route=request.route)
 
     async def outcome(self, run_id: str, attempts: list[int], stage_end: StageEnd) -> None:
-        """A trajectory holding these attempts ended its stage: prove them, or not."""
+        """A trajectory holding these attempts ended its stage: prove them, or not.
+
+        A reconciliation pass may mark the request executed between the read and the
+        write (it saw the branch's candidate executed): the outcome then applies to the
+        request as it now stands, so that no proof is lost.
+        """
         for attempt in attempts:
             owner = await self.recorder.attempt_owner(run_id, attempt)
             if owner is None:
                 continue
-            request = await self.requests.get(run_id, owner[0])
-            if request is None or request.state not in ("reinjected", "executed"):
-                continue
-            with bound(run_id=run_id, request_id=request.request_id):
-                if request.state == "reinjected":  # an outcome means the branch was executed
-                    executed = request.moved("executed")
-                    if not await self.requests.move(request, executed):
-                        continue
-                    request = executed
-                if stage_end.event == "success":
-                    proven = request.moved("proven", f"attempt {attempt}")
-                    if await self.requests.prove(request, proven, attempt):
-                        row = funnel_row(request.route, request.human)
-                        self.metrics.inc(PROOFS, row, "proven")
-                        log.info("coaching.proven", attempt=attempt, route=request.route)
-                        await self._register_example(request)
-                else:
-                    # Another trajectory of the branch may still succeed: the request stays
-                    # executed, noting why, until its run ends (`runends.end_of_run`).
-                    reason = f"attempt {attempt}: a trajectory ended in {stage_end.event}"
-                    await self.requests.move(request, request.model_copy(update={"reason": reason}))
+            with bound(run_id=run_id, request_id=owner[0]):
+                for _ in range(OUTCOME_TRIES):
+                    request = await self.requests.get(run_id, owner[0])
+                    if request is None or request.state not in ("reinjected", "executed"):
+                        break
+                    if await self._outcome(request, attempt, stage_end):
+                        break
+
+    async def _outcome(self, request: CoachingRequest, attempt: int, stage_end: StageEnd) -> bool:
+        """Record the outcome on `request`; False if it had moved since it was read."""
+        if request.state == "reinjected":  # an outcome means the branch was executed
+            executed = request.moved("executed")
+            if not await self.requests.move(request, executed):
+                return False
+            request = executed
+        if stage_end.event == "success":
+            proven = request.moved("proven", f"attempt {attempt}")
+            if not await self.requests.prove(request, proven, attempt):
+                return False
+            row = funnel_row(request.route, request.human)
+            self.metrics.inc(PROOFS, row, "proven")
+            log.info("coaching.proven", attempt=attempt, route=request.route)
+            await self._register_example(request)
+            return True
+        # Another trajectory of the branch may still succeed: the request stays executed,
+        # noting why, until its run ends (`runends.end_of_run`).
+        reason = f"attempt {attempt}: a trajectory ended in {stage_end.event}"
+        return await self.requests.move(request, request.model_copy(update={"reason": reason}))
 
     async def _register_example(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
