@@ -29,9 +29,13 @@ SUCCESS = {"event": "success", "state": "optimal"}
 FAILURE = {"event": "failure", "state": "exceeded"}
 
 
-def _orders(reporter: Reporter, count: int) -> list[BranchOrder]:
+def _orders(reporter: Reporter, count: int, timeout_s: float = 15.0) -> list[BranchOrder]:
     orders: list[BranchOrder] = []
-    wait_for(lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count)
+    wait_for(
+        lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count,
+        timeout_s=timeout_s,
+        what=f"{count} branch order(s)",
+    )
     return orders
 
 

@@ -27,8 +27,7 @@ from rq import Worker
 from gencoach.client import Reporter
 from gencoach.constants import Keys
 from gencoach.crashpoints import ENV as CRASH_AT
-from gencoach.protocol import BranchOrder
-from tests.service.test_branches import _state
+from tests.service.test_branches import _orders, _state
 from tests.service.test_routes_more import _two_step_run
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
@@ -116,17 +115,6 @@ def _no_slot_held(controller: ControllerProcess, run_id: str) -> None:
     )
 
 
-def _order(generator: Reporter) -> BranchOrder:
-    orders: list[BranchOrder] = []
-    wait_for(
-        lambda: orders.extend(generator.branch_orders(block_s=0.2)) or orders,
-        timeout_s=RECOVERY_S,
-        what="the branch order",
-    )
-    (order,) = orders
-    return order
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("state", FAILURE_PATH)
 def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
@@ -157,13 +145,15 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
         executed_before = state in ("executed", "proven")
         if executed_before:  # the branch is executed before the kill
-            succeed_after(generator, _order(generator))
+            (order,) = _orders(generator, 1, RECOVERY_S)
+            succeed_after(generator, order)
         _crashed(controller, point)
         controller.env = {}
         controller.start()
         gate.set()
         if not executed_before:
-            succeed_after(generator, _order(generator))
+            (order,) = _orders(generator, 1, RECOVERY_S)
+            succeed_after(generator, order)
         request = _settled_request(controller, run_id, "failure", frozenset({"proven"}))
     history = [step["state"] for step in request["history"]]
     assert state in history, history

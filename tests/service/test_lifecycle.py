@@ -18,7 +18,7 @@ from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol.events import StageEnd
-from gencoach.protocol.jobs import JobResult
+from gencoach.protocol.jobs import JobName, JobResult
 from gencoach.service.branching.coached_branches import BranchRecorder
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.lifecycle import (
@@ -60,6 +60,15 @@ async def _leave(client: Redis, request: CoachingRequest) -> None:
     await client.hset(
         Keys().run(request.run_id, REQUESTS), request.request_id, request.model_dump_json()
     )
+
+
+async def _queued(requests: RequestStore, job: JobName) -> CoachingRequest:
+    """A new request, admitted to its stage with its `job` queued."""
+    opportunity = _request("opportunity")
+    await requests.create(opportunity)
+    queued = opportunity.moved("admitted").moved("queued", job=job)
+    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    return queued
 
 
 def _arrivals(metrics: MetricsRecorder, state: str) -> float:
@@ -131,10 +140,7 @@ async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: R
     metrics = MetricsRecorder()
     requests = RequestStore(async_redis, Keys(), metrics)
     limits = StageLimits(async_redis, Keys())
-    opportunity = _request("opportunity")
-    await requests.create(opportunity)
-    queued = opportunity.moved("admitted").moved("queued", job="repair")
-    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    queued = await _queued(requests, "repair")
     repairing = queued.moved("repairing")
     assert await requests.move(queued, repairing)
     snapshot = repairing  # what the reconciler read
@@ -143,7 +149,7 @@ async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: R
     retried = snapshot.moved("queued", "retry: the repair worker's lease lapsed", attempt=2)
     assert await requests.admit(snapshot, retried, LIMITS, LEASE_S) is None
 
-    stored = await requests.get("r1", opportunity.request_id)
+    stored = await requests.get("r1", queued.request_id)
     assert stored is not None
     assert (stored.state, stored.attempt) == ("corrected", 1)
     assert (await limits.counts("r1", 0)).pending == 1
@@ -173,10 +179,7 @@ async def test_a_result_read_before_its_request_showed_running_still_applies(
     now stands: the finished work is not lost, to be done again once the lease lapsed."""
     requests = _ReadBeforeAMove(async_redis, Keys())
     limits = StageLimits(async_redis, Keys())
-    opportunity = _request("opportunity")
-    await requests.create(opportunity)
-    queued = opportunity.moved("admitted").moved("queued", job="diagnosis")
-    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    queued = await _queued(requests, "diagnosis")
     assert await requests.move(queued, queued.moved("diagnosing", "a worker took the job"))
     requests.snapshot = queued
     # A declined diagnosis moves the request through the store alone: the stages a
@@ -223,10 +226,7 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     requests = _ReadBeforeAMove(async_redis, keys)
     limits = StageLimits(async_redis, keys)
     store = GraphStore(async_redis, keys)
-    opportunity = _request("opportunity")
-    await requests.create(opportunity)
-    queued = opportunity.moved("admitted").moved("queued", job="repair")
-    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    queued = await _queued(requests, "repair")
     corrected = queued.moved("corrected")
     assert await requests.move(queued, corrected)
     await limits.complete("r1", 0, queued.request_id, 7)
