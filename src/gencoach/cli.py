@@ -584,6 +584,38 @@ def save(
 
 
 @app.command()
+def audit(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(exists=True, help="Save folders, or folders above saves (searched)."),
+    ],
+    max_alternatives: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="The exploration budget to hold saves to (default: the one each save records).",
+        ),
+    ] = None,
+) -> None:
+    """Check a campaign's saves against the coaching invariants; exit 1 naming each broken one."""
+    from gencoach.graph.audit import audit as audit_saves
+
+    report = audit_saves(paths, max_alternatives)
+    for violation in report.violations:
+        typer.echo(str(violation))
+    typer.echo(
+        f"{report.saves} saves, {report.coached} coached candidates "
+        f"({report.recovery_nodes} recovery), {report.proven_attempts} proven attempts: "
+        + (f"{len(report.violations)} violations" if report.violations else "no violation")
+    )
+    if not report.saves:
+        typer.echo("gencoach audit: no save found under the paths given", err=True)
+        raise typer.Exit(2)
+    if report.violations:
+        raise typer.Exit(1)
+
+
+@app.command()
 def console(
     saves: Annotated[
         Path,

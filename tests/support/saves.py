@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gencoach.graph import write_save
+from gencoach.graph.audit import AuditReport, audit
 from gencoach.protocol import CandidateRecord, RunConfig, SituationRecord
 
 
@@ -46,3 +47,11 @@ def chain_save(folder: Path, situations: int, run_id: str = "big-run") -> None:
         "error_statistics": {},
     })  # fmt: skip
     write_save(folder, config, records)
+
+
+def assert_audit_clean(*paths: Path, max_alternatives: int | None = None) -> AuditReport:
+    """Every save under the paths holds the coaching invariants (`gencoach audit`)."""
+    report = audit(paths, max_alternatives)
+    assert report.saves, f"no save under {paths}"
+    assert not report.violations, "\n".join(str(v) for v in report.violations)
+    return report

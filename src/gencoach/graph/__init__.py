@@ -2,11 +2,18 @@
 
 from gencoach.graph.reader import SavedGraph, read_config, read_save
 from gencoach.graph.scores import Outcome, ScoredCandidate, descendant_scores, outcome_of
-from gencoach.graph.writer import CONFIG_FILE, LOGS_DIR, run_folder_name, write_save
+from gencoach.graph.writer import (
+    CONFIG_FILE,
+    LOGS_DIR,
+    REQUESTS_FILE,
+    run_folder_name,
+    write_save,
+)
 
 __all__ = [
     "CONFIG_FILE",
     "LOGS_DIR",
+    "REQUESTS_FILE",
     "Outcome",
     "SavedGraph",
     "ScoredCandidate",

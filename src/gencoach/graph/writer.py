@@ -13,6 +13,8 @@ from gencoach.protocol import CoachingLog, RunConfig, SituationRecord
 
 CONFIG_FILE = "config.json"
 LOGS_DIR = "_coaching_logs"
+# gencoach's own: the run's coaching requests as they ended (`gencoach audit` reads them).
+REQUESTS_FILE = "_coaching_requests.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -41,8 +43,10 @@ def write_save(
     config: RunConfig,
     situations: Iterable[SituationRecord],
     logs: Iterable[CoachingLog] = (),
+    requests: object = None,
 ) -> None:
-    """Write `config.json` (incomplete), every situation and log, then `config.json` complete.
+    """Write `config.json` (incomplete), every situation and log, `requests` (JSON) when
+    given, then `config.json` complete.
 
     A reader that finds `export_complete: true` knows every other file is in place;
     writing the same run again (a run still going, then finished) rewrites it whole.
@@ -63,5 +67,7 @@ def write_save(
                 raise SaveError(logs_dir, "refusing to write logs into a symlinked folder")
             logs_dir.mkdir(exist_ok=True)
         write_atomic(logs_dir / f"{index:06d}_{log.coaching_type}.md", log.content.encode())
+    if requests is not None:
+        write_json_atomic(folder / REQUESTS_FILE, requests)
     final = config.model_copy(update={"export_complete": True})
     write_json_atomic(config_path, final.model_dump(mode="json", by_alias=True))

@@ -76,8 +76,10 @@ from gencoach.protocol.events import (
     SituationCreated,
     StageEnd,
     StageInfo,
+    execution_items,
     parse_event,
     parse_event_json,
+    single_bad_call,
     terminal_of,
 )
 from gencoach.protocol.graph import (
@@ -188,6 +190,7 @@ __all__ = [
     "as_decision_source",
     "coached_input",
     "decode_json",
+    "execution_items",
     "id_problem",
     "parse_as",
     "parse_branch_order",
@@ -197,6 +200,7 @@ __all__ = [
     "parse_event_json",
     "parse_llm_answer",
     "parse_tagged",
+    "single_bad_call",
     "terminal_of",
     "without_coaching",
 ]

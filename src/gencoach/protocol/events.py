@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Iterator
 from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
@@ -200,3 +201,22 @@ def parse_event_json(raw: str | bytes) -> AnyEvent:
         with contextlib.suppress(ValidationError):  # refused: the path below says why
             return _EVENT_ADAPTER.validate_json(data, strict=True)
     return parse_event(decode_json(raw, "GenerationEvent"))
+
+
+def execution_items(execution: object) -> Iterator[tuple[str, object]]:
+    """Every key and value of an execution result, nested ones included."""
+    if isinstance(execution, dict):
+        for key, item in execution.items():
+            yield key, item
+            yield from execution_items(item)
+    elif isinstance(execution, list):
+        for item in execution:
+            yield from execution_items(item)
+
+
+def single_bad_call(output: AgentDecision | None, execution: JsonObject | None) -> bool:
+    """Whether a decision was one tool call that its execution flagged `bad_call`: the
+    failure after which MAGMA-GEN offers a `recovery` restart point."""
+    if output is None or len(output.tool_calls) != 1 or execution is None:
+        return False
+    return any(k == "error_flag" and v == "bad_call" for k, v in execution_items(execution))

@@ -106,10 +106,10 @@ class Controller:
         recorder = self.metrics.recorder
         self.requests = RequestStore(self.client, self.keys, recorder)
         self.limits = StageLimits(self.client, self.keys)
-        self.persister = Persister(
-            self.store, self.limits, options.settings.output_dir, section.saved_ttl_s
-        )
         self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
+        self.persister = Persister(
+            self.store, self.limits, options.settings.output_dir, section.saved_ttl_s, self.budgets
+        )
         self.registry = AgentRegistry(self.client, self.keys, self.http_client)
         self.recorder = BranchRecorder(self.client, self.keys, self.store, recorder)
         self.examples = Examples(self.store, self.settings)

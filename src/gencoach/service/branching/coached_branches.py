@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from importlib import resources
+from typing import Final
 
 from redis.asyncio import Redis
 
@@ -36,8 +38,18 @@ from gencoach.protocol import (
     coached_input,
 )
 from gencoach.service.coaching.requests import CoachingRequest
-from gencoach.service.graphs.graphstore import ATTEMPTS, LINKS, MARKERS, ORDERS, SOURCES, GraphStore
+from gencoach.service.graphs.graphstore import (
+    ALTERNATIVES,
+    ATTEMPTS,
+    MARKERS,
+    ORDERS,
+    SOURCES,
+    GraphStore,
+)
 from gencoach.service.graphs.nodes import RunGraph, StoredSituation, as_text
+from gencoach.service.graphs.trajectory import feedback_situation
+
+ALTERNATIVES_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/alternatives.lua")
 
 # Nodes gencoach records itself carry seqs from here up: far above any generator's.
 OWN_SEQ_BASE = 1 << 40
@@ -54,19 +66,21 @@ class Anchor:
 
 def anchor_of(graph: RunGraph, request: CoachingRequest, point: str) -> Anchor | None:
     """The anchor of a reinjection point: the selected step's situation for `replacement`,
-    the situation after its failure feedback for `recovery`."""
-    selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
+    the situation after its failure feedback for `recovery` (`GraphStore.add_following`
+    puts it in a lineage)."""
+    selected = request.selected_id
     candidate = graph.candidates.get(selected)
     if candidate is None:
         return None
     if point != RECOVERY_POINT:
         return Anchor("replacement", graph.situations[candidate.situation_id], selected)
-    following = [
-        situation
-        for situation in graph.situations.values()
-        if situation.parent_id == selected and situation.link == "next"
-    ]
-    return Anchor("recovery", following[0], selected) if following else None
+    feedback = feedback_situation(graph, selected)
+    return Anchor("recovery", feedback, selected) if feedback is not None else None
+
+
+def alternative_claim(request_id: str, point: str) -> str:
+    """What holds a proposal's place in its situation's exploration budget."""
+    return f"{request_id}|{point}"
 
 
 def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
@@ -85,6 +99,7 @@ class BranchRecorder:
         self.keys = keys
         self.store = store
         self.metrics = metrics or MetricsRecorder()
+        self._alternatives = client.register_script(ALTERNATIVES_SCRIPT.read_text())
 
     async def attempt_id(self, request: CoachingRequest, point: str) -> int:
         """The attempt id of a proposal, allocated once."""
@@ -107,15 +122,30 @@ class BranchRecorder:
         request_id, _, point = as_text(owner).rpartition("|")
         return request_id, point
 
-    async def alternatives(self, run_id: str, parent_candidate: int | None) -> int:
-        """How many coached alternatives already start below a candidate."""
-        if parent_candidate is None:
-            return 0
-        raw = await self.client.hget(self.keys.run(run_id, LINKS), parent_candidate)
-        return (
-            sum(1 for item in as_text(raw).split(",") if item.endswith(":alternative"))
-            if raw
-            else 0
+    async def claim_alternative(
+        self, run_id: str, claim: str, situation: StoredSituation, budget: int
+    ) -> tuple[bool, int]:
+        """Take a place for a coached alternative of `situation` under the exploration
+        budget, atomically: whether it was granted, and the places then taken there.
+
+        Alternatives of a situation start from its parent candidate (root situations:
+        from the run's start), so its coached siblings share the budget. A claim is
+        granted again to the same `claim`, so a retry or a crash never counts twice.
+        """
+        group = str(situation.parent_id) if situation.parent_id is not None else "root"
+        granted, count = await self._alternatives(
+            keys=[self.keys.run(run_id, ALTERNATIVES)], args=["claim", claim, group, budget]
+        )
+        return bool(granted), int(count)
+
+    async def next_intervention(self, run_id: str) -> int:
+        """A number for a person's intervention on the run, never given twice."""
+        return int(await self.client.hincrby(self.keys.run(run_id, ALTERNATIVES), "people", 1))
+
+    async def release_alternative(self, run_id: str, claim: str) -> None:
+        """Give back a claimed place whose alternative was never recorded."""
+        await self._alternatives(
+            keys=[self.keys.run(run_id, ALTERNATIVES)], args=["release", claim, "", 0]
         )
 
     async def recorded_answer(self, run_id: str, candidate_gen_id: str) -> AgentOutput | None:

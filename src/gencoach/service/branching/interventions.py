@@ -25,7 +25,7 @@ from gencoach.protocol import (
     ReplaceDecision,
 )
 from gencoach.protocol.jobs import Diagnosis
-from gencoach.service.branching.coached_branches import BranchRecorder
+from gencoach.service.branching.coached_branches import BranchRecorder, alternative_claim
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
@@ -92,17 +92,20 @@ class Interventions:
         if candidate_id is None or graph is None:
             raise InterventionRefused(404, f"run {run_id} has no candidate {gen_id!r}")
         situation = graph.situations[graph.candidates[candidate_id].situation_id]
+        number = await self.recorder.next_intervention(run_id)
+        request_id = f"{run_id}:{candidate_id}:human-{number}"
         budget = (await self.budgets.current()).max_alternatives_per_situation
-        taken = await self.recorder.alternatives(run_id, situation.parent_id)
-        if taken >= budget:
+        granted, taken = await self.recorder.claim_alternative(
+            run_id, alternative_claim(request_id, REPLACEMENT_POINT), situation, budget
+        )
+        if not granted:
             raise InterventionRefused(
                 409,
                 f"the exploration budget of candidate {gen_id}'s situation is spent: "
                 f"{taken} of {budget} alternatives (coaching.max_alternatives_per_situation)",
             )
-        number = len([r for r in await self.requests.all(run_id) if r.human]) + 1
         request = CoachingRequest(
-            request_id=f"{run_id}:{candidate_id}:human-{number}",
+            request_id=request_id,
             run_id=run_id,
             route="failure",
             kind="failure",

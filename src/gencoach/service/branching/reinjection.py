@@ -25,13 +25,20 @@ from gencoach.logs import bound, get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import PROOFS, REINJECTIONS
 from gencoach.protocol import (
+    RECOVERY_POINT,
     AgentOutput,
     AgentRequest,
     CoachingProposal,
     StageEnd,
     coached_input,
 )
-from gencoach.service.branching.coached_branches import Anchor, BranchRecorder, anchor_of, node_ids
+from gencoach.service.branching.coached_branches import (
+    Anchor,
+    BranchRecorder,
+    alternative_claim,
+    anchor_of,
+    node_ids,
+)
 from gencoach.service.branching.examples import Examples
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.lifecycle import RequestState
@@ -131,6 +138,8 @@ class Reinjector:
         if graph.state != "active":
             await self._end(request, "abandoned", f"the run is {graph.state}: no branch to add")
             return
+        if any(p.reinjection_point_id == RECOVERY_POINT for p in request.proposals):
+            await self.store.add_following(graph, request.selected_id)
         attempts: list[int] = []
         reasons: list[str] = []
         for index, proposal in enumerate(request.proposals):
@@ -171,13 +180,20 @@ class Reinjector:
         answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
         attempt = await self.recorder.attempt_id(request, point)
         if answer is None:
+            claim = alternative_claim(request.request_id, point)
             budget = (await self.budgets.current()).max_alternatives_per_situation
-            taken = await self.recorder.alternatives(request.run_id, anchor.situation.parent_id)
-            if taken >= budget:
+            granted, taken = await self.recorder.claim_alternative(
+                request.run_id, claim, anchor.situation, budget
+            )
+            if not granted:
                 raise BudgetSpent(
                     f"the situation's exploration budget is spent ({taken} of {budget})"
                 )
-            answer = await self._ask(graph.started.agent_url, request, anchor, proposal)
+            try:
+                answer = await self._ask(graph.started.agent_url, request, anchor, proposal)
+            except AgentCallError:
+                await self.recorder.release_alternative(request.run_id, claim)
+                raise
         await self.recorder.record(request, graph, anchor, proposal, answer, attempt)
         return attempt
 
@@ -210,8 +226,14 @@ class Reinjector:
         if await self.requests.move(request, request.moved(state, reason)):
             log.info("coaching.ended", state=state, reason=reason, route=request.route)
 
-    async def outcome(self, run_id: str, attempts: list[int], stage_end: StageEnd) -> None:
-        """A trajectory holding these attempts ended its stage: prove them, or not.
+    async def outcome(
+        self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int | None = None
+    ) -> None:
+        """A trajectory through these attempts ended stage `stage_id`: prove them, or not.
+
+        Only the attempts made in that stage are concerned (MAGMA-GEN keeps the attempts
+        awaiting success per stage): a later stage's end says nothing of an earlier
+        stage's corrections. `None` concerns them all.
 
         A reconciliation pass may mark the request executed between the read and the
         write (it saw the branch's candidate executed): the outcome then applies to the
@@ -225,6 +247,8 @@ class Reinjector:
                 for _ in range(OUTCOME_TRIES):
                     request = await self.requests.get(run_id, owner[0])
                     if request is None or request.state not in ("reinjected", "executed"):
+                        break
+                    if stage_id is not None and request.stage_id != stage_id:
                         break
                     if await self._outcome(request, attempt, stage_end):
                         break

@@ -44,11 +44,16 @@ from gencoach.service.coaching.requests import (
     request_id_for,
 )
 from gencoach.service.coaching.router import Routed, Skip, route
-from gencoach.service.dispatching.job_building import diagnosis_job, repair_job, rewrite_job
+from gencoach.service.dispatching.job_building import (
+    diagnosis_job,
+    offered_points,
+    repair_job,
+    rewrite_job,
+)
 from gencoach.service.graphs.consumer import Entry
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.nodes import RunGraph, as_text
-from gencoach.service.graphs.trajectory import Step, trajectory
+from gencoach.service.graphs.trajectory import Step, path_attempts, trajectory
 from gencoach.service.isolation import isolated
 
 log = get_logger("coach")
@@ -138,8 +143,9 @@ class CoachingPipeline:
         steps, graph = found
         terminal = steps[-1]
         end = terminal.execution.stage_end if terminal.execution else None
-        if end is not None and terminal.candidate.coaching_attempt_ids:
-            await self.reinjector.outcome(run_id, terminal.candidate.coaching_attempt_ids, end)
+        attempts = path_attempts(graph, candidate_id) if end is not None else []
+        if end is not None and attempts:
+            await self.reinjector.outcome(run_id, attempts, end, terminal.stage_id)
         if end is not None and (end.event, end.state) == ("success", "optimal"):
             await self.examples.optimal(graph, steps)
         decision = route(steps, await self.registry.coaching(run_id), settings.coaching.routes)
@@ -226,9 +232,9 @@ class CoachingPipeline:
             return diagnosis_job(request, graph, steps, backend, lease_s, cases, optimal)
         if request.job == "rewrite":
             return rewrite_job(request, steps, backend, lease_s)
-        selected = request.diagnosis.step_id if request.diagnosis else request.candidate_id
+        await self.store.add_following(graph, request.selected_id)
         timeout_s = settings.workers.job_timeout_s
-        return repair_job(request, graph, steps, selected, timeout_s, lease_s)
+        return repair_job(request, graph, steps, request.selected_id, timeout_s, lease_s)
 
     async def started(self, request: CoachingRequest) -> None:
         """Show a queued request as running once a worker has taken its job."""
@@ -360,7 +366,13 @@ class CoachingPipeline:
         if found is None:
             return await self._end(request, "error", "the run's graph is gone")
         steps, graph = found
-        queued = _queued(request, "repair", f"diagnosed step {diagnosis.step_id}")
+        await self.store.add_following(graph, diagnosis.step_id)
+        queued = _queued(
+            request,
+            "repair",
+            f"diagnosed step {diagnosis.step_id}",
+            offered_points=offered_points(request, graph, steps, diagnosis.step_id),
+        )
         if not await self.requests.move(request, queued):
             return False
         await self.dispatcher.dispatch(await self._job(queued, steps, graph, self.settings()))

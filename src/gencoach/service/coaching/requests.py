@@ -124,6 +124,14 @@ class CoachingRequest(BaseModel):
     faulty_gen_id: str | None = None
     tokens: int = 0
     """Tokens gencoach's backends spent on the request's jobs."""
+    offered_points: list[str] = Field(default_factory=list)
+    """The reinjection points its repair job offers the agent (`replacement`, and
+    `recovery` where the graph allows one), once the job is built."""
+
+    @property
+    def selected_id(self) -> int:
+        """The decision a correction replaces: the diagnosed one, else the terminal one."""
+        return self.diagnosis.step_id if self.diagnosis else self.candidate_id
 
     def moved(
         self, state: RequestState, reason: str | None = None, **changes: object

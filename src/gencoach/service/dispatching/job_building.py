@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from gencoach.protocol import (
     RECOVERY_POINT,
@@ -13,6 +13,8 @@ from gencoach.protocol import (
     JsonObject,
     ReinjectionPoint,
     SpecializedCoachingRequest,
+    execution_items,
+    single_bad_call,
     without_coaching,
 )
 from gencoach.protocol.jobs import (
@@ -25,7 +27,7 @@ from gencoach.protocol.jobs import (
 )
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.service.graphs.nodes import RunGraph
-from gencoach.service.graphs.trajectory import Step
+from gencoach.service.graphs.trajectory import Step, feedback_situation
 
 
 def stage_of(step: Step) -> CoachingStage:
@@ -34,19 +36,9 @@ def stage_of(step: Step) -> CoachingStage:
     return CoachingStage(id=stage.id, goal=stage.goal, hint=stage.hint)
 
 
-def _walk(value: object) -> Iterator[tuple[str, object]]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield key, item
-            yield from _walk(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _walk(item)
-
-
 def failure_reason(execution: JsonObject) -> str | None:
     """The first non-empty `failure_reason` anywhere in an execution result."""
-    for key, value in _walk(execution):
+    for key, value in execution_items(execution):
         if key == "failure_reason" and isinstance(value, str) and value:
             return value
     return None
@@ -134,30 +126,31 @@ def rewrite_job(
     )
 
 
-def _single_bad_call(step: Step) -> bool:
-    output = step.candidate.output
-    if output is None or len(output.tool_calls) != 1 or step.execution is None:
-        return False
-    return any(k == "error_flag" and v == "bad_call" for k, v in _walk(step.execution.execution))
-
-
 def reinjection_points(
     request: CoachingRequest, graph: RunGraph, selected: Step
 ) -> list[ReinjectionPoint]:
     """`replacement` at the selected step; `recovery` after its failure feedback when it was
     a failure's single bad tool call whose feedback situation exists."""
     points = [ReinjectionPoint(id=REPLACEMENT_POINT, input_step_id=selected.candidate.id)]
-    if request.kind == "failure" and _single_bad_call(selected):
-        following = [
-            sid for sid, kind in graph.links.get(selected.candidate.id, []) if kind == "next"
-        ]
-        if following and following[0] in graph.situations:
+    if request.kind == "failure" and single_bad_call(
+        selected.candidate.output, selected.execution.execution if selected.execution else None
+    ):
+        feedback = feedback_situation(graph, selected.candidate.id)
+        if feedback is not None:
             points.append(
-                ReinjectionPoint(
-                    id=RECOVERY_POINT, input=without_coaching(graph.situations[following[0]].input)
-                )
+                ReinjectionPoint(id=RECOVERY_POINT, input=without_coaching(feedback.input))
             )
     return points
+
+
+def offered_points(
+    request: CoachingRequest, graph: RunGraph, steps: list[Step], selected_id: int
+) -> list[str]:
+    """The ids of the reinjection points a repair of `selected_id` offers."""
+    selected = next((step for step in steps if step.candidate.id == selected_id), None)
+    if selected is None:
+        return [REPLACEMENT_POINT]
+    return [point.id for point in reinjection_points(request, graph, selected)]
 
 
 def repair_job(

@@ -56,6 +56,8 @@ MARKERS, LOGS, SOURCES = "markers", "logs", "coaching_sources"
 # Which request each coaching log came from: log index -> request id.
 LOG_OWNERS = "log_owners"
 ATTEMPTS, ORDERS = "attempts", "orders"
+# Coached alternatives claimed per place (`lua/alternatives.lua`).
+ALTERNATIVES = "alternatives"
 ACTIVITY_BATCH: Final = 500
 _ACTIVITY_FIELDS: Final = ("state", "last_event_at", "started_at", "registered")
 
@@ -82,6 +84,7 @@ RUN_PARTS: Final = (
     SOURCES,
     ATTEMPTS,
     ORDERS,
+    ALTERNATIVES,
     "requests",
     LOGS,
     LOG_OWNERS,
@@ -303,6 +306,26 @@ class GraphStore:
             current = situation.parent_id
         return graph
 
+    async def add_following(self, graph: RunGraph, candidate_id: int) -> None:
+        """Add to a lineage what follows one of its candidates: its links and the situations
+        they lead to (a recovery restarts after a failed call's feedback, which the path
+        up from a later candidate need not go through)."""
+        run_id = graph.run_id
+        if candidate_id in graph.links:
+            return
+        raw = await self.client.hget(self.keys.run(run_id, LINKS), candidate_id)
+        if not raw:
+            return
+        links = _parse_links(as_text(raw))
+        graph.links[candidate_id] = links
+        missing = [sid for sid, _ in links if sid not in graph.situations]
+        if not missing:
+            return
+        values = await self.client.hmget(self.keys.run(run_id, SITUATIONS), missing)
+        for sid, value in zip(missing, values, strict=True):
+            if value is not None:
+                graph.situations[sid] = StoredSituation.model_validate_json(value)
+
     async def _level(
         self, run_id: str, generation: tuple[str, str], candidate_id: int
     ) -> tuple[StoredCandidate, StoredExecution | None, StoredSituation | None] | None:
@@ -354,17 +377,22 @@ class GraphStore:
             return None
         parts: GraphParts = {META: cast(dict[bytes, bytes], meta)}
         for part in _SCAN_ORDER:
-            key = self.keys.run(run_id, part)
-            fields: dict[bytes, bytes] = {}
-            cursor = 0
-            while True:
-                cursor, chunk = await self.client.hscan(key, cursor, count=batch)
-                fields.update(cast(dict[bytes, bytes], chunk))
-                if cursor == 0:
-                    break
-                await anyio.lowlevel.checkpoint()
-            parts[part] = fields
+            parts[part] = await self.scan_part(run_id, part, batch)
         return parts
+
+    async def scan_part(
+        self, run_id: str, part: str, batch: int = READ_BATCH
+    ) -> dict[bytes, bytes]:
+        """Every field of one part (a hash) of a run, read `batch` at a time."""
+        key = self.keys.run(run_id, part)
+        fields: dict[bytes, bytes] = {}
+        cursor = 0
+        while True:
+            cursor, chunk = await self.client.hscan(key, cursor, count=batch)
+            fields.update(cast(dict[bytes, bytes], chunk))
+            if cursor == 0:
+                return fields
+            await anyio.lowlevel.checkpoint()
 
     async def agent_identity(self, run_id: str) -> tuple[str, str]:
         """The agent id and version the run's agent announced ("unknown" until it did)."""

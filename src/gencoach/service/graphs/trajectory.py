@@ -105,3 +105,33 @@ def trajectory(
 def diagnosable(steps: list[Step]) -> list[Step]:
     """The steps a diagnosis may blame: agent decisions of the current stage."""
     return [step for step in steps if step.diagnosable and step.candidate.kind == "agent"]
+
+
+def path_attempts(graph: RunGraph, candidate_id: int) -> list[int]:
+    """Every coaching attempt on the path from the root to a candidate, oldest first.
+
+    As MAGMA-GEN's `FinishedTrajectory.get_coaching_attempt_ids`: a trajectory that ends
+    its stage in success proves every attempt it went through, a correction nested in
+    a coached branch and the corrections around it alike, whatever ids the generator
+    copied onto the nodes below a coached one.
+    """
+    found: list[int] = []
+    current: int | None = candidate_id
+    while current is not None:
+        candidate = _candidate(graph, current)
+        situation = graph.situations[candidate.situation_id]
+        for attempt in (*candidate.coaching_attempt_ids, *situation.coaching_attempt_ids):
+            if attempt not in found:
+                found.append(attempt)
+        current = situation.parent_id
+    found.reverse()
+    return found
+
+
+def feedback_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | None:
+    """The situation that followed a candidate's execution (its `next` link), if the
+    graph holds it: where a recovery restarts, after the failed call's feedback."""
+    for situation_id, kind in graph.links.get(candidate_id, []):
+        if kind == "next" and situation_id in graph.situations:
+            return graph.situations[situation_id]
+    return None

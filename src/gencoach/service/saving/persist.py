@@ -29,18 +29,21 @@ from gencoach.protocol import (
     CandidateRecord,
     CoachingLog,
     CoachingMarker,
+    JsonObject,
     Producer,
     RunConfig,
     SituationLink,
     SituationRecord,
     StageEnd,
 )
+from gencoach.service.coaching.requests import REQUESTS
 from gencoach.service.graphs.graphstore import GraphParts, GraphStore, graph_from_parts
 from gencoach.service.graphs.nodes import RunGraph, StoredCandidate, StoredExecution
 from gencoach.service.saving.describe import describe_task
 
 if TYPE_CHECKING:
     from gencoach.config import Settings
+    from gencoach.service.coaching.budgets import Budgets
 
 log = get_logger("persist")
 
@@ -158,12 +161,18 @@ class Persister:
     """Writes runs' saves under the output dir and lets saved runs' keys expire."""
 
     def __init__(
-        self, store: GraphStore, limits: StageLimits, output_dir: Path, saved_ttl_s: int
+        self,
+        store: GraphStore,
+        limits: StageLimits,
+        output_dir: Path,
+        saved_ttl_s: int,
+        budgets: Budgets | None = None,
     ) -> None:
         self.store = store
         self.limits = limits
         self.output_dir = output_dir
         self.saved_ttl_s = saved_ttl_s
+        self.budgets = budgets
 
     def folder_for(self, run_id: str) -> Path:
         """Where a run's save goes."""
@@ -181,8 +190,14 @@ class Persister:
             return None
         agent = await self.store.agent_identity(run_id)
         logs = await self.store.raw_logs(run_id)
+        requests = await self.store.scan_part(run_id, REQUESTS)
+        budget = (
+            (await self.budgets.current()).max_alternatives_per_situation if self.budgets else None
+        )
         folder = self.folder_for(run_id)
-        written = await anyio.to_thread.run_sync(_write_run, folder, run_id, parts, logs, agent)
+        written = await anyio.to_thread.run_sync(
+            _write_run, folder, run_id, parts, logs, agent, _requests_file(requests, budget)
+        )
         if written.state in ("finished", "saved"):
             also = await self.limits.run_keys(run_id)
             await self.store.mark_saved(run_id, str(folder), self.saved_ttl_s, also)
@@ -219,15 +234,29 @@ class _Written:
     candidates: int
 
 
+def _requests_file(requests: dict[bytes, bytes], budget: int | None) -> JsonObject:
+    """`_coaching_requests.json`: the run's requests as stored, oldest first, and the
+    exploration budget in force when it was saved."""
+    found = [json.loads(value) for value in requests.values()]
+    found.sort(key=lambda r: (r["history"][0]["at"] if r.get("history") else 0, r["request_id"]))
+    return {"max_alternatives_per_situation": budget, "requests": found}
+
+
 def _write_run(
-    folder: Path, run_id: str, parts: GraphParts, logs: list[bytes], agent: tuple[str, str]
+    folder: Path,
+    run_id: str,
+    parts: GraphParts,
+    logs: list[bytes],
+    agent: tuple[str, str],
+    requests: JsonObject,
 ) -> _Written:
     """Build a run's save from its stored fields and write it (blocking: run in a thread)."""
     graph = graph_from_parts(run_id, parts)
     _check_owner(folder, run_id)
     records = build_records(graph)
     config = build_config(graph, *agent)
-    write_save(folder, config, records, [CoachingLog.model_validate_json(item) for item in logs])
+    coaching_logs = [CoachingLog.model_validate_json(item) for item in logs]
+    write_save(folder, config, records, coaching_logs, requests)
     _check_complete(folder, run_id)
     return _Written(graph.state, len(records), len(graph.candidates))
 
