@@ -45,6 +45,7 @@ from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scr
 from tests.support.metrics import scrape
 from tests.support.processes import kill_tree
 from tests.support.restartable_redis import RestartableRedis
+from tests.support.saves import assert_audit_clean
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(600)]
 
@@ -325,6 +326,7 @@ def test_the_system_survives_kills_restarts_and_dropped_connections(
             folders.setdefault(config["run_id"], []).append(folder)
         assert all(len(found) == 1 for found in folders.values()), folders
         assert set(survivors) <= set(folders)
+        assert_audit_clean(*(folders[run_id][0] for run_id in survivors))
         states: Counter[str] = Counter()
         reasons: Counter[str] = Counter()
         for run_id in survivors:

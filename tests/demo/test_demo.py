@@ -17,6 +17,7 @@ from gencoach.graph import read_save
 from tests.support.controller import wait_for
 from tests.support.llm_server import error, held, scripted_llm_servers
 from tests.support.processes import descendants, pid_alive, wait_gone
+from tests.support.saves import assert_audit_clean
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -38,8 +39,9 @@ def _demo(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
 
 
 def test_demo_runs_and_saves_proven_coaching_of_each_route(tmp_path: Path) -> None:
-    """The demo exits 0 after its summary, and its saved graphs load with the reader and
-    hold coached branches of the format, failure and suboptimal routes, some proven."""
+    """The demo exits 0 after its summary, and its saved graphs load with the reader, hold
+    coached branches of the format, failure and suboptimal routes, some proven, and some
+    recoveries after a bad call, and pass the audit."""
     demo = _demo(tmp_path, "--max-wall-s", "60")
     output, _ = demo.communicate(timeout=200)
     assert demo.returncode == 0, output
@@ -56,6 +58,9 @@ def test_demo_runs_and_saves_proven_coaching_of_each_route(tmp_path: Path) -> No
         c for c in coached if any(score.optimal + score.non_optimal for score in c.score.values())
     ]
     assert proven, output
+    # The campaign holds the coaching invariants, and restarts after a bad call's feedback.
+    report = assert_audit_clean(graphs)
+    assert report.recovery_nodes > 0, output
 
 
 def _cmdline(pid: int) -> str:

@@ -26,6 +26,7 @@ from gencoach.integrations.gymnasium import (
 from gencoach.integrations.minigrid import BabyAIAdapter
 from tests.integrations.support import babyai_agent, oracle_controller
 from tests.support.controller import wait_for
+from tests.support.saves import assert_audit_clean
 
 pytest.importorskip("minigrid")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(240)]
@@ -78,6 +79,7 @@ async def test_babyai_mistakes_are_coached_into_proven_branches(
                         routes[(request["route"], request["state"])] += 1
         saves = [controller.output_dir / run for r in reports for run in r.run_ids]
         wait_for(lambda: all(complete(folder) for folder in saves), 30, "complete saves")
+    assert_audit_clean(*saves)
     print([report.summary() for report in reports], sorted(routes.items()))
     assert all(report.total.orders_skipped == 0 for report in reports)
     # No run ended on the bound: each one's last wait was answered settled.

@@ -3,7 +3,9 @@ and proven, then saved; the limits, the exploration budget and human interventio
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -242,3 +244,51 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
     )
     assert bad.status_code == 422
     assert bad.json()["errors"][0]["field"] == "decision"
+
+
+def test_concurrent_interventions_hold_the_exploration_budget(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    redis_url: str,
+) -> None:
+    """Four interventions posted at once on a root decision, then four on a later one,
+    with a budget of 2: two of each are accepted and two refused with 409, and each place
+    holds exactly 2 coached alternatives in the save."""
+    settings = {"coaching": {"enabled": False, "max_alternatives_per_situation": 2}}
+    controller = controller_factory(settings=settings)
+    controller.start()
+    report_known(redis_url, "crowd", scripted_agent.url)
+    url = f"{controller.url}/v1/runs/crowd/interventions"
+    press = {"name": "press_button", "arguments": {"id": "sw1"}, "target_robot_name": "panda"}
+    for candidate in ("c1", "c5"):  # c1 answers the root S_a, c5 S_c below c3
+        body = {
+            "candidate_id": candidate,
+            "diagnosis": {"explanation": "wrong button", "expected_decision": None},
+            "decision": {"tool_calls": [press]},
+        }
+        with ThreadPoolExecutor(4) as pool:
+            posts = [pool.submit(httpx.post, url, json=body, timeout=60) for _ in range(4)]
+            answers = [post.result() for post in posts]
+        assert sorted(a.status_code for a in answers) == [202, 202, 409, 409], [
+            a.text for a in answers
+        ]
+        refused = next(a for a in answers if a.status_code == 409)
+        assert "2 of 2 alternatives" in refused.json()["detail"]
+
+    def reinjected() -> Any:
+        found = httpx.get(f"{controller.url}/v1/runs/crowd/requests").json()["requests"]
+        done = [r for r in found if r["human"] and r["state"] == "reinjected"]
+        return found if len(done) == 4 else None
+
+    wait_for(reinjected, timeout_s=60, what="four reinjected interventions")
+    with Reporter("crowd", redis_url=redis_url, start_seq=500) as generator:
+        generator.emit("run.finished")
+    save = complete_save(controller, "crowd")
+    starts: Counter[int | None] = Counter(
+        situation.parent_id
+        for situation in save.situations.values()
+        if any(c.origin == "coaching" for c in situation.candidates)
+    )
+    # Two new roots, two alternatives below c3 (id 2); S_e, the known run's own coached
+    # alternative below c1 (id 0), is the generator's and takes no place of the budget.
+    assert starts == {None: 2, 2: 2, 0: 1}
