@@ -24,6 +24,7 @@ from tests.support.coaching import (
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, json_reply
+from tests.support.saves import assert_audit_clean
 
 pytestmark = pytest.mark.slow
 
@@ -292,3 +293,75 @@ def test_concurrent_interventions_hold_the_exploration_budget(
     # Two new roots, two alternatives below c3 (id 2); S_e, the known run's own coached
     # alternative below c1 (id 0), is the generator's and takes no place of the budget.
     assert starts == {None: 2, 2: 2, 0: 1}
+
+
+def test_a_correction_nested_in_a_coached_branch_proves_the_one_around_it(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_url: str,
+) -> None:
+    """The agent fails again inside a coached branch; that second failure is coached in
+    turn, and the nested correction's success proves both attempts, although the
+    generator copies no attempt id onto the nodes it reports below the first branch."""
+    llm.default = json_reply({"decision_index": 2, "reason": "wrong", "expected_decision": None})
+    controller = controller_factory(settings=coaching_settings(llm, format=False, suboptimal=False))
+    controller.start()
+    controller.start_workers()
+    stage = {"id": 0, "goal": "press sw0 then sw4"}
+    feedback = {"id": 1, "instruction": {"type": "env", "content": "{}"}}
+    user = {"id": 0, "instruction": {"type": "user", "content": "press sw0, then sw4"}}
+    with Reporter("nest", redis_url=redis_url) as reporter:
+        emit = reporter.emit
+        emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
+        emit("situation.created", situation_id="S_a", parent_candidate_id=None, stage=stage,
+             input=user)  # fmt: skip
+        emit("candidate.created", candidate_id="c1", situation_id="S_a",
+             response_status="completed", output={"say": "pressing sw0"})  # fmt: skip
+        emit("candidate.executed", candidate_id="c1", status="ongoing")
+        emit("situation.created", situation_id="S_b", parent_candidate_id="c1", stage=stage,
+             input=feedback)  # fmt: skip
+        emit("candidate.created", candidate_id="c2", situation_id="S_b",
+             response_status="completed", output={"say": "pressing sw9"})  # fmt: skip
+        emit("candidate.executed", candidate_id="c2", status="error", stage_end=FAILURE)
+
+    def requests() -> list[dict[str, Any]]:
+        found = httpx.get(f"{controller.url}/v1/runs/nest/requests").json()["requests"]
+        return [r for r in found if r["route"] == "failure"]
+
+    with Reporter("nest", redis_url=redis_url, start_seq=500) as generator:
+        (outer,) = _orders(generator, 1, timeout_s=60)
+        generator.emit("candidate.executed", candidate_id=outer.candidate_id, status="ongoing")
+        generator.emit(
+            "situation.created",
+            situation_id="S_n",
+            parent_candidate_id=outer.candidate_id,
+            stage=stage,
+            input={"id": 20, "instruction": {"type": "env", "content": "{}"}},
+        )
+        generator.emit(
+            "candidate.created",
+            candidate_id="n1",
+            situation_id="S_n",
+            response_status="completed",
+            output={"say": "wrong again"},
+        )
+        generator.emit("candidate.executed", candidate_id="n1", status="error", stage_end=FAILURE)
+        generator.flush()
+        (inner,) = _orders(generator, 1, timeout_s=60)
+        assert inner.anchor.situation_id == "S_n"
+        assert inner.attempt_id != outer.attempt_id
+        generator.emit(
+            "candidate.executed", candidate_id=inner.candidate_id, status="optimal",
+            stage_end=SUCCESS,
+        )  # fmt: skip
+        generator.flush()
+        found = wait_for(
+            lambda: (r := requests()) and all(x["state"] == "proven" for x in r) and r,
+            timeout_s=30,
+            what="both failure requests proven",
+        )
+        assert len(found) == 2
+        generator.emit("run.finished")
+    save = complete_save(controller, "nest")
+    assert_audit_clean(save.folder)
