@@ -140,3 +140,18 @@ def test_no_save_and_an_unreadable_save_are_told_apart(tmp_path: Path) -> None:
     done = _cli(str(tmp_path))
     assert done.returncode == 1
     assert f"{broken}: unreadable: " in done.stdout
+
+
+def test_a_malformed_request_file_is_named_and_the_other_saves_still_checked(
+    campaign: Path, tmp_path: Path
+) -> None:
+    """A `_coaching_requests.json` that is not JSON is named as unreadable; the campaign's
+    other saves are audited all the same."""
+    graphs = _copy(campaign, tmp_path)
+    first, *others = sorted(graphs.glob(f"*/{REQUESTS_FILE}"))
+    first.write_text("{not json")
+    report = audit([graphs])
+    assert report.saves == 1 + len(others)
+    (violation,) = report.violations
+    assert violation.rule == "unreadable"
+    assert violation.message.startswith(f"{REQUESTS_FILE} is not a request list: ")

@@ -79,7 +79,12 @@ def audit(paths: Iterable[Path], max_alternatives: int | None = None) -> AuditRe
         except SaveError as error:
             violations.append(Violation(folder, "unreadable", str(error)))
             continue
-        requests, budget = _requests(folder)
+        try:
+            requests, budget = _requests(folder)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            problem = f"{REQUESTS_FILE} is not a request list: {error}"
+            violations.append(Violation(folder, "unreadable", problem))
+            continue
         save = _SaveAudit(graph, requests, max_alternatives if max_alternatives else budget)
         violations.extend(save.violations())
         coached += sum(1 for c in graph.candidates.values() if c.origin == "coaching")
@@ -95,7 +100,11 @@ def _requests(folder: Path) -> tuple[list[dict[str, Any]] | None, int | None]:
     if not path.is_file():
         return None, None
     data = json.loads(path.read_text())
-    return list(data.get("requests", [])), data.get("max_alternatives_per_situation")
+    requests = list(data["requests"])
+    if not all(isinstance(r, dict) and "request_id" in r and "state" in r for r in requests):
+        raise ValueError("each request needs a request_id and a state")
+    budget = data.get("max_alternatives_per_situation")
+    return requests, budget if isinstance(budget, int) else None
 
 
 class _SaveAudit:
