@@ -133,6 +133,11 @@ class Keys:
         return f"{self.prefix}:attempts"
 
     @property
+    def open_request_runs(self) -> str:
+        """Set of the runs that have a request not yet ended: what reconciliation visits."""
+        return f"{self.prefix}:requests:open_runs"
+
+    @property
     def budgets(self) -> str:
         """Hash of coaching budgets changed over HTTP, applied over the config file's."""
         return f"{self.prefix}:budgets"

@@ -337,3 +337,26 @@ def test_the_docs_show_the_table_the_code_enforces() -> None:
         for source in re.findall(r"`(\w+)`", sources):
             shown[source] = set(re.findall(r"`(\w+)`", targets))
     assert shown == {source: set(targets) for source, targets in TRANSITIONS.items()}
+
+
+@pytest.mark.asyncio
+async def test_a_run_is_on_the_open_runs_until_every_request_of_it_ended(
+    async_redis: Redis,
+) -> None:
+    """Opening a request puts its run on the open runs; the run cannot be taken off while
+    a request is open, and is taken off once every request ended (or its requests are
+    gone), so a reconciliation pass visits only runs with something to do."""
+    requests = RequestStore(async_redis, Keys())
+    first, second = _request("opportunity"), _request("opportunity", candidate_id=2)
+    await requests.create(first)
+    await requests.create(second)
+    assert await requests.open_runs() == ["r1"]
+    assert await requests.move(first, first.moved("skipped", "not coached"))
+    assert not await requests.close_run("r1")  # the second is still open
+    assert await requests.open_runs() == ["r1"]
+    assert await requests.move(second, second.moved("skipped", "not coached"))
+    assert await requests.close_run("r1")
+    assert await requests.open_runs() == []
+    await async_redis.sadd(Keys().open_request_runs, "gone")
+    assert await requests.close_run("gone")  # its keys expired: nothing is open
+    assert await requests.open_runs() == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from importlib import resources
 from typing import Final, Literal
 
 from pydantic import BaseModel, Field
@@ -45,6 +46,7 @@ from gencoach.service.coaching.lifecycle import (
     FAILED,
     IN_FLIGHT,
     MAY_ORDER,
+    TERMINAL,
     TRANSITIONS,
     IllegalTransition,
     RequestState,
@@ -53,6 +55,7 @@ from gencoach.service.coaching.lifecycle import (
     limits_part,
 )
 from gencoach.service.coaching.router import AgentKind, Route
+from gencoach.service.graphs.nodes import as_text
 from gencoach.settling import Settling
 
 log = get_logger("requests")
@@ -72,6 +75,7 @@ other one, declined to blame any (suboptimal), or gave no diagnosis (abandoned, 
 REQUESTS = "requests"  # the part of `Keys.requests`
 
 _MOVE: Final = script_text("move")
+_CLOSE: Final = resources.files("gencoach.service").joinpath("lua/requests_close.lua")
 
 
 class Transition(BaseModel):
@@ -185,6 +189,7 @@ class RequestStore:
         self.keys = keys
         self.metrics = metrics or MetricsRecorder()
         self._move = client.register_script(_MOVE)
+        self._close = client.register_script(_CLOSE.read_text())
         self._settling = Settling(client, keys)
 
     def _arrived(self, request: CoachingRequest, recorded: int) -> None:
@@ -200,9 +205,10 @@ class RequestStore:
     async def create(self, request: CoachingRequest) -> bool:
         """Store a new request; False (and nothing written) if its id already exists."""
         check_opening(request.request_id, request.state)
-        created = await self.client.hsetnx(
-            self._key(request.run_id), request.request_id, scrub(request.model_dump_json())
-        )
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(request.model_dump_json()))
+        pipe.sadd(self.keys.open_request_runs, request.run_id)
+        created, _ = await pipe.execute()
         if created:
             self._arrived(request, 0)
             crash_point(f"request:{request.route}:{request.state}")
@@ -300,6 +306,18 @@ class RequestStore:
         """One request, or None."""
         raw = await self.client.hget(self._key(run_id), request_id)
         return CoachingRequest.model_validate_json(raw) if raw is not None else None
+
+    async def open_runs(self) -> list[str]:
+        """The runs that may have a request not yet ended (every run with one is there)."""
+        members = await self.client.smembers(self.keys.open_request_runs)
+        return sorted(as_text(run_id) for run_id in members)
+
+    async def close_run(self, run_id: str) -> bool:
+        """Take the run off the open runs if none of its requests is open; True if it was."""
+        closed = await self._close(
+            keys=[self._key(run_id), self.keys.open_request_runs], args=[run_id, *TERMINAL]
+        )
+        return bool(closed)
 
     async def all(self, run_id: str) -> list[CoachingRequest]:
         """Every request of a run, oldest first."""

@@ -1,21 +1,22 @@
 """Reconciliation: requests whose worker died are retried or abandoned, never lost.
 
 Workers renew their request's lease while they work. Every `every_s` (at most a third
-of a lease) the controller looks at its runs' requests: one in flight keeps its slot
-while its holder lives and is dispatched again when it does not (see
-`gencoach.service.dispatching.holding`); one answered and awaiting reinjection keeps its pending
-slot, so the controller renews its lease; one left as a bare opportunity by a crash is
-routed again. Queues whose jobs wait unclaimed too long are reported once each. RQ's
-own recovery of a killed job is far slower and is not waited for.
+of a lease) the controller looks at the runs that have a request not yet ended (a set
+kept beside the requests: a request's creation adds its run, and a pass takes off a run
+none of whose requests is open): one in flight keeps its slot while its holder lives and
+is dispatched again when it does not (see `gencoach.service.dispatching.holding`); one
+answered and awaiting reinjection keeps its pending slot, so the controller renews its
+lease; one left as a bare opportunity by a crash is routed again. Queues whose jobs wait
+unclaimed too long are reported once each. RQ's own recovery of a killed job is far
+slower and is not waited for.
 
-Finished runs are visited until every request they have is terminal (`RunEnds`);
-active runs that fell silent are finished as abandoned (one read of every active run's
-state a pass, in batches, and the abandoning script only for those found silent); the
-open runs' entries in the runs index are checked against their own state every
-`REPAIR_EVERY_S` (and runs whose keys expired leave it);
-and runs whose state vanished while still active or unsaved (Redis restarted without
-persistence) are named in the log. Saved runs are looked at for `RECHECK_FOR_S` after
-their save, so a pass costs the open and recent runs, not all the runs Redis keeps.
+Finished runs are visited until every request they have is terminal (`RunEnds`), and
+saved runs for `RECHECK_FOR_S` after their save. Every `SWEEP_EVERY_S` a sweep also looks
+at every active run: one that fell silent is finished as abandoned, one whose agent was
+never asked is registered, every open run's entry in the runs index is checked against
+its own state (runs whose keys expired leave it), and runs whose state vanished while
+still active or unsaved (Redis restarted without persistence) are named in the log. So
+a pass costs the runs with something to do, and only a sweep costs every open run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.service.branching.reinjection import Reinjector
-from gencoach.service.coaching.lifecycle import IN_FLIGHT
+from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
 from gencoach.service.coaching.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
@@ -51,8 +52,9 @@ STALE_S = 5.0
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
 RECHECK_FOR_S = 300.0
-# How often a pass reads every run it looks at from the run's own state, not the index.
-REPAIR_EVERY_S = 30.0
+# How often a pass looks at every open run (idle, never registered, lost, the index's
+# entry), reading each from its own state; other passes cost the runs with open requests.
+SWEEP_EVERY_S = 30.0
 
 
 class Reconciler:
@@ -89,7 +91,7 @@ class Reconciler:
         # finished run was first found with every request terminal.
         self._open: set[str] = set()
         self._settled: dict[str, float] = {}
-        self._repaired_at = -math.inf  # the first pass reads every run's own state
+        self._swept_at = -math.inf  # the first pass is a sweep
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -111,51 +113,61 @@ class Reconciler:
                 await self._stopping.wait()
 
     async def pass_once(self) -> None:
-        """One look at every run: active runs' requests, finished runs' open requests."""
+        """One pass: the runs with open requests, the finished and recently saved runs,
+        and, every `SWEEP_EVERY_S` (sooner for a short `abandon_idle_s`), every open run."""
         settings = self.settings()
         lease_s = settings.coaching.lease_s
+        idle_s = settings.controller.abandon_idle_s
         self.holder.forget_old()
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
             self.backlog.observe(await self.dispatcher.backlogs())
         # Runs applied since the last pass count as open, so their loss is noticed too.
         self._open |= self.runs.take_started()
-        states = await self._states(settings.controller.saved_ttl_s)
-        await self._note_lost(states)
-        active = [run_id for run_id, state in states.items() if state == "active"]
-        activity = await self.store.activity(active)
+        sweep = time.monotonic() - self._swept_at >= min(SWEEP_EVERY_S, idle_s / 2)
+        states = await self._states(settings.controller.saved_ttl_s, sweep)
+        if sweep:
+            self._swept_at = time.monotonic()
+            await self._note_lost(states)
+            active = [run_id for run_id, state in states.items() if state == "active"]
+            activity = await self.store.activity(active)
+            for run_id in active:
+                with bound(run_id=run_id):
+                    async with isolated("reconcile.run_failed", state="active"):
+                        await self._watch(activity[run_id], run_id, idle_s)
         for run_id, state in states.items():
             with bound(run_id=run_id):
                 async with isolated("reconcile.run_failed", state=state):
-                    if state == "active":
-                        await self._active(
-                            activity[run_id], run_id, lease_s, settings.controller.abandon_idle_s
-                        )
-                    elif state in ("finished", "saved") and self._unsettled(run_id):
+                    if state in ("finished", "saved") and self._unsettled(run_id):
                         await self._settle(run_id)
                     if state == "finished":
                         await self.runs.unsaved(run_id)
         self._settled = {r: at for r, at in self._settled.items() if r in states}
+        open_runs = await self.requests.open_runs()
+        unknown = [run_id for run_id in open_runs if run_id not in states]
+        states.update(await self.store.states(unknown))
+        for run_id in open_runs:
+            with bound(run_id=run_id):
+                async with isolated("reconcile.run_failed", state=states.get(run_id)):
+                    await self._requests(run_id, states.get(run_id) == "active", lease_s)
 
-    async def _states(self, saved_ttl_s: int) -> dict[str, str | None]:
-        """The runs a pass looks at: active and finished ones, those saved within
-        `RECHECK_FOR_S`, and those seen open before, each in its state.
+    async def _states(self, saved_ttl_s: int, sweep: bool) -> dict[str, str | None]:
+        """The runs a pass looks at, each in its state: the finished ones and those saved
+        within `RECHECK_FOR_S`; on a sweep also the active ones and those seen open before.
 
-        The runs index gives the states. Runs seen open and no longer in it are read from
-        their own state (gone: None), and every `REPAIR_EVERY_S` all of them are, which
-        repairs the index (a crash between a run's write and the index's)."""
+        The runs index gives the states. On a sweep every run listed or seen open is read
+        from its own state (gone: None), which repairs the index (a crash between a run's
+        write and the index's) and finds runs that left it."""
         index = self.store.index
         now_s, _ = await self.store.client.time()
         recent_ms = (now_s + saved_ttl_s - RECHECK_FOR_S) * 1000
-        listed: dict[str, str | None] = dict.fromkeys(await index.in_state("active"), "active")
-        listed.update(dict.fromkeys(await index.in_state("finished"), "finished"))
+        listed: dict[str, str | None] = dict.fromkeys(await index.in_state("finished"), "finished")
         for run_id in await index.saved_since(int(recent_ms)):
             listed.setdefault(run_id, "saved")
-        if time.monotonic() - self._repaired_at >= REPAIR_EVERY_S:
-            self._repaired_at = time.monotonic()
-            return await index.repair(sorted({*listed, *self._open}))
-        unlisted = sorted(self._open - listed.keys())
-        return listed | (await index.repair(unlisted) if unlisted else {})
+        if not sweep:
+            return listed
+        listed.update(dict.fromkeys(await index.in_state("active"), "active"))
+        return await index.repair(sorted({*listed, *self._open}))
 
     def _unsettled(self, run_id: str) -> bool:
         # A request can still appear, or be moved on, just after its run was settled (a
@@ -168,19 +180,28 @@ class Reconciler:
         if await self.ends.settle(run_id):
             self._settled.setdefault(run_id, time.monotonic())
 
-    async def _active(
-        self, activity: RunActivity, run_id: str, lease_s: float, idle_s: float
-    ) -> None:
+    async def _watch(self, activity: RunActivity, run_id: str, idle_s: float) -> None:
+        """A sweep's look at an active run: finished as abandoned once silent for
+        `idle_s`; its agent asked again if it never was (a registration lost to a crash)."""
         if activity.state != "active":
-            return  # its entry in the index is behind: the next repair puts it right
+            return  # its entry in the index is behind: the repair puts it right
         if activity.silent_s >= idle_s and await self.ends.abandon_if_idle(run_id, idle_s):
             self.runs.finished(run_id)
             return
-        # Its agent was never asked (the registration failed with Redis away): ask again.
         started = None if activity.registered else await self.store.unregistered(run_id)
         if started is not None:
             self.runs.register(run_id, started.agent_url)
-        for request in await self.requests.all(run_id):
+
+    async def _requests(self, run_id: str, active: bool, lease_s: float) -> None:
+        """Move on an active run's open requests that wait on something lost; take a run
+        none of whose requests is open off the open runs."""
+        requests = await self.requests.all(run_id)
+        if all(request.state in TERMINAL for request in requests):
+            await self.requests.close_run(run_id)
+            return
+        if not active:
+            return  # a finished run's requests are ended by `_settle`
+        for request in requests:
             with bound(request_id=request.request_id):
                 async with isolated("reconcile.request_failed", state=request.state):
                     await self._reconcile(request, lease_s)
