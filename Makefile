@@ -82,8 +82,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
+# The suite on WORKERS pytest-xdist processes (2: this kind of machine has two cores, and
+# most tests wait on processes they started), each test file on one worker so that a
+# module's fixtures start once.
+WORKERS ?= 2
+
 pytest: $(STAMP)
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest -n $(WORKERS) --dist loadfile $(ARGS)
 
 # The trainers suite runs in a venv of its own: torch, transformers, TRL and
 # tinker-cookbook stay out of the main one. torch is pinned to the CPU build this kind of

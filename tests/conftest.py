@@ -1,15 +1,16 @@
 """Fixtures shared by the whole suite: a real Redis server, flushed per test.
 
 `GC_TEST_REDIS` chooses the server: unset or `embedded`, a private embedded one
-started for the session; a `redis://` (or `unix://`) URL, that server, whose
-database is flushed before and after every test that uses it (so only ever name a
-database nobody else keeps data in).
+started for the session (for each pytest-xdist worker); a `redis://` URL, that server,
+whose database is flushed before and after every test that uses it (so only ever name a
+database nobody else keeps data in; under xdist, worker gwN takes the one N below it).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -33,11 +34,26 @@ def _answers(url: str) -> bool:
         client.close()
 
 
+def _worker_database(url: str) -> str:
+    """The database of this pytest-xdist worker: the URL's for the first (or without
+    xdist), one below it for the next, and so on (`redis://host/15`: gw0 15, gw1 14)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    offset = int(worker.removeprefix("gw") or 0)
+    if offset == 0:
+        return url
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) - offset
+    if database < 0:
+        raise pytest.UsageError(f"GC_TEST_REDIS {url} leaves no database for worker {worker}")
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of a real Redis server for this test session."""
     mode = os.environ.get("GC_TEST_REDIS") or "embedded"
     if mode.startswith(("redis://", "unix://")):
+        mode = _worker_database(mode)
         if not _answers(mode):
             raise pytest.UsageError(f"GC_TEST_REDIS names {mode}, which does not answer PING")
         yield mode

@@ -145,7 +145,7 @@ def test_no_save_and_an_unreadable_save_are_told_apart(tmp_path: Path) -> None:
 def test_a_malformed_request_file_is_named_and_the_other_saves_still_checked(
     campaign: Path, tmp_path: Path
 ) -> None:
-    """A `_coaching_requests.json` that is not JSON is named as unreadable; the campaign's
+    """A `_gencoach/requests.json` that is not JSON is named as unreadable; the campaign's
     other saves are audited all the same."""
     graphs = _copy(campaign, tmp_path)
     first, *others = sorted(graphs.glob(f"*/{REQUESTS_FILE}"))

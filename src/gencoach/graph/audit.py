@@ -12,7 +12,7 @@ and names each broken invariant:
 - `recovery`: a failure whose blamed decision was a single bad call with its feedback in
   the graph was offered the `recovery` restart point.
 
-The request checks use `_coaching_requests.json`, which gencoach writes beside the
+The request checks use `_gencoach/requests.json`, which gencoach writes beside the
 situations; a save without it (MAGMA-GEN's) is checked on its graph alone.
 """
 

@@ -13,8 +13,10 @@ from gencoach.protocol import CoachingLog, RunConfig, SituationRecord
 
 CONFIG_FILE = "config.json"
 LOGS_DIR = "_coaching_logs"
-# gencoach's own: the run's coaching requests as they ended (`gencoach audit` reads them).
-REQUESTS_FILE = "_coaching_requests.json"
+# gencoach's own: the run's coaching requests as they ended (`gencoach audit` reads them),
+# in a folder of its own so that the save's top level holds only MAGMA-GEN's files.
+OWN_DIR = "_gencoach"
+REQUESTS_FILE = f"{OWN_DIR}/requests.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -68,6 +70,10 @@ def write_save(
             logs_dir.mkdir(exist_ok=True)
         write_atomic(logs_dir / f"{index:06d}_{log.coaching_type}.md", log.content.encode())
     if requests is not None:
+        own = folder / OWN_DIR
+        if own.is_symlink():
+            raise SaveError(own, "refusing to write into a symlinked folder")
+        own.mkdir(exist_ok=True)
         write_json_atomic(folder / REQUESTS_FILE, requests)
     final = config.model_copy(update={"export_complete": True})
     write_json_atomic(config_path, final.model_dump(mode="json", by_alias=True))

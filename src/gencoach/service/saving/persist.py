@@ -235,7 +235,7 @@ class _Written:
 
 
 def _requests_file(requests: dict[bytes, bytes], budget: int | None) -> JsonObject:
-    """`_coaching_requests.json`: the run's requests as stored, oldest first, and the
+    """`_gencoach/requests.json`: the run's requests as stored, oldest first, and the
     exploration budget in force when it was saved."""
     found = [json.loads(value) for value in requests.values()]
     found.sort(key=lambda r: (r["history"][0]["at"] if r.get("history") else 0, r["request_id"]))
