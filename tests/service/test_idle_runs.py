@@ -1,5 +1,5 @@
 """Open runs cost nothing while nothing happens: a reconciliation pass reads the runs that
-have an open request, and only a sweep (every 30 s) looks at every open run."""
+have an open request, and only a sweep (every 60 s) looks at every active run."""
 
 from __future__ import annotations
 

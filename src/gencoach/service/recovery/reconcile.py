@@ -13,10 +13,12 @@ slower and is not waited for.
 Finished runs are visited until every request they have is terminal (`RunEnds`), and
 saved runs for `RECHECK_FOR_S` after their save. Every `SWEEP_EVERY_S` a sweep also looks
 at every active run: one that fell silent is finished as abandoned, one whose agent was
-never asked is registered, every open run's entry in the runs index is checked against
-its own state (runs whose keys expired leave it), and runs whose state vanished while
-still active or unsaved (Redis restarted without persistence) are named in the log. So
-a pass costs the runs with something to do, and only a sweep costs every open run.
+never asked is registered, and a run seen open but missing from the runs index is
+indexed again. Every `REPAIR_EVERY_S`, and at once after Redis restarted (its `run_id`
+changed), every open run's entry in the index is checked against its own state (runs
+whose keys expired leave it), and runs whose state vanished while still active or
+unsaved are named in the log. So a pass costs the runs with something to do; only a
+sweep costs every open run.
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ STALE_S = 5.0
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
 RECHECK_FOR_S = 300.0
-# How often a pass looks at every open run (idle, never registered, lost, the index's
-# entry), reading each from its own state; other passes cost the runs with open requests.
-SWEEP_EVERY_S = 30.0
+# How often a pass looks at every active run (silent, never registered): a sweep; other
+# passes cost the runs with open requests.
+SWEEP_EVERY_S = 60.0
+# How often a sweep reads every open run's own state against the runs index (and finds
+# runs whose state was lost), besides just after Redis restarted.
+REPAIR_EVERY_S = 300.0
 
 
 class Reconciler:
@@ -91,7 +96,9 @@ class Reconciler:
         # finished run was first found with every request terminal.
         self._open: set[str] = set()
         self._settled: dict[str, float] = {}
-        self._swept_at = -math.inf  # the first pass is a sweep
+        # The first pass sweeps and repairs.
+        self._swept_at = self._repaired_at = -math.inf
+        self._redis_run_id: str | None = None
 
     def stop(self) -> None:
         """End the loop after the pass in hand."""
@@ -114,7 +121,8 @@ class Reconciler:
 
     async def pass_once(self) -> None:
         """One pass: the runs with open requests, the finished and recently saved runs,
-        and, every `SWEEP_EVERY_S` (sooner for a short `abandon_idle_s`), every open run."""
+        and, every `SWEEP_EVERY_S` (sooner for a short `abandon_idle_s`), every active run;
+        every `REPAIR_EVERY_S`, or once Redis restarted, every open run's own state."""
         settings = self.settings()
         lease_s = settings.coaching.lease_s
         idle_s = settings.controller.abandon_idle_s
@@ -124,11 +132,15 @@ class Reconciler:
             self.backlog.observe(await self.dispatcher.backlogs())
         # Runs applied since the last pass count as open, so their loss is noticed too.
         self._open |= self.runs.take_started()
-        sweep = time.monotonic() - self._swept_at >= min(SWEEP_EVERY_S, idle_s / 2)
-        states = await self._states(settings.controller.saved_ttl_s, sweep)
-        if sweep:
-            self._swept_at = time.monotonic()
+        now = time.monotonic()
+        repair = await self._redis_restarted() or now - self._repaired_at >= REPAIR_EVERY_S
+        sweep = repair or now - self._swept_at >= min(SWEEP_EVERY_S, idle_s / 2)
+        states = await self._states(settings.controller.saved_ttl_s, sweep, repair)
+        if repair:
+            self._repaired_at = now
             await self._note_lost(states)
+        if sweep:
+            self._swept_at = now
             active = [run_id for run_id, state in states.items() if state == "active"]
             activity = await self.store.activity(active)
             for run_id in active:
@@ -151,13 +163,14 @@ class Reconciler:
                 async with isolated("reconcile.run_failed", state=states.get(run_id)):
                     await self._requests(run_id, states.get(run_id) == "active", lease_s)
 
-    async def _states(self, saved_ttl_s: int, sweep: bool) -> dict[str, str | None]:
+    async def _states(self, saved_ttl_s: int, sweep: bool, repair: bool) -> dict[str, str | None]:
         """The runs a pass looks at, each in its state: the finished ones and those saved
-        within `RECHECK_FOR_S`; on a sweep also the active ones and those seen open before.
+        within `RECHECK_FOR_S`; on a sweep also the active ones.
 
-        The runs index gives the states. On a sweep every run listed or seen open is read
-        from its own state (gone: None), which repairs the index (a crash between a run's
-        write and the index's) and finds runs that left it."""
+        The runs index gives the states. A sweep reads the runs seen open and missing from
+        the index from their own state (gone: None), which indexes them again (a crash
+        between a run's write and the index's); a repair reads every run listed or seen
+        open that way, which also finds the runs whose state was lost."""
         index = self.store.index
         now_s, _ = await self.store.client.time()
         recent_ms = (now_s + saved_ttl_s - RECHECK_FOR_S) * 1000
@@ -167,7 +180,18 @@ class Reconciler:
         if not sweep:
             return listed
         listed.update(dict.fromkeys(await index.in_state("active"), "active"))
-        return await index.repair(sorted({*listed, *self._open}))
+        if repair:
+            return await index.repair(sorted({*listed, *self._open}))
+        unlisted = sorted(self._open - listed.keys())
+        return listed | (await index.repair(unlisted) if unlisted else {})
+
+    async def _redis_restarted(self) -> bool:
+        """Whether Redis restarted since the last pass (its `run_id` changed): runs may
+        have lost their state, so the pass repairs."""
+        run_id = str((await self.store.client.info("server"))["run_id"])
+        restarted = self._redis_run_id is not None and run_id != self._redis_run_id
+        self._redis_run_id = run_id
+        return restarted
 
     def _unsettled(self, run_id: str) -> bool:
         # A request can still appear, or be moved on, just after its run was settled (a
