@@ -181,7 +181,7 @@ main()
 _SERVER_PACKAGES = {"fastapi", "starlette", "uvicorn", "rq"}
 _SERVER_CODE = (
     "gencoach.service.controller", "gencoach.service.web.api", "gencoach.service.web.httpserver",
-    "gencoach.service.coaching.pipeline", "gencoach.service.graphs.intake", "gencoach.workers",
+    "gencoach.service.pipeline", "gencoach.service.graphs.intake", "gencoach.workers",
     "gencoach.console", "gencoach.demo",
 )  # fmt: skip
 

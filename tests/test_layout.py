@@ -79,3 +79,31 @@ def test_recorder_means_one_thing() -> None:
         "metrics/recorder.py:MetricsRecorder",
         "service/branching/coached_branches.py:BranchRecorder",
     ]
+
+
+# The controller's stage folders, each importing only those before it (a request's life
+# from the graph it starts in to its recovery); saving and the web API stand above them.
+STAGES = ("graphs", "coaching", "dispatching", "branching", "recovery")
+
+
+def _stages_imported(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            parts = node.module.split(".")
+            if parts[:2] == ["gencoach", "service"] and len(parts) > 2:
+                found.add(parts[2])
+    return found
+
+
+def test_the_stage_folders_import_one_way() -> None:
+    """No stage folder of the controller imports a later stage, nor saving or the API."""
+    backwards = []
+    for position, stage in enumerate(STAGES):
+        later = {*STAGES[position + 1 :], "saving", "web"}
+        for path in (PACKAGE / "service" / stage).rglob("*.py"):
+            wrong = sorted(_stages_imported(path) & later)
+            if wrong:
+                backwards.append(f"{path.relative_to(PACKAGE)} imports {wrong}")
+    assert backwards == []

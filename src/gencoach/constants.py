@@ -51,7 +51,7 @@ class Keys:
         return f"{self.prefix}:gaps"
 
     def lease(self, consumer: str) -> str:
-        """A live controller's lease, renewed while it runs (gencoach.service.recovery.leases); its
+        """A live controller's lease, renewed while it runs (gencoach.service.leases); its
         stream consumer is taken for dead once the key has expired."""
         return f"{self.prefix}:controller:{consumer}"
 

@@ -8,7 +8,7 @@ from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
 from gencoach.constants import Keys
-from gencoach.service.recovery.leases import Lease
+from gencoach.service.leases import Lease
 
 pytestmark = pytest.mark.asyncio
 

@@ -27,9 +27,9 @@ from gencoach.service.coaching.lifecycle import (
     IllegalTransition,
     RequestState,
 )
-from gencoach.service.coaching.pipeline import CoachingPipeline
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import ATTEMPTS, GraphStore
+from gencoach.service.pipeline import CoachingPipeline
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
 LEASE_S = 60.0

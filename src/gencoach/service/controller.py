@@ -32,16 +32,16 @@ from gencoach.service.branching.interventions import Interventions
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.lanes import TerminalLanes
-from gencoach.service.coaching.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.graphs.consumer import ConsumerOptions, StreamConsumer
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.intake import Intake, IntakeOptions
+from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
 from gencoach.service.recovery.housekeeping import Housekeeper
-from gencoach.service.recovery.leases import Lease
 from gencoach.service.recovery.reconcile import Reconciler
 from gencoach.service.runlife import RunLife
 from gencoach.service.saving.persist import Persister

@@ -47,7 +47,7 @@ from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.nodes import RunGraph
 from gencoach.service.graphs.trajectory import trajectory
 from gencoach.service.isolation import guarded, isolated
-from gencoach.service.recovery.leases import Lease
+from gencoach.service.leases import Lease
 
 log = get_logger("reinjection")
 

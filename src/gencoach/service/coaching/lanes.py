@@ -7,7 +7,7 @@ ended (the registry wakes it), holding no shared slot; then it *waits* for a slo
 is *handled*. An entry is acknowledged once handled and its terminal recorded as routed
 (for the run's settle probe, `gencoach.settling`); until then it stays pending in the
 stream, so a controller that dies with entries in hand loses none: another controller
-takes them over once its lease lapses (`gencoach.service.recovery.leases`), or it reads them
+takes them over once its lease lapses (`gencoach.service.leases`), or it reads them
 again itself if it restarts under the same consumer name first. While this
 controller is alive it re-claims the entries it holds every `claim_idle_s / 3`, so
 that no other controller takes an entry that is merely parked. A registration that

@@ -3,7 +3,7 @@
 The loop first re-reads the entries this consumer was given but never acknowledged
 (it crashed), then reads new entries in batches. Every `claim_every_s` it takes over
 the entries of consumers known dead (idle for `lease_s`, their controller's lease lapsed:
-see `gencoach.service.recovery.leases`), without waiting for `claim_idle_s`, and drops those
+see `gencoach.service.leases`), without waiting for `claim_idle_s`, and drops those
 consumers from the group; every `claim_idle_s / 4` it also claims any entry some consumer
 has held for `claim_idle_s` (one with no lease, or alive but stuck). The handler
 acknowledges what it handled, now or later (the terminals' lanes acknowledge each entry

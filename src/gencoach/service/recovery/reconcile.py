@@ -4,7 +4,7 @@ Workers renew their request's lease while they work. Every `every_s` (at most a 
 of a lease) the controller looks at the runs that have a request not yet ended (a set
 kept beside the requests: a request's creation adds its run, and a pass takes off a run
 none of whose requests is open): one in flight keeps its slot while its holder lives and
-is dispatched again when it does not (see `gencoach.service.dispatching.holding`); one
+is dispatched again when it does not (see `gencoach.service.recovery.holding`); one
 answered and awaiting reinjection keeps its pending slot, so the controller renews its
 lease; one left as a bare opportunity by a crash is routed again. Queues whose jobs wait
 unclaimed too long are reported once each. RQ's own recovery of a killed job is far
@@ -36,13 +36,13 @@ from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
-from gencoach.service.coaching.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.dispatching.backlog import BacklogWatch
-from gencoach.service.dispatching.holding import SlotHolder
 from gencoach.service.graphs.graphstore import GraphStore, RunActivity
 from gencoach.service.isolation import isolated
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
+from gencoach.service.recovery.holding import SlotHolder
 from gencoach.service.recovery.runends import RunEnds
 from gencoach.service.runlife import RunLife
 

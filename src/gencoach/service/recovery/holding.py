@@ -26,8 +26,8 @@ import anyio
 
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
-from gencoach.service.coaching.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.coaching.requests import RUNNING, CoachingRequest, job_of
+from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 
 log = get_logger("holding")
 
