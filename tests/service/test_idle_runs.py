@@ -1,5 +1,5 @@
 """Open runs cost nothing while nothing happens: a reconciliation pass reads the runs that
-have an open request, and only a sweep (every 60 s) looks at every active run."""
+have an open request, and only a sweep (every 120 s) looks at every active run."""
 
 from __future__ import annotations
 

@@ -193,9 +193,9 @@ def test_a_run_whose_index_entry_was_lost_is_indexed_again_by_the_reconciler(
     controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis
 ) -> None:
     """With the runs index wiped (as a crash between a run's write and the index's would
-    leave it), the controller's next sweep over its open runs (every 60 s) lists them
-    again."""
-    controller = controller_factory(housekeeping_s=3600)  # only the reconciler repairs
+    leave it), the controller's next sweep over its open runs lists them again."""
+    # Only the reconciler repairs, on its sweeps (every 120 s by default).
+    controller = controller_factory(housekeeping_s=3600, sweep_s=3)
     controller.start()
     _start(controller.url, ["kept-a", "kept-b"])
     redis_client.delete(*redis_client.keys("gencoach:runs:*"))
@@ -204,7 +204,7 @@ def test_a_run_whose_index_entry_was_lost_is_indexed_again_by_the_reconciler(
         lambda: (
             sorted(run["run_id"] for run in _listed(controller.url)["runs"]) == ["kept-a", "kept-b"]
         ),
-        timeout_s=120,
+        timeout_s=30,
         what="the reconciler to index the runs again",
     )
     assert _metrics_runs(controller.url) == {"active": 2, "finished": 0, "saved": 0}

@@ -11,10 +11,10 @@ unclaimed too long are reported once each. RQ's own recovery of a killed job is 
 slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`), and
-saved runs for `RECHECK_FOR_S` after their save. Every `SWEEP_EVERY_S` a sweep also looks
-at every active run: one that fell silent is finished as abandoned, one whose agent was
-never asked is registered, and a run seen open but missing from the runs index is
-indexed again. Every `REPAIR_EVERY_S`, and at once after Redis restarted (its `run_id`
+saved runs for `RECHECK_FOR_S` after their save. Every `controller.sweep_s` (120 s) a
+sweep also looks at every active run: one that fell silent is finished as abandoned, one
+whose agent was never asked is registered, and a run seen open but missing from the runs
+index is indexed again. Every `REPAIRS`-th sweep, and at once after Redis restarted (its `run_id`
 changed), every open run's entry in the index is checked against its own state (runs
 whose keys expired leave it), and runs whose state vanished while still active or
 unsaved are named in the log. So a pass costs the runs with something to do; only a
@@ -54,12 +54,9 @@ STALE_S = 5.0
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
 RECHECK_FOR_S = 300.0
-# How often a pass looks at every active run (silent, never registered): a sweep; other
-# passes cost the runs with open requests.
-SWEEP_EVERY_S = 60.0
-# How often a sweep reads every open run's own state against the runs index (and finds
-# runs whose state was lost), besides just after Redis restarted.
-REPAIR_EVERY_S = 300.0
+# Every REPAIRS-th sweep reads every open run's own state against the runs index (and
+# finds runs whose state was lost); so does the first sweep after Redis restarted.
+REPAIRS = 5
 
 
 class Reconciler:
@@ -121,8 +118,8 @@ class Reconciler:
 
     async def pass_once(self) -> None:
         """One pass: the runs with open requests, the finished and recently saved runs,
-        and, every `SWEEP_EVERY_S` (sooner for a short `abandon_idle_s`), every active run;
-        every `REPAIR_EVERY_S`, or once Redis restarted, every open run's own state."""
+        and, every `controller.sweep_s` (sooner for a short `abandon_idle_s`), every active
+        run; every `REPAIRS` sweeps, or once Redis restarted, every open run's own state."""
         settings = self.settings()
         lease_s = settings.coaching.lease_s
         idle_s = settings.controller.abandon_idle_s
@@ -133,8 +130,9 @@ class Reconciler:
         # Runs applied since the last pass count as open, so their loss is noticed too.
         self._open |= self.runs.take_started()
         now = time.monotonic()
-        repair = await self._redis_restarted() or now - self._repaired_at >= REPAIR_EVERY_S
-        sweep = repair or now - self._swept_at >= min(SWEEP_EVERY_S, idle_s / 2)
+        sweep_s = min(settings.controller.sweep_s, idle_s / 2)
+        repair = await self._redis_restarted() or now - self._repaired_at >= REPAIRS * sweep_s
+        sweep = repair or now - self._swept_at >= sweep_s
         states = await self._states(settings.controller.saved_ttl_s, sweep, repair)
         if repair:
             self._repaired_at = now
