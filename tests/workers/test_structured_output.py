@@ -139,3 +139,34 @@ async def test_an_answer_cut_by_the_token_limit_is_its_own_error(
             await backend.ask(PROMPT, FailureDiagnosisAnswer)
     assert len(llm_server.requests) == 1
     assert "cut by the token limit (max_tokens 8)" in str(caught.value)
+
+
+@pytest.mark.asyncio
+async def test_a_format_whose_answer_was_cut_is_remembered_all_the_same(
+    llm_server: ScriptedLLMServer, redis_url: str
+) -> None:
+    """auto falls back from json_schema to json_object and the answer is cut by the token
+    limit: the server took json_object, so that mode is remembered (and logged) and the
+    next job starts from it, although this job ends with the truncation."""
+    cut = {
+        "choices": [
+            {"message": {"role": "assistant", "content": '{"decision_'}, "finish_reason": "length"}
+        ],
+        "model": "m",
+    }
+    llm_server.script(error(500, LLAMA_REFUSAL), raw(json.dumps(cut)))
+    settings = openai_settings(llm_server.endpoint, max_tokens=8)
+    client = redis.asyncio.Redis.from_url(redis_url)
+    keys = Keys("gc-test-modes-cut")
+    try:
+        with capture_logs() as logs:
+            async with make_backend("llm", settings, client, keys=keys) as backend:
+                with pytest.raises(BackendTruncatedError):
+                    await backend.ask(PROMPT, FailureDiagnosisAnswer)
+        stored = await client.hgetall(keys.backend_structured_output("llm"))
+    finally:
+        await client.delete(keys.backend_structured_output("llm"))
+        await client.aclose()
+    assert _kinds(llm_server) == ["json_schema", "json_object"]
+    assert list(stored.values()) == [b"json_object"]
+    assert [e["mode"] for e in events(logs, "backend.structured_output")] == ["json_object"]

@@ -207,6 +207,10 @@ class OpenAIBackend(Backend):
                     cause=refused.cause,
                 )
                 continue
+            except BackendTruncatedError:
+                if configured == "auto":  # the server took the format; its answer was cut
+                    await self.modes.learnt(served, mode)
+                raise
             if configured == "auto":
                 await self.modes.learnt(served, mode)
             return reply
