@@ -233,18 +233,6 @@ class GraphStore:
         value = await self.client.hget(self.keys.run(run_id, META), "state")
         return as_text(value) if value is not None else None
 
-    async def states(self, run_ids: Sequence[str]) -> dict[str, str | None]:
-        """Each run's state (None for an unknown run), `ACTIVITY_BATCH` runs a round trip."""
-        found: dict[str, str | None] = {}
-        for first in range(0, len(run_ids), ACTIVITY_BATCH):
-            batch = run_ids[first : first + ACTIVITY_BATCH]
-            pipe = self.client.pipeline(transaction=False)
-            for run_id in batch:
-                pipe.hget(self.keys.run(run_id, META), "state")
-            for run_id, state in zip(batch, await pipe.execute(), strict=True):
-                found[run_id] = as_text(state) if state is not None else None
-        return found
-
     async def summary(self, run_id: str) -> dict[str, str | int] | None:
         """A run's state and node counts, or None for an unknown run."""
         pipe = self.client.pipeline(transaction=False)

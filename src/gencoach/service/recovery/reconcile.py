@@ -153,13 +153,13 @@ class Reconciler:
                     if state == "finished":
                         await self.runs.unsaved(run_id)
         self._settled = {r: at for r, at in self._settled.items() if r in states}
-        open_runs = await self.requests.open_runs()
-        unknown = [run_id for run_id in open_runs if run_id not in states]
-        states.update(await self.store.states(unknown))
-        for run_id in open_runs:
+        # A run with open requests that is neither finished nor recently saved is active
+        # (or gone: it then has no request left, and leaves the open runs).
+        for run_id in await self.requests.open_runs():
+            state = states.get(run_id, "active")
             with bound(run_id=run_id):
-                async with isolated("reconcile.run_failed", state=states.get(run_id)):
-                    await self._requests(run_id, states.get(run_id) == "active", lease_s)
+                async with isolated("reconcile.run_failed", state=state):
+                    await self._requests(run_id, state == "active", lease_s)
 
     async def _states(self, saved_ttl_s: int, sweep: bool, repair: bool) -> dict[str, str | None]:
         """The runs a pass looks at, each in its state: the finished ones and those saved
