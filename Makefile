@@ -83,8 +83,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 
 # The suite on WORKERS pytest-xdist processes (2: this kind of machine has two cores, and
-# most tests wait on processes they started), each test file on one worker so that a
-# module's fixtures start once.
+# most tests wait on processes they started; 0: in one process), each test file on one
+# worker so that a module's fixtures start once. Each worker starts an embedded Redis of
+# its own; under a GC_TEST_REDIS URL the workers share that server (worker gwN takes the
+# database N below the URL's), where tests reading server-wide counters see each other.
 WORKERS ?= 2
 
 pytest: $(STAMP)

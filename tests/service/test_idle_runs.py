@@ -4,7 +4,7 @@ have an open request, and only a sweep (every 120 s) looks at every active run."
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 import pytest
@@ -17,6 +17,7 @@ from gencoach.service.graphs.graphstore import GraphStore
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
+from tests.support.restartable_redis import RestartableRedis
 
 pytestmark = pytest.mark.slow
 
@@ -55,17 +56,25 @@ def _calls(client: redis.Redis, command: str) -> int:
 
 
 def test_passes_between_sweeps_read_no_idle_run(
-    controller_factory: Callable[..., ControllerProcess],
-    redis_client: redis.Redis,
-    redis_url: str,
-    scripted_agent: ScriptedAgent,
+    private_redis: RestartableRedis, scripted_agent: ScriptedAgent, tmp_path: Path
 ) -> None:
     """With 1,000 open runs, no request and no event, the passes of the 8 s after the
     start-up sweep (which registers the runs' agent) read no run's requests (HGETALL)
-    and no run's activity (HMGET): a pass costs what there is to do, not what is open."""
+    and no run's activity (HMGET): a pass costs what there is to do, not what is open.
+    Redis counts commands server-wide, so the test has a server of its own."""
+    redis_url = private_redis.url
+    redis_client = redis.Redis.from_url(redis_url)
     anyio.run(_open_runs, redis_url, scripted_agent.url)
-    controller = controller_factory(settings={"coaching": {"enabled": False}})
-    controller.start()
+    controller = ControllerProcess(tmp_path, redis_url, settings={"coaching": {"enabled": False}})
+    try:
+        controller.start()
+        _measure(redis_client)
+    finally:
+        controller.stop()
+        redis_client.close()
+
+
+def _measure(redis_client: redis.Redis) -> None:
     # The start-up sweep finds the runs never registered, and registers them.
     wait_for(lambda: _registered(redis_client), timeout_s=60, what="the runs registered")
     before = {command: _calls(redis_client, command) for command in ("hgetall", "hmget")}
