@@ -29,6 +29,7 @@ from typing import Any, Final, Literal, cast
 from pydantic import BaseModel, ConfigDict
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
@@ -292,10 +293,18 @@ class StageLimits:
     async def stage_budgets(self, run_id: str, limits: Limits) -> list[StageBudget]:
         """Every stage's counts beside the limits in force, in one round trip after the index."""
         stage_ids = await self.stage_ids(run_id)
-        pipe = self.client.pipeline(transaction=False)
-        for stage_id in stage_ids:
-            await self._counts(keys=self.stage_keys(run_id, stage_id), args=[], client=pipe)
-        replies = await pipe.execute()
+        for tries_left in (1, 0):
+            pipe = self.client.pipeline(transaction=False)
+            for stage_id in stage_ids:
+                await self._counts(keys=self.stage_keys(run_id, stage_id), args=[], client=pipe)
+            try:
+                replies = await pipe.execute()
+                break
+            except NoScriptError:
+                # Redis restarted between the pipeline's SCRIPT LOAD and its EVALSHAs (the
+                # script cache is empty again): the counts are only read, so read again.
+                if not tries_left:
+                    raise
         budgets = []
         for stage_id, raw in zip(stage_ids, replies, strict=True):
             counts = parse_reply(raw).counts
