@@ -240,7 +240,7 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     unused: Any = None
     recorder = BranchRecorder(async_redis, keys, store)
     reinjector = Reinjector(store, requests, limits, recorder, unused, unused, unused)
-    await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"))
+    await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"), 0)
     reinjector._corrected_in.close()  # the submissions `run` would read: none here
     reinjector._corrected_out.close()
 

@@ -227,13 +227,13 @@ class Reinjector:
             log.info("coaching.ended", state=state, reason=reason, route=request.route)
 
     async def outcome(
-        self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int | None = None
+        self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int
     ) -> None:
         """A trajectory through these attempts ended stage `stage_id`: prove them, or not.
 
         Only the attempts made in that stage are concerned (MAGMA-GEN keeps the attempts
         awaiting success per stage): a later stage's end says nothing of an earlier
-        stage's corrections. `None` concerns them all.
+        stage's corrections.
 
         A reconciliation pass may mark the request executed between the read and the
         write (it saw the branch's candidate executed): the outcome then applies to the
@@ -248,7 +248,7 @@ class Reinjector:
                     request = await self.requests.get(run_id, owner[0])
                     if request is None or request.state not in ("reinjected", "executed"):
                         break
-                    if stage_id is not None and request.stage_id != stage_id:
+                    if request.stage_id != stage_id:
                         break
                     if await self._outcome(request, attempt, stage_end):
                         break
