@@ -5,6 +5,7 @@ start and finish, filters applied in Redis, counts that add up with `/metrics` a
 from __future__ import annotations
 
 import random
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,7 +22,20 @@ from tests.support.graphs import RUN_STARTED
 
 pytestmark = pytest.mark.slow
 
-AGENTS = ("http://127.0.0.1:8751", "http://127.0.0.1:8752")
+
+def _unanswered_agents(count: int) -> tuple[tuple[str, ...], list[socket.socket]]:
+    """Agent URLs nothing can answer while the sockets live: each port is bound, never
+    listened on, so no other process of the suite can serve an agent there (a real agent
+    there would announce its id and file the run under it instead of its URL)."""
+    held = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        held.append(sock)
+    return tuple(f"http://127.0.0.1:{sock.getsockname()[1]}" for sock in held), held
+
+
+AGENTS, _HELD_PORTS = _unanswered_agents(2)
 SCENARIOS = ("buttons", "colors", "stack")
 
 
