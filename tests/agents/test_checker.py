@@ -131,20 +131,21 @@ def test_run_check_agent_exits_zero_when_everything_passes(
 
 
 class RaisingCoach:
-    """A coach with a bug: every repair raises AttributeError."""
+    """A coach with a bug: every repair looks up a key the request does not have."""
 
     requires_session = False
 
     async def coach(self, request: Any, session: Any) -> Any:
         """Break as a buggy coach does."""
-        raise AttributeError("'NoneType' object has no attribute 'decision'")
+        return {}["expected_decision"]
 
 
 @pytest.mark.asyncio
 async def test_a_coach_that_raises_fails_the_coaching_checks(serve: Serve) -> None:
     """An agent whose coach raises answers `error`: coaching.format (and the other kinds) fail,
-    naming the exception."""
+    naming the exception, the missing key and where it was raised."""
     app = create_agent_app(reference_info(), ScriptedPolicy(), RaisingCoach())
     failures = _failures(await check_agent(serve(app)))
-    assert "the coach failed: AttributeError" in failures["coaching.format"]
+    assert "the coach failed: KeyError: 'expected_decision'" in failures["coaching.format"]
+    assert "in coach)" in failures["coaching.format"]
     assert "coaching.failure" in failures

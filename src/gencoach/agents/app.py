@@ -38,6 +38,7 @@ from gencoach.protocol import (
     SpecializedCoachingResponse,
 )
 from gencoach.protocol.media import not_json_refusal
+from gencoach.workers.backends.python import error_summary
 
 log = get_logger("agents.app")
 
@@ -104,7 +105,7 @@ async def _decide(policy: Policy, item: AgentInput, memory: Memory) -> list[Deci
         return [Decided.failed(error.code, error.message)] * count
     except Exception as error:
         log.exception("agent.policy_crashed", source_id=item.id)
-        return [Decided.failed("policy_crashed", f"{type(error).__name__}: {error}")] * count
+        return [Decided.failed("policy_crashed", error_summary(error))] * count
     if len(decided) != count:
         message = f"the policy returned {len(decided)} candidates, {count} were asked"
         return [Decided.failed("policy_error", message)] * count
@@ -249,7 +250,7 @@ def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: Ses
                 outcome = await coach.coach(coaching_request, session)
             except Exception as error:
                 log.exception("agent.coach_crashed")
-                outcome = CoachingOutcome.failed(f"the coach failed: {type(error).__name__}")
+                outcome = CoachingOutcome.failed(f"the coach failed: {error_summary(error)}")
             if session is not None and not session.capture_logs:
                 outcome = CoachingOutcome(outcome.status, outcome.proposals, outcome.reason)
             return JSONResponse(_coaching_answer(coaching_request, outcome))
