@@ -12,7 +12,7 @@ import redis
 
 from gencoach.constants import Keys
 from tests.service.test_branches import _state
-from tests.support.agent_server import ScriptedAgent
+from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import coaching_settings, report_known
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
@@ -119,3 +119,49 @@ def test_unreachable_agent_is_retried_then_the_request_abandoned(
     stages = httpx.get(f"{controller.url}/v1/runs/down/stages").json()["stages"]
     assert all(stage["pending"] == 0 for stage in stages)
     assert redis_client.xlen(KEYS.branches("down")) == 0
+
+
+def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """Two runs' corrections stranded by a controller killed while both agents were
+    answering: after the restart, the run whose agent answers is reinjected at once,
+    while the other run's agent still holds its call (the pass that found both does not
+    wait for it), and its pending slot is kept meanwhile."""
+    llm.script(json_reply(DIAGNOSIS))  # the second run's diagnosis; `_start` scripts one
+    slow = ScriptedAgent()
+    server = ThreadedServer(slow.app())
+    server.start()
+    slow.url = server.url
+    try:
+        slow.responses_gate = threading.Event()  # never opened: a call that hangs
+        scripted_agent.responses_gate = fast_gate = threading.Event()
+        controller = _start(controller_factory, llm)
+        # "a-slow" sorts first: a pass visiting runs in turn would wait on it.
+        report_known(redis_url, "a-slow", slow.url)
+        report_known(redis_url, "b-fast", scripted_agent.url)
+        wait_for(
+            lambda: slow.response_requests and scripted_agent.response_requests,
+            timeout_s=90,
+            what="both reinjection calls",
+        )
+        controller.signal(signal.SIGKILL)
+        controller.wait()
+        fast_gate.set()
+        asked = len(slow.response_requests)
+        controller.start()
+        # The slow agent's call waits for its 30 s timeout, three times over: a recovery
+        # done in turn would take about 90 s before reaching the other run.
+        wait_for(_state(controller, "b-fast", "failure", "reinjected"), timeout_s=60)
+        wait_for(lambda: len(slow.response_requests) > asked, what="the slow run's new call")
+        request = _state(controller, "a-slow", "failure", "corrected")()
+        assert request is not None, "the slow run's request still waits on its agent"
+        stages = httpx.get(f"{controller.url}/v1/runs/a-slow/stages").json()["stages"]
+        assert sum(stage["pending"] for stage in stages) == 1
+    finally:
+        slow.responses_gate.set()
+        server.stop()

@@ -6,9 +6,10 @@ kept beside the requests: a request's creation adds its run, and a pass takes of
 none of whose requests is open): one in flight keeps its slot while its holder lives and
 is dispatched again when it does not (see `gencoach.service.recovery.holding`); one
 answered and awaiting reinjection keeps its pending slot, so the controller renews its
-lease; one left as a bare opportunity by a crash is routed again. Queues whose jobs wait
-unclaimed too long are reported once each. RQ's own recovery of a killed job is far
-slower and is not waited for.
+lease, and is handed to the reinjector, which reinjects it in a task of its own as it
+does a fresh correction; one left as a bare opportunity by a crash is routed again.
+Queues whose jobs wait unclaimed too long are reported once each. RQ's own recovery of
+a killed job is far slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`), and
 saved runs for `RECHECK_FOR_S` after their save. Every `controller.sweep_s` (120 s) a
@@ -250,7 +251,9 @@ class Reconciler:
         elif request.state == "corrected":
             await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
             if _older_than(request, STALE_S):
-                await self.reinjector.reinject(run_id, request.request_id)
+                # Its own task, beside every other run's: one slow agent never holds up
+                # the pass, nor another run's recovery, nor the leases it renews.
+                self.reinjector.submit(request)
         elif request.state == "reinjected":
             await self.reinjector.executed(run_id, request)
         elif (
