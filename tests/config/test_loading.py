@@ -65,7 +65,7 @@ coaching:
 
 def test_full_file_loads(load: Load) -> None:
     """Every section of a complete file lands in the settings as written."""
-    settings = load(FULL, {"LLM_KEY": "k", "API_TOKEN": "t"})
+    settings = load(FULL, {"LLM_KEY": "k", "API_TOKEN": "api-token-value"})
     assert settings.redis.url == "redis://cache.internal:6380/2"
     assert settings.redis.key_prefix == "gc"
     coaching = settings.coaching

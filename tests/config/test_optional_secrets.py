@@ -104,4 +104,4 @@ def test_an_empty_token_file_is_refused(refuse: Refuse, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.write_text(" \n")
     problem = problem_at(refuse(f"api: {{token_file: {empty}}}"), "api.token_file")
-    assert problem.message == "is empty: it must hold the bearer token"
+    assert problem.message == "is empty or only whitespace: it must hold the bearer token"

@@ -88,7 +88,7 @@ def test_token_counts_are_not_secrets(key: str, *, secret: bool) -> None:
 
 def test_variable_named_by_token_env_is_not_an_unknown_setting(load: Load) -> None:
     """GENCOACH_API_TOKEN, named by api.token_env, is read as the token, not as a setting."""
-    settings = load("api: {token_env: GENCOACH_API_TOKEN}", {"GENCOACH_API_TOKEN": "t"})
+    settings = load("api: {token_env: GENCOACH_API_TOKEN}", {"GENCOACH_API_TOKEN": "tok-value"})
     assert settings.api.token is not None
 
 

@@ -18,6 +18,11 @@ from gencoach.errors import ConfigError, ConfigProblem
 
 _MESSAGES = {"extra_forbidden": "unknown key", "missing": "is required"}
 
+# The API token's rule, whatever its source (a variable or a file): surrounding whitespace
+# is dropped, and what is left must be at least this long. Every token is therefore also
+# long enough to be masked in logs (scrubbing.MIN_SECRET_LENGTH).
+MIN_TOKEN_LENGTH = 8
+
 # Top-level sections of a MAGMA config file (`magma_core/configs/default_config.yaml`,
 # `MAGMAConfig`) that only MAGMA's own pipelines read: a MAGMA file loads whole, these
 # ignored with one notice. Its `backends` and `coaching` sections are gencoach's too.
@@ -56,17 +61,17 @@ def load_settings(path: Path | None, environ: Mapping[str, str]) -> Settings:
     except ValidationError as exc:
         problems += [_problem(error, overlay) for error in exc.errors()]
         problems += _coaching_without_backend(overlay)
-    file_token: SecretStr | None = None
-    if settings is not None and settings.api.token_file is not None:
-        read = _read_token_file(settings.api.token_file, overlay)
+    token: tuple[SecretStr, str] | None = None
+    if settings is not None:
+        read = _read_token(settings, environ, overlay)
         if isinstance(read, ConfigProblem):
             problems.append(read)
         else:
-            file_token = read
+            token = read
     if problems or settings is None:
         unique = {str(problem): problem for problem in problems}
         raise ConfigError(list(unique.values()), str(file) if file else None)
-    _attach_secrets(settings, environ, file_token)
+    _attach_secrets(settings, environ, token)
     settings._source = file
     settings._ignored_sections = ignored
     settings._warnings = _unset_variables(named, environ, overlay, settings)
@@ -113,30 +118,54 @@ def _unset_variables(
     return warnings
 
 
-def _read_token_file(path: Path, overlay: Overlay) -> SecretStr | ConfigProblem:
-    """The token `api.token_file` holds (surrounding whitespace removed), or why not."""
+def token_problem(text: str) -> str | None:
+    """Why `text` (surrounding whitespace already dropped) cannot be the API token, or None."""
+    if not text:
+        return "is empty or only whitespace: it must hold the bearer token"
+    if len(text) < MIN_TOKEN_LENGTH:
+        return (
+            f"holds a token of {len(text)} characters: a token needs at least "
+            f"{MIN_TOKEN_LENGTH} (e.g. `openssl rand -hex 32`)"
+        )
+    return None
+
+
+def _read_token(
+    settings: Settings, environ: Mapping[str, str], overlay: Overlay
+) -> tuple[SecretStr, str] | ConfigProblem | None:
+    """The API token and where it was read, by one rule for both sources: the variable
+    `api.token_env` names when it is set (even to nothing), else the file `api.token_file`
+    names; surrounding whitespace dropped; empty or short refused. None: no token."""
+    api = settings.api
+    if api.token_env and api.token_env in environ:
+        token = environ[api.token_env].strip()
+        problem = token_problem(token)
+        if problem is not None:
+            where = _located(("api", "token_env"), overlay)
+            return ConfigProblem(where, f"the variable {api.token_env} {problem}")
+        return SecretStr(token), api.token_env
+    if api.token_file is None:
+        return None
     where = _located(("api", "token_file"), overlay)
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        token = api.token_file.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as error:
         reason = getattr(error, "strerror", None) or str(error)
-        return ConfigProblem(where, f"cannot be read ({reason})", str(path), True)
-    if not token:
-        return ConfigProblem(where, "is empty: it must hold the bearer token", str(path), True)
-    return SecretStr(token)
+        return ConfigProblem(where, f"cannot be read ({reason})", str(api.token_file), True)
+    problem = token_problem(token)
+    if problem is not None:
+        return ConfigProblem(where, problem, str(api.token_file), True)
+    return SecretStr(token), str(api.token_file)
 
 
 def _attach_secrets(
-    settings: Settings, environ: Mapping[str, str], file_token: SecretStr | None
+    settings: Settings, environ: Mapping[str, str], token: tuple[SecretStr, str] | None
 ) -> None:
     for backend in settings.backends.values():
         if backend.api_key_env and environ.get(backend.api_key_env):
             backend._api_key = SecretStr(environ[backend.api_key_env])
-    api = settings.api
-    if api.token_env and environ.get(api.token_env):
-        api._token, api._token_source = SecretStr(environ[api.token_env]), api.token_env
-    elif file_token is not None:
-        api._token, api._token_source = file_token, str(api.token_file)
+    if token is not None:
+        settings.api._token, settings.api._token_source = token
 
 
 def _problem(error: ErrorDetails, overlay: Overlay) -> ConfigProblem:
