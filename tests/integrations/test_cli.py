@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 import redis
 
+from gencoach.agents import create_agent_app
+from gencoach.agents.reference import reference_info
 from gencoach.constants import EVENT_FIELD, Keys
 from tests.integrations.test_frozenlake import walker
-from tests.support.agent_server import ScriptedAgent
+from tests.support.agent_server import ScriptedAgent, ThreadedServer
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +61,54 @@ def test_sim_gym_plays_runs_and_reports_them(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("3 runs: ")
+    assert "candidates asked, 0 coached" in done.stdout
     events: list[dict[str, Any]] = [
         json.loads(fields[EVENT_FIELD.encode()]) for _, fields in redis_client.xrange(Keys().events)
     ]
     finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
     assert finished == {"cli-0", "cli-1", "cli-2"}
+
+
+class PoppingPolicy:
+    """A policy with the bug of a non-thread-safe env: it pops from an empty list."""
+
+    async def decide(self, agent_input: Any, memory: Any, count: int) -> Any:
+        """Raise IndexError as `[].pop()` does."""
+        return [[].pop()]
+
+
+def test_an_agent_that_raises_fails_sim_gym_naming_the_cause(redis_url: str) -> None:
+    """Every candidate is the toolkit's `policy_crashed`: sim gym prints its counts, then
+    exits 1 with one line naming the exception (it printed `2 errors` and exited 0)."""
+    info = reference_info().model_copy(update={"specialized_coaching": []})
+    server = ThreadedServer(create_agent_app(info, PoppingPolicy()))
+    server.start()
+    try:
+        done = gencoach(
+            "sim", "gym", "tests.integrations.frozenlake:FrozenLake", "--agent", server.url,
+            "--redis-url", redis_url, "--runs", "2", "--branch-grace-s", "0",
+            "--campaign", "crashing",
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 candidates asked, 0 coached (0 invalid, 2 errors; first: policy_crashed" in (
+        done.stdout
+    )
+    line = done.stderr.splitlines()[-1]
+    assert line.startswith("gencoach sim gym: the agent crashed: policy_crashed: IndexError: ")
+    assert "pop from empty list" in line
+
+
+def test_a_campaign_where_no_stage_ended_fails_sim_gym(
+    redis_url: str, scripted_agent: ScriptedAgent
+) -> None:
+    """An agent whose every answer is refused by the tools (a tabletop call) ends no stage:
+    sim gym exits 1 saying so."""
+    done = gencoach(
+        "sim", "gym", "tests.integrations.frozenlake:FrozenLake", "--agent", scripted_agent.url,
+        "--redis-url", redis_url, "--branch-grace-s", "0", "--campaign", "refused",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "1 candidates asked, 0 coached (1 invalid, 0 errors), stage ends: none" in done.stdout
+    assert done.stderr.splitlines()[-1].startswith("gencoach sim gym: no stage ended")

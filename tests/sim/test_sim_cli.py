@@ -115,12 +115,16 @@ def test_a_standalone_run_says_it_reported_nowhere(
 
 
 def test_an_unreachable_agent_is_named_in_the_summary(tmp_path: Path) -> None:
-    """A wrong agent port shows the first error's text, not only a count of errors."""
+    """A wrong agent port shows the first error's text, not only a count of errors, and
+    the run exits 1 naming the failed call after its summary."""
     url = f"http://127.0.0.1:{free_port()}"
     result = sim_run("--agent-url", url, "--run-id", "cli-3", "--timeout-s", "2", cwd=tmp_path)
     summary = result.stdout.splitlines()[0]
     assert "errors; first: " in summary, result.stdout + result.stderr
     assert "127.0.0.1" in summary or "connect" in summary.lower(), summary
+    assert result.returncode == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("gencoach sim run: the agent crashed: agent_call_failed: "), last
 
 
 def test_a_run_reports_where_the_config_file_says(

@@ -1,7 +1,9 @@
 """`gencoach sim run`: play a reference scenario against an agent and report it to gencoach.
 
 Every mistake on the command line ends in one line on stderr that names the option and,
-where there are choices, lists them (exit 2); a run that cannot report exits 1.
+where there are choices, lists them (exit 2); a run that cannot report exits 1, and so
+does a run whose agent crashed or where no stage ended, after its summary, naming why
+(`gencoach.sim.verdict`). `gencoach sim gym` does the same for an adapter's runs.
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ class OneLineErrors(TyperCommand):
             fail(error.format_message())
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print `gencoach sim run: <message>` on one line and exit with `code`."""
-    typer.echo(f"gencoach sim run: {' '.join(message.split())}", err=True)
+def fail(message: str, code: int = EXIT_USAGE, command: str = "sim run") -> NoReturn:
+    """Print `gencoach <command>: <message>` on one line and exit with `code`."""
+    typer.echo(f"gencoach {command}: {' '.join(message.split())}", err=True)
     raise typer.Exit(code)
 
 
@@ -203,6 +205,9 @@ def run(
         fail(f"Redis: {error}", EXIT_RUN_FAILED)
     typer.echo(report.summary())
     typer.echo(_destination(options))
+    failed = report.failure()
+    if failed is not None:
+        fail(failed, EXIT_RUN_FAILED)
 
 
 def _configured_redis(path: Path | None) -> tuple[str, str] | None:
@@ -296,15 +301,22 @@ def gym(
         from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
         from gencoach.integrations.gymnasium.cli import load_adapter
     except ImportError as error:
-        fail(f"{error}; install the gym extra: pip install 'gencoach[gym]'", EXIT_RUN_FAILED)
+        fail(
+            f"{error}; install the gym extra: pip install 'gencoach[gym]'",
+            EXIT_RUN_FAILED,
+            "sim gym",
+        )
     try:
         loaded = load_adapter(adapter)
     except ValueError as error:
-        fail(f"MODULE:ADAPTER: {error}")
+        fail(f"MODULE:ADAPTER: {error}", command="sim gym")
     if redis_url is None:
         configured = _configured_redis(getattr(ctx.find_root().obj, "config_path", None))
         if configured is None:
-            fail("--redis-url: no Redis given and no gencoach configuration names one")
+            fail(
+                "--redis-url: no Redis given and no gencoach configuration names one",
+                command="sim gym",
+            )
         redis_url = configured[0]
         key_prefix = configured[1] if key_prefix == DEFAULT_PREFIX else key_prefix
     configure_logging("warning")
@@ -325,7 +337,10 @@ def gym(
     try:
         report = anyio.run(run_campaign, options)
     except (ReportError, OSError) as error:
-        fail(str(error), EXIT_RUN_FAILED)
+        fail(str(error), EXIT_RUN_FAILED, "sim gym")
     except redis.RedisError as error:
-        fail(f"Redis: {error}", EXIT_RUN_FAILED)
+        fail(f"Redis: {error}", EXIT_RUN_FAILED, "sim gym")
     typer.echo(report.summary())
+    failed = report.failure()
+    if failed is not None:
+        fail(failed, EXIT_RUN_FAILED, "sim gym")

@@ -126,19 +126,21 @@ class Explorer:
         await self.recorder.emit("candidate.created", **fields)
 
     async def execute(
-        self, candidate_id: str, answer: Answer, episode: Episode, before: SavedSituation
+        self,
+        candidate_id: str,
+        answer: Answer,
+        episode: Episode,
+        before: SavedSituation,
+        *,
+        coached: bool = False,
     ) -> Node | None:
-        """Execute and report one candidate answering `before`; the node that follows it if
-        its branch goes on."""
+        """Execute and report one candidate answering `before` (`coached`: a branch order's);
+        the node that follows it if its branch goes on."""
         env, attempt_ids = before.env, before.attempt_ids
         self.budget.spend()
-        self.report.candidates += 1
         if answer.decision is None or answer.invalid_reason is not None:
             status = "invalid" if answer.invalid_reason is not None else "error"
-            self.report.invalid += status == "invalid"
-            self.report.errors += status == "error"
-            if status == "error" and answer.error is not None and not self.report.first_error:
-                self.report.first_error = f"{answer.error.code}: {answer.error.message}"
+            self.report.answers.count(coached=coached, status=status, error=answer.error)
             await self.recorder.emit(
                 "candidate.executed",
                 candidate_id=candidate_id,
@@ -149,6 +151,7 @@ class Explorer:
             return None
         step = episode.step(answer.decision.model_dump(mode="json"))
         end = step.outcome.stage_end
+        self.report.answers.count(coached=coached, status=step.outcome.status)
         faulty = before.faulty or (candidate_id if seeded_mistake(answer) else None)
         stage_end: JsonObject | None = None
         if end is not None:
@@ -165,7 +168,7 @@ class Explorer:
         if end is None:
             instruction = message("env", json.dumps(step.feedback, ensure_ascii=False))
         else:
-            self.report.stage_ends[end.event] = self.report.stage_ends.get(end.event, 0) + 1
+            self.report.answers.end(end.event)
             if step.next_stage_id is None:
                 return None
             instruction, faulty = message("user", episode.instruction()), None

@@ -204,7 +204,7 @@ class Generator:
         await self.recorder.save_state(order.input.id, anchor.state, keep=True)
         episode = Episode.restore(anchor.state)
         following = await self.explorer.execute(
-            order.candidate_id, Answer.of(order.candidate), episode, coached
+            order.candidate_id, Answer.of(order.candidate), episode, coached, coached=True
         )
         await self.recorder.flush()
         self.report.orders_executed += 1

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gencoach.constants import DEFAULT_PREFIX
 from gencoach.sim.scenarios import SCENARIOS
+from gencoach.sim.verdict import AnswerTally, failure
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -86,12 +87,8 @@ class GenerationReport(BaseModel):
     run_id: str
     scenario: str
     situations: int = 0
-    candidates: int = 0
-    invalid: int = 0
-    errors: int = 0
-    first_error: str | None = None
-    """What the agent said about its first error answer (code: message)."""
-    stage_ends: dict[str, int] = Field(default_factory=dict)
+    answers: AnswerTally = Field(default_factory=AnswerTally)
+    """The candidates executed: asked of the agent and coached apart, errors, stage ends."""
     orders_executed: int = 0
     orders_skipped: int = 0
     settle_timeouts: int = 0
@@ -100,14 +97,40 @@ class GenerationReport(BaseModel):
     log_path: Path | None = None
     elapsed_s: float = 0.0
 
+    @property
+    def candidates(self) -> int:
+        """Candidates the agent answered to the run's own situations (not the coached ones)."""
+        return self.answers.asked
+
+    @property
+    def invalid(self) -> int:
+        """Candidates refused by the tool contract."""
+        return self.answers.invalid
+
+    @property
+    def errors(self) -> int:
+        """Error candidates (no decision)."""
+        return self.answers.errors
+
+    @property
+    def first_error(self) -> str | None:
+        """What the agent said about its first error answer (code: message)."""
+        return self.answers.first_error
+
+    @property
+    def stage_ends(self) -> dict[str, int]:
+        """How many stages ended, per event."""
+        return self.answers.stage_ends
+
+    def failure(self) -> str | None:
+        """Why the run failed (the agent crashed, no stage ended), or None."""
+        return failure(self.answers.stage_ends, self.answers.first_crash)
+
     def summary(self) -> str:
         """The report on one line."""
-        ends = ", ".join(f"{event} {count}" for event, count in sorted(self.stage_ends.items()))
         line = (
             f"run {self.run_id} ({self.scenario}): {self.situations} situations, "
-            f"{self.candidates} candidates ({self.invalid} invalid, {self.errors} errors"
-            f"{f'; first: {self.first_error}' if self.first_error else ''}), "
-            f"stage ends: {ends or 'none'}, branch orders: {self.orders_executed} executed, "
+            f"{self.answers.described()}, branch orders: {self.orders_executed} executed, "
             f"{self.orders_skipped} skipped; {self.finish_reason} after {self.elapsed_s:.1f} s"
         )
         if self.settle_timeouts:

@@ -28,6 +28,7 @@ from gencoach.integrations.gymnasium.adapter import GymAdapter
 from gencoach.integrations.gymnasium.run import GymRun, RunTally
 from gencoach.orders import Item, OrderReader
 from gencoach.sim.agent_io import AgentAsker
+from gencoach.sim.verdict import failure
 
 CLIENT_NAME = "gencoach-gym"
 _NEVER_FULL = 1 << 30  # the run flushes after each situation, never the reporter alone
@@ -66,23 +67,24 @@ class CampaignReport:
     def add(self, tally: RunTally) -> None:
         """Count one finished run."""
         total = self.total
-        for name in ("situations", "candidates", "invalid", "errors", "env_steps"):
-            setattr(total, name, getattr(total, name) + getattr(tally, name))
+        total.add(tally)
+        total.situations += tally.situations
+        total.env_steps += tally.env_steps
         total.orders_executed += tally.orders_executed
         total.orders_skipped += tally.orders_skipped
         total.settle_timeouts += tally.settle_timeouts
         total.env_step_s += tally.env_step_s
         total.ending_s += tally.ending_s
-        for event, count in tally.stage_ends.items():
-            total.stage_ends[event] = total.stage_ends.get(event, 0) + count
+
+    def failure(self) -> str | None:
+        """Why the campaign failed (the agent crashed, no stage ended), or None."""
+        return failure(self.total.stage_ends, self.total.first_crash)
 
     def summary(self) -> str:
         """The report on one line."""
         t = self.total
-        ends = ", ".join(f"{event} {count}" for event, count in sorted(t.stage_ends.items()))
         line = (
-            f"{len(self.run_ids)} runs: {t.situations} situations, {t.candidates} candidates "
-            f"({t.invalid} invalid, {t.errors} errors), stage ends: {ends or 'none'}, "
+            f"{len(self.run_ids)} runs: {t.situations} situations, {t.described()}, "
             f"branch orders: {t.orders_executed} executed, {t.orders_skipped} skipped; "
             f"{self.elapsed_s:.1f} s"
         )

@@ -20,7 +20,7 @@ generator died end where they were.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -36,6 +36,7 @@ from gencoach.orders import Item, OrderReader
 from gencoach.protocol import AgentInput, BranchOrder, JsonObject
 from gencoach.sim.agent_io import AgentAsker, Answer
 from gencoach.sim.branches import Activity, until_run_may_end
+from gencoach.sim.verdict import AnswerTally
 
 log = get_logger("integrations.run")
 
@@ -60,14 +61,11 @@ class Node:
 
 
 @dataclass
-class RunTally:
-    """What one run did."""
+class RunTally(AnswerTally):
+    """What one run did: its situations, its candidates (asked and coached apart), its
+    orders and its time."""
 
     situations: int = 0
-    candidates: int = 0
-    invalid: int = 0
-    errors: int = 0
-    stage_ends: dict[str, int] = field(default_factory=dict)
     orders_executed: int = 0
     orders_skipped: int = 0
     settle_timeouts: int = 0
@@ -249,7 +247,7 @@ class GymRun:
             fields = answer.created_fields(candidate_id, situation_id, node.attempt_ids)
             await self._emit("candidate.created", **fields)
             copy = episode if index == len(answers) - 1 else self._restore(actions)
-            after = await self._execute(candidate_id, answer, copy, node.attempt_ids)
+            after = await self._execute(candidate_id, answer, copy, node.attempt_ids, False)
             following = following or after
         await self._flush()
         return following
@@ -268,14 +266,18 @@ class GymRun:
         return GymEpisode.restore(self.adapter, self.seed, actions)
 
     async def _execute(
-        self, candidate_id: str, answer: Answer, episode: GymEpisode, attempt_ids: tuple[int, ...]
+        self,
+        candidate_id: str,
+        answer: Answer,
+        episode: GymEpisode,
+        attempt_ids: tuple[int, ...],
+        coached: bool,
     ) -> Node | None:
-        """Execute and report one candidate; the node that follows it if its branch goes on."""
-        self.tally.candidates += 1
+        """Execute and report one candidate (`coached`: a branch order's); the node that
+        follows it if its branch goes on."""
         if answer.decision is None or answer.invalid_reason is not None:
             status = "invalid" if answer.invalid_reason is not None else "error"
-            self.tally.invalid += status == "invalid"
-            self.tally.errors += status == "error"
+            self.tally.count(coached=coached, status=status, error=answer.error)
             await self._emit(
                 "candidate.executed",
                 candidate_id=candidate_id,
@@ -289,6 +291,7 @@ class GymRun:
         self.tally.env_step_s += anyio.current_time() - started
         self.tally.env_steps += len(judged.calls)
         end = judged.stage_end(self.target_steps)
+        self.tally.count(coached=coached, status=judged.status(self.target_steps))
         await self._emit(
             "candidate.executed",
             candidate_id=candidate_id,
@@ -297,7 +300,7 @@ class GymRun:
             stage_end=end,
         )
         if end is not None:
-            self.tally.stage_ends[end["event"]] = self.tally.stage_ends.get(end["event"], 0) + 1
+            self.tally.end(end["event"])
             return None
         instruction = {"type": "env", "content": judged.feedback}
         return Node(episode, candidate_id, instruction, answer.memory, attempt_ids)
@@ -342,7 +345,7 @@ class GymRun:
         )
         answer = self._judged(Answer.of(order.candidate))
         following = await self._execute(
-            order.candidate_id, answer, self._restore(actions), attempts
+            order.candidate_id, answer, self._restore(actions), attempts, True
         )
         await self._flush()
         self.tally.orders_executed += 1
