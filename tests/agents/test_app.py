@@ -25,11 +25,18 @@ def _fields(response: httpx.Response) -> list[str]:
 
 
 def test_health_and_info(serve: Serve) -> None:
-    """`/health` answers ready and `/v1/info` the announcement as given."""
+    """`/health` answers ready and `/v1/info` the announcement as given, with the
+    toolkit's own capability: it reads `decision_source` in gencoach's payloads (an
+    author may say otherwise)."""
     announced = info(agent_version="3.1")
     url = serve(create_agent_app(announced, EchoPolicy()))
     assert httpx.get(f"{url}/health").json() == {"status": "ready"}
-    assert httpx.get(f"{url}/v1/info").json() == announced.model_dump(mode="json")
+    body = announced.model_dump(mode="json")
+    body["capabilities"] = {"decision_source": True, **announced.capabilities}
+    assert httpx.get(f"{url}/v1/info").json() == body
+    refusing = info(capabilities={"decision_source": False})
+    url = serve(create_agent_app(refusing, EchoPolicy()))
+    assert httpx.get(f"{url}/v1/info").json()["capabilities"]["decision_source"] is False
 
 
 def test_answers_every_input_in_order_with_its_memory(serve: Serve) -> None:

@@ -217,3 +217,15 @@ def test_an_input_after_a_coached_decision_drops_the_inherited_correction() -> N
          "extra_keys": {"episode": 7, "coaching": {"kind": "replace_say", "text": "x"}}}
     )  # fmt: skip
     assert p.without_coaching(item).extra_keys == {"episode": 7}
+
+
+def test_decision_source_is_sent_only_to_agents_that_read_it() -> None:
+    """A payload gencoach wrote (a rewrite, a person's decision) keeps `decision_source`
+    for an agent announcing the capability and loses it for one that does not; an agent's
+    own payload goes back verbatim, whatever it announced."""
+    payload = {"kind": "replace_say", "text": "42", "decision_source": "rewrite"}
+    bare = {"kind": "replace_say", "text": "42"}
+    assert p.payload_sent(payload, written_here=True, reads_source=True) == payload
+    assert p.payload_sent(payload, written_here=True, reads_source=False) == bare
+    assert p.payload_sent(payload, written_here=False, reads_source=False) == payload
+    assert p.parse_coaching_payload(bare) == p.ReplaceSay(text="42")

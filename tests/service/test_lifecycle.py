@@ -236,10 +236,10 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     assert await requests.move(reinjected, reinjected.moved("executed"))
     requests.snapshot = reinjected
     # Proving touches the store, the limits and the recorder alone: the agent, the
-    # budgets and the examples are not reached for a run with no graph.
+    # budgets, the examples and the registry are not reached for a run with no graph.
     unused: Any = None
     recorder = BranchRecorder(async_redis, keys, store)
-    reinjector = Reinjector(store, requests, limits, recorder, unused, unused, unused)
+    reinjector = Reinjector(store, requests, limits, recorder, unused, unused, unused, unused)
     await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"), 0)
     reinjector._corrected_in.close()  # the submissions `run` would read: none here
     reinjector._corrected_out.close()

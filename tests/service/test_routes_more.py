@@ -119,12 +119,12 @@ def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
     assert (rewrite["route"], rewrite["state"]) == ("text_rewrite", "reinjected")
     prompt = json.dumps(llm.requests[-1].body["messages"])
     assert "I am done" in prompt
+    # The scripted agent does not announce `decision_source` (as a toolkit of an earlier
+    # version would not): the payload gencoach wrote reaches it without the field, while
+    # the request records where the words came from.
     reinjected = scripted_agent.response_requests[-1]["inputs"][0]["extra_keys"]["coaching"]
-    assert reinjected == {
-        "kind": "replace_say",
-        "text": "the answer is 42",
-        "decision_source": "rewrite",
-    }
+    assert reinjected == {"kind": "replace_say", "text": "the answer is 42"}
+    assert rewrite["decision_source"] == "rewrite"
 
     # A person's decision on the same run, then the funnel: with the operator test's runs
     # (format, failure, no_action, suboptimal) every row has been seen on a real run.
@@ -145,6 +145,9 @@ def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
         what="the person's decision reinjected",
     )
     assert human["human"]
+    assert human["decision_source"] == "human"
+    sent = scripted_agent.response_requests[-1]["inputs"][0]["extra_keys"]["coaching"]
+    assert sent == {"kind": "replace_decision", "decision": body["decision"]}
     rows = ("no_action", "exceeded", "text_rewrite", "human")
     samples = wait_for(
         lambda: (

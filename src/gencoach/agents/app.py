@@ -26,6 +26,7 @@ from gencoach.errors import ContractError, ContractViolation
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
     COACHING_KEY,
+    DECISION_SOURCE_CAPABILITY,
     AgentDecision,
     AgentHealth,
     AgentInfo,
@@ -149,6 +150,9 @@ def create_agent_app(
         raise ValueError("give a coach exactly when info.specialized_coaching lists kinds")
     app = FastAPI(title=info.agent_id, version=info.agent_version)
     info_body = info.model_dump(mode="json")
+    # This toolkit reads `decision_source` in the payloads gencoach writes: it says so,
+    # unless the author said otherwise.
+    info_body["capabilities"] = {DECISION_SOURCE_CAPABILITY: True, **info.capabilities}
 
     @app.get("/health")
     async def health() -> JSONResponse:

@@ -34,6 +34,7 @@ from gencoach.protocol.branches import (
 )
 from gencoach.protocol.coaching import (
     COACHING_KEY,
+    DECISION_SOURCE_CAPABILITY,
     DECISION_SOURCE_KEY,
     DECISION_SOURCES,
     MODEL_SOURCES,
@@ -60,6 +61,7 @@ from gencoach.protocol.coaching import (
     as_decision_source,
     coached_input,
     parse_coaching_payload,
+    payload_sent,
     without_coaching,
 )
 from gencoach.protocol.events import (
@@ -111,6 +113,7 @@ __all__ = [
     "COACHING_KEY",
     "COACHING_KINDS",
     "DECISION_SOURCES",
+    "DECISION_SOURCE_CAPABILITY",
     "DECISION_SOURCE_KEY",
     "EVENTS_VERSION",
     "EVENT_TYPES",
@@ -200,6 +203,7 @@ __all__ = [
     "parse_event_json",
     "parse_llm_answer",
     "parse_tagged",
+    "payload_sent",
     "single_bad_call",
     "terminal_of",
     "without_coaching",

@@ -34,6 +34,9 @@ COACHING_KEY: Final = "coaching"
 """The `extra_keys` entry of a reinjected input that holds the proposal's payload."""
 DECISION_SOURCE_KEY: Final = "decision_source"
 """The payload entry (`extra_keys`) saying where a proposal's decision came from."""
+DECISION_SOURCE_CAPABILITY: Final = "decision_source"
+"""The capability (`AgentInfo.capabilities`) of an agent that reads `decision_source` in
+the payloads gencoach writes itself; others are sent those payloads without it."""
 
 DecisionSource = Literal[
     "expected_decision", "repair_model", "rule", "fallback", "rewrite", "human", "unknown"
@@ -263,6 +266,16 @@ def parse_coaching_payload(value: object) -> ReplaceSay | ReplaceDecision:
         REPLACE_DECISION: ReplaceDecision,
     }
     return parse_tagged(value, "kind", choices, "CoachingPayload")
+
+
+def payload_sent(payload: JsonObject, *, written_here: bool, reads_source: bool) -> JsonObject:
+    """A proposal's payload as the agent is sent it: verbatim, except that a payload gencoach
+    wrote itself (a rewrite, a person's decision) carries `decision_source` only to an agent
+    announcing `DECISION_SOURCE_CAPABILITY` (a toolkit of an earlier version refuses a field
+    it does not know). The request keeps the whole payload."""
+    if not written_here or reads_source or DECISION_SOURCE_KEY not in payload:
+        return payload
+    return {key: value for key, value in payload.items() if key != DECISION_SOURCE_KEY}
 
 
 def coached_input(anchor: AgentInput, payload: JsonObject) -> AgentInput:

@@ -121,6 +121,7 @@ class Controller:
             self.http_client,
             self.budgets,
             self.examples,
+            self.registry,
             metrics=recorder,
             claims=self.lease,
         )

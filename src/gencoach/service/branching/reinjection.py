@@ -31,6 +31,7 @@ from gencoach.protocol import (
     CoachingProposal,
     StageEnd,
     coached_input,
+    payload_sent,
 )
 from gencoach.service.branching.coached_branches import (
     Anchor,
@@ -42,6 +43,7 @@ from gencoach.service.branching.coached_branches import (
 from gencoach.service.branching.examples import Examples
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.lifecycle import RequestState
+from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.nodes import RunGraph
@@ -73,6 +75,7 @@ class Reinjector:
         http: httpx.AsyncClient,
         budgets: Budgets,
         examples: Examples,
+        registry: AgentRegistry,
         retry_wait_s: float = 0.5,
         metrics: MetricsRecorder | None = None,
         claims: Lease | None = None,
@@ -85,6 +88,7 @@ class Reinjector:
         self.http = http
         self.budgets = budgets
         self.examples = examples
+        self.registry = registry
         self.retry_wait_s = retry_wait_s
         self.claims = claims
         self.in_progress: set[str] = set()
@@ -200,9 +204,14 @@ class Reinjector:
     async def _ask(
         self, agent_url: str, request: CoachingRequest, anchor: Anchor, proposal: CoachingProposal
     ) -> AgentOutput:
+        written_here = request.human or request.route == "text_rewrite"
+        reads_source = written_here and (await self.registry.coaching(request.run_id)).reads_source
+        payload = payload_sent(
+            proposal.extra_keys, written_here=written_here, reads_source=reads_source
+        )
         call = AgentRequest(
             request_id=f"{request.request_id}|{proposal.reinjection_point_id}",
-            inputs=[coached_input(anchor.situation.input, proposal.extra_keys)],
+            inputs=[coached_input(anchor.situation.input, payload)],
         )
         limiter = self._per_agent.setdefault(
             agent_url, anyio.CapacityLimiter(AGENT_CALLS_PER_AGENT)

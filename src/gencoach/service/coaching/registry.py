@@ -27,7 +27,12 @@ from gencoach.config import BackendSettings, Settings
 from gencoach.constants import Keys
 from gencoach.errors import AgentCallError
 from gencoach.logs import get_logger
-from gencoach.protocol import AgentInfo, CoachingBackendConfig, CoachingSessionConfig
+from gencoach.protocol import (
+    DECISION_SOURCE_CAPABILITY,
+    AgentInfo,
+    CoachingBackendConfig,
+    CoachingSessionConfig,
+)
 from gencoach.service.coaching.router import AgentCoaching
 from gencoach.service.graphs.graphstore import META
 from gencoach.service.graphs.nodes import as_text
@@ -268,11 +273,12 @@ class AgentRegistry:
             return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
         info = AgentInfo.model_validate_json(raw)
         resume = info.coaching_resume
+        reads_source = info.capabilities.get(DECISION_SOURCE_CAPABILITY, False)
         if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):
             why = as_text(session)
             if session_reason is not None:
                 why += f": {as_text(session_reason)}"
             refused = f"its coaching session was refused ({why})"
-            return AgentCoaching(resume=resume, unavailable=refused)
+            return AgentCoaching(resume=resume, unavailable=refused, reads_source=reads_source)
         unavailable = info.coaching_unavailable_reason
-        return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable)
+        return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable, reads_source)

@@ -52,6 +52,8 @@ class AgentCoaching:
     resume: bool = False
     # Why specialized coaching cannot be had (a refused session, no info), if known.
     unavailable: str | None = None
+    # Whether it reads `decision_source` in the payloads gencoach writes.
+    reads_source: bool = False
 
 
 @dataclass(frozen=True)
