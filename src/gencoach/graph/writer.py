@@ -23,6 +23,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,119}")
 # Joins a slug to the hash of the exact id; never found in a name kept as it is.
 _HASH_MARK = "~"
+# Folders other gencoach commands write beside the saves in an output dir (`gencoach
+# export`'s default `SOURCE/datasets/`); a run id equal to one of them, in any case (some
+# file systems ignore it), is named like an unsafe id, so no run is saved in one.
+RESERVED_FOLDERS = frozenset({"datasets"})
 
 
 def run_folder_name(run_id: str) -> str:
@@ -31,9 +35,10 @@ def run_folder_name(run_id: str) -> str:
     An id that is already a safe name (letters, digits, `.`, `_`, `-`, at most 120, not
     hidden) is kept as it is; any other gets a readable slug, `~`, and 12 hex digits of
     the SHA-256 of the exact id (`coll:T` -> `coll_T~3d1f...`), so `coll:T` and `coll/T`
-    never share a folder.
+    never share a folder. So does an id naming a folder gencoach writes beside the saves
+    (`datasets` -> `datasets~...`).
     """
-    if _SAFE_NAME.fullmatch(run_id):
+    if _SAFE_NAME.fullmatch(run_id) and run_id.lower() not in RESERVED_FOLDERS:
         return run_id
     slug = _UNSAFE.sub("_", run_id).strip("._")[:100] or "run"
     digest = hashlib.sha256(run_id.encode()).hexdigest()[:12]
