@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -29,24 +30,41 @@ def test_the_export_folder_is_reserved_in_any_case() -> None:
     assert run_folder_name("datasets").startswith("datasets~")
 
 
+def _saves(output: Path) -> dict[Path, list[str]]:
+    """Each save folder under `output` with the files it holds."""
+    return {
+        path: sorted(str(item.relative_to(path)) for item in path.rglob("*"))
+        for path in output.iterdir()
+        if (path / "config.json").is_file()
+    }
+
+
+def _export(output: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "gencoach", "export", str(output), "--format", "chat",
+         "--any-agent"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (output / DATASETS_DIR).is_dir()
+
+
 @pytest.mark.asyncio
 async def test_a_run_named_datasets_survives_a_default_export_beside_it(
     async_redis: Redis, tmp_path: Path
 ) -> None:
-    """A run named `datasets` is saved beside the export's folder, not in it, and a default
-    `gencoach export OUTPUT --format chat --any-agent` exports it without writing into its save."""
+    """A run named `datasets` is saved beside the export's folder, not in it, and
+    `gencoach export OUTPUT --format chat --any-agent` (default destination) exports
+    without writing into its save."""
     store = GraphStore(async_redis, Keys())
     persister = Persister(store, StageLimits(async_redis, Keys()), tmp_path, 60)
     await store.apply(known_events("datasets", finished=True))
     await persister.save("datasets")
-    assert not (tmp_path / DATASETS_DIR / "config.json").exists()
-    (folder,) = [path for path in tmp_path.iterdir() if (path / "config.json").is_file()]
-    before = sorted(path.name for path in folder.rglob("*"))
-    assert json.loads((folder / "config.json").read_text())["run_id"] == "datasets"
-    done = subprocess.run(
-        [sys.executable, "-m", "gencoach", "export", str(tmp_path), "--format", "chat", "--any-agent"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert sorted(path.name for path in folder.rglob("*")) == before
-    assert (tmp_path / DATASETS_DIR).is_dir()
+    before = _saves(tmp_path)
+    (folder,) = before
+    assert folder.name != DATASETS_DIR
+    assert json.loads(await anyio.Path(folder / "config.json").read_text())["run_id"] == (
+        "datasets"
+    )
+    await anyio.to_thread.run_sync(_export, tmp_path)
+    assert _saves(tmp_path) == before
