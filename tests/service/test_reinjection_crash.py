@@ -10,6 +10,7 @@ import httpx
 import pytest
 import redis
 
+from gencoach.client import Reporter
 from gencoach.constants import Keys
 from tests.service.test_branches import _state
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
@@ -165,3 +166,33 @@ def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
     finally:
         slow.responses_gate.set()
         server.stop()
+
+
+def test_a_run_finishing_while_its_agent_answers_ends_the_request_quietly(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+) -> None:
+    """The run finishes while the agent is producing a reinjected answer: the branch is
+    not recorded, the request ends abandoned with why, no alternative is left behind,
+    and nothing is logged as a failure (the race is part of a run's life)."""
+    scripted_agent.responses_gate = answer = threading.Event()
+    controller = _start(controller_factory, llm)
+    report_known(redis_url, "late", scripted_agent.url)
+    wait_for(lambda: scripted_agent.response_requests, timeout_s=60, what="the reinjection call")
+    with Reporter("late", redis_url=redis_url, start_seq=500) as generator:
+        generator.emit("run.finished")
+    wait_for(
+        lambda: httpx.get(f"{controller.url}/v1/runs/late").json().get("state") != "active",
+        timeout_s=30,
+        what="the run finished",
+    )
+    answer.set()
+    request = wait_for(_state(controller, "late", "failure", "abandoned"), timeout_s=60)
+    assert "finished" in request["reason"], request["reason"]
+    assert redis_client.xlen(KEYS.branches("late")) == 0
+    assert _alternatives(redis_client, "late") == 0
+    failures = [e for e in controller.log_events() if e.get("level") in ("error", "critical")]
+    assert failures == [], failures

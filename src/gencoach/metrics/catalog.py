@@ -85,7 +85,7 @@ LLM_ANSWERS = Counter(
 REINJECTIONS = Counter(
     "gencoach_reinjections_total",
     "Corrections reinjected through the agent, one per proposal, by route and outcome "
-    "(branched, no_anchor, agent_error, budget_spent).",
+    "(branched, no_anchor, agent_error, budget_spent, run_closed).",
     ("route", "outcome"),
 )
 BRANCH_ORDERS = Counter(

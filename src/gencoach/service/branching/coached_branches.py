@@ -211,7 +211,7 @@ class BranchRecorder:
         results = await self.store.apply([situation, candidate], own=True)
         refused = [result.reason for result in results if result.outcome == "err"]
         if refused:
-            raise ValueError(f"cannot record the coached branch: {refused[0]}")
+            raise BranchRefused(f"the coached branch was not recorded: {refused[0]}")
         source: JsonObject = {
             "request_id": request.request_id,
             "source_node": graph.candidates[anchor.source_candidate].candidate_id,
@@ -315,3 +315,8 @@ def _consumed(marker: CoachingMarker, type_coaching: str) -> CoachingMarker:
     if type_coaching in marker.diagnostic_types:
         return marker
     return marker.model_copy(update={"diagnostic_types": [*marker.diagnostic_types, type_coaching]})
+
+
+class BranchRefused(Exception):  # noqa: N818 - an answer, not a failure
+    """The run's graph refused a coached branch's nodes (the run finished or was saved
+    after the reinjection began): the request ends with the reason, nothing to fix."""

@@ -36,6 +36,7 @@ from gencoach.protocol import (
 from gencoach.service.branching.coached_branches import (
     Anchor,
     BranchRecorder,
+    BranchRefused,
     alternative_claim,
     anchor_of,
     node_ids,
@@ -163,6 +164,10 @@ class Reinjector:
                 self.metrics.inc(REINJECTIONS, request.route, "budget_spent")
                 reasons.append(str(spent))
                 continue
+            except BranchRefused as refused:  # the run ended meanwhile
+                self.metrics.inc(REINJECTIONS, request.route, "run_closed")
+                reasons.append(str(refused))
+                continue
             self.metrics.inc(REINJECTIONS, request.route, "branched")
             # The first branch turns the request's pending slot into its completed attempt;
             # any further one is recorded as an attempt of its own.
@@ -195,9 +200,11 @@ class Reinjector:
                 )
             try:
                 answer = await self._ask(graph.started.agent_url, request, anchor, proposal)
-            except AgentCallError:
+                await self.recorder.record(request, graph, anchor, proposal, answer, attempt)
+            except (AgentCallError, BranchRefused):
                 await self.recorder.release_alternative(request.run_id, claim)
                 raise
+            return attempt
         await self.recorder.record(request, graph, anchor, proposal, answer, attempt)
         return attempt
 
