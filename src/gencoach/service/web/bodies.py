@@ -1,8 +1,11 @@
 """Reading a JSON request body: its Content-Type, and every key of an object once.
 
 A body route reads JSON only: any other Content-Type is answered 415
-(`gencoach.protocol.media` says why). An object that repeats a key is refused with 422
-naming it, rather than keeping the last value as JSON parsers do.
+(`gencoach.protocol.media` says why), and so is JSON declared in a charset other than
+UTF-8: JSON between systems is UTF-8 (RFC 8259), and the body is decoded as UTF-8, so a
+`charset=latin-1` body would be read as other text than its sender meant. An object that
+repeats a key is refused with 422 naming it, rather than keeping the last value as JSON
+parsers do.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from typing import Any
 from fastapi import Request
 
 from gencoach.protocol.media import not_json_refusal
+
+# Charsets whose text is read the same as UTF-8 (ASCII is a subset of it).
+UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
 
 
 class BodyRefusedError(Exception):
@@ -51,9 +57,31 @@ def duplicate_key(raw: bytes) -> str | None:
     return None
 
 
+def declared_charset(content_type: str | None) -> str | None:
+    """The `charset` parameter of a Content-Type header, lower-cased and unquoted, or None."""
+    for parameter in (content_type or "").split(";")[1:]:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset":
+            return value.strip().strip('"').strip().lower()
+    return None
+
+
+def charset_refusal(content_type: str | None) -> str | None:
+    """Why a JSON body declared in this charset is refused (415), or None for UTF-8."""
+    charset = declared_charset(content_type)
+    if charset is None or charset in UTF8_CHARSETS:
+        return None
+    return (
+        f"the body must be JSON in UTF-8: send Content-Type: application/json without a "
+        f"charset or with charset=utf-8 (got charset {charset!r})"
+    )
+
+
 async def json_body(request: Request) -> bytes:
-    """The request's body, once its Content-Type is JSON and no object repeats a key."""
-    refusal = not_json_refusal(request.headers.get("content-type"))
+    """The request's body, once its Content-Type is JSON in UTF-8 and no object repeats a
+    key."""
+    content_type = request.headers.get("content-type")
+    refusal = not_json_refusal(content_type) or charset_refusal(content_type)
     if refusal is not None:
         raise BodyRefusedError(415, refusal)
     raw = await request.body()
