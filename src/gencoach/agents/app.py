@@ -8,6 +8,7 @@ why), and every answer is validated before it is sent: a policy's or a coach's
 mistake becomes an error candidate, a 500 or a coaching `error`, never an invalid answer.
 An input carrying a correction under `extra_keys.coaching` (`replace_decision`, or
 `replace_say` as words alone) is answered with that decision without calling the policy.
+Answers are scrubbed of the open coaching sessions' credentials (see `sessions`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gencoach.agents.coach import Coach, CoachingOutcome
 from gencoach.agents.memory import Memory, coached_decision
 from gencoach.agents.policy import Decided, Policy, PolicyError
 from gencoach.agents.sessions import SessionRefusedError, SessionStore
+from gencoach.config.scrubbing import scrub_value
 from gencoach.errors import ContractError, ContractViolation
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
@@ -197,8 +199,9 @@ async def _respond(
     async with anyio.create_task_group() as group:
         for position, (item, (memory, _)) in enumerate(zip(request.inputs, prepared, strict=True)):
             group.start_soon(run, position, item, memory)
+    # An error candidate may quote a backend's refusal, and with it a credential.
     body = [
-        _output(request.request_id, item, index, memory, got)
+        scrub_value(_output(request.request_id, item, index, memory, got))
         for item, (memory, _), decided in zip(request.inputs, prepared, results, strict=True)
         for index, got in enumerate(decided)
     ]
@@ -261,13 +264,16 @@ def _add_coaching_routes(app: FastAPI, info: AgentInfo, coach: Coach, store: Ses
 
 
 def _coaching_answer(request: SpecializedCoachingRequest, outcome: CoachingOutcome) -> JsonObject:
-    body: JsonObject = {
-        "logs": [log_entry.model_dump(mode="json") for log_entry in outcome.logs],
-        "request_id": request.request_id,
-        "status": outcome.status,
-        "proposals": [proposal.model_dump(mode="json") for proposal in outcome.proposals],
-        "reason": outcome.reason,
-    }
+    # A backend's refusal quoted in a reason or a log may hold a session's credential.
+    body: JsonObject = scrub_value(
+        {
+            "logs": [log_entry.model_dump(mode="json") for log_entry in outcome.logs],
+            "request_id": request.request_id,
+            "status": outcome.status,
+            "proposals": [proposal.model_dump(mode="json") for proposal in outcome.proposals],
+            "reason": outcome.reason,
+        }
+    )
     try:
         SpecializedCoachingResponse.parse(body).validate_request(request)
     except ContractError as error:

@@ -7,6 +7,11 @@ sender must change the config), and every backend is probed once, with a GET on 
 endpoint carrying only the configured headers: any HTTP answer, even a 4xx, proves it
 reachable, while a connection error or timeout refuses the session with 503. The same
 config again is accepted without probing (204); a different one is a conflict (409).
+
+The open sessions' credentials (secret header values such as `Authorization` or
+`X-Api-Key`, also without their scheme) are masked as `***` in everything the process
+logs, as the controller and workers mask theirs (`gencoach.config.scrubbing`): a server
+that echoes a key in a refusal never gets it into the agent's log.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ import anyio
 import httpx
 from pydantic import ValidationError
 
-from gencoach.config.settings import BackendSettings
+from gencoach.config import scrubbing
+from gencoach.config.settings import BackendSettings, Settings
 from gencoach.errors import ContractError, ContractViolation
 from gencoach.protocol import CoachingBackendConfig, CoachingSessionConfig
 from gencoach.workers.backends import Backend, make_backend
@@ -151,8 +157,10 @@ class SessionStore:
                 raise SessionRefusedError(
                     409, f"run {run_id} already has a session with a different config"
                 )
+            self._mask_secrets(settings)  # before the probes: a server may echo a key
             problems = await self._probe_all(config)
             if problems:
+                self._mask_secrets()
                 raise SessionRefusedError(503, "; ".join(problems))
             self._sessions[run_id] = CoachingSession(run_id, config, settings)
 
@@ -171,4 +179,17 @@ class SessionStore:
     def close(self, run_id: str) -> bool:
         """Close the run's session; False when it had none."""
         self._opening.pop(run_id, None)
-        return self._sessions.pop(run_id, None) is not None
+        closed = self._sessions.pop(run_id, None) is not None
+        if closed:
+            self._mask_secrets()
+        return closed
+
+    def _mask_secrets(self, opening: dict[str, BackendSettings] | None = None) -> None:
+        """Mask the credentials of the open sessions, and of one `opening`, from now on."""
+        backends = {
+            f"{run_id}/{name}": backend
+            for run_id, session in self._sessions.items()
+            for name, backend in session.settings.items()
+        }
+        backends.update({f"opening/{name}": backend for name, backend in (opening or {}).items()})
+        scrubbing.install(scrubbing.secret_values(Settings.model_construct(backends=backends)))
