@@ -19,6 +19,11 @@ Everything else has defaults: a decision's tool calls are the env's actions in o
 (`action`), a step is judged from `terminated`, `truncated` and the reward (`judge`),
 the stage's target is the oracle's plan length (`oracle`, optional), and the agent sees
 no attributes beyond the text.
+
+An env action is whatever the env's `step` takes and JSON keeps as it is (an int for a
+`Discrete` space, a string for a `Text` one): the teacher state saves the actions taken.
+An oracle answers an action, or a whole tool call (`self.call(name, **arguments)`) when
+tools take arguments; the teacher's expected decisions are then that call.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from gencoach.protocol import ToolCall
 from gencoach.sim.tools import magma_tool
 
 Event = Literal["success", "failure", "exceeded"]
+Action = Any
+"""An env action: what `env.step` takes, kept in JSON (an int, a string, a list...)."""
 
 
 @dataclass(frozen=True)
@@ -38,12 +45,13 @@ class Tool:
     """One discrete action offered to the agent as a tool.
 
     `arguments` maps each argument name to its description (the agent sends strings);
-    an adapter whose tools take arguments overrides `GymAdapter.action` to read them.
+    an adapter whose tools take arguments overrides `GymAdapter.action` to read them
+    (`action` is then what the adapter makes of it, e.g. None).
     """
 
     name: str
     description: str
-    action: int
+    action: Action
     arguments: tuple[tuple[str, str], ...] = ()
 
     def to_magma(self) -> dict[str, Any]:
@@ -72,6 +80,10 @@ class GymAdapter:
     """The name tool calls address (single-agent envs have one)."""
     max_steps: int | None = None
     """Steps after which the stage is `exceeded` (None: the env's own truncation only)."""
+    thread_safe: bool = False
+    """Whether separate envs of this adapter may be stepped in concurrent threads. The
+    oracle teacher runs in worker threads (one per job in flight): unless this is True,
+    it replays one job at a time in each worker process."""
 
     def make_env(self, seed: int) -> Any:
         """A fresh env for this seed (it is reset with the same seed right after)."""
@@ -85,11 +97,11 @@ class GymAdapter:
         """The observation as text, shown after the instruction and after every step."""
         raise NotImplementedError
 
-    def attributes(self, env: Any, seed: int, actions: Sequence[int]) -> dict[str, Any]:
+    def attributes(self, env: Any, seed: int, actions: Sequence[Action]) -> dict[str, Any]:
         """What the agent's input carries besides text (default: nothing)."""
         return {}
 
-    def action(self, call: ToolCall) -> int:
+    def action(self, call: ToolCall) -> Action:
         """The env action a valid tool call stands for."""
         return self.tool(call.name).action
 
@@ -106,10 +118,29 @@ class GymAdapter:
         """What rebuilds this adapter, saved in each teacher state (default: nothing)."""
         return {}
 
-    def oracle(self, env: Any, seed: int, actions: Sequence[int]) -> int | None:
-        """The best next action for the env, which is at `seed` after `actions`, for the
-        teacher and the stage's target (None: no oracle)."""
+    def oracle(self, env: Any, seed: int, actions: Sequence[Action]) -> Action | ToolCall | None:
+        """The best next action for the env, which is at `seed` after `actions`, or the
+        whole tool call (`self.call(...)`), for the teacher, the stage's target and the
+        oracle policy (None: no oracle)."""
         return None
+
+    def call(self, name: str, **arguments: Any) -> ToolCall:
+        """A call of the offered tool `name` with these arguments, addressed to `robot`."""
+        self.tool(name)
+        return ToolCall(name=name, arguments=arguments, target_robot_name=self.robot)
+
+    def oracle_call(self, env: Any, seed: int, actions: Sequence[Action]) -> ToolCall | None:
+        """The oracle's answer as a tool call (None: no oracle, or no tool for its action)."""
+        best = self.oracle(env, seed, actions)
+        if best is None or isinstance(best, ToolCall):
+            return best
+        tool = self.tool_of(best)
+        return self.call(tool.name) if tool is not None else None
+
+    def oracle_action(self, env: Any, seed: int, actions: Sequence[Action]) -> Action | None:
+        """The oracle's answer as an env action (None: no oracle)."""
+        best = self.oracle(env, seed, actions)
+        return self.action(best) if isinstance(best, ToolCall) else best
 
     def tool(self, name: str) -> Tool:
         """The offered tool of this name; KeyError when none is."""
@@ -118,6 +149,6 @@ class GymAdapter:
                 return tool
         raise KeyError(name)
 
-    def tool_of(self, action: int) -> Tool | None:
+    def tool_of(self, action: Action) -> Tool | None:
         """The first tool standing for an action (for oracle decisions), or None."""
         return next((tool for tool in self.tools if tool.action == action), None)

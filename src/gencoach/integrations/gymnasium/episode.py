@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gencoach.integrations.gymnasium.adapter import Event, GymAdapter, Transition
+from gencoach.integrations.gymnasium.adapter import Action, Event, GymAdapter, Transition
 from gencoach.protocol import AgentDecision
 
 # MAGMA Core's StageState values.
@@ -90,7 +90,7 @@ class GymEpisode:
     seed: int
     env: Any
     observation: Any
-    actions: list[int] = field(default_factory=list)
+    actions: list[Action] = field(default_factory=list)
     over: bool = False
 
     @classmethod
@@ -101,7 +101,7 @@ class GymEpisode:
         return cls(adapter, seed, env, observation)
 
     @classmethod
-    def restore(cls, adapter: GymAdapter, seed: int, actions: Sequence[int]) -> GymEpisode:
+    def restore(cls, adapter: GymAdapter, seed: int, actions: Sequence[Action]) -> GymEpisode:
         """The env of a saved situation, rebuilt by replaying its actions from the seed."""
         episode = cls.start(adapter, seed)
         for action in actions:
@@ -117,7 +117,7 @@ class GymEpisode:
         """How many steps the oracle needs from here (None: no oracle, or not within `limit`)."""
         probe = GymEpisode.restore(self.adapter, self.seed, self.actions)
         for count in range(1, limit + 1):
-            action = self.adapter.oracle(probe.env, self.seed, probe.actions)
+            action = self.adapter.oracle_action(probe.env, self.seed, probe.actions)
             if action is None:
                 return None
             probe.observation, reward, terminated, truncated, _ = probe.env.step(action)

@@ -29,7 +29,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from gencoach.__about__ import __version__
 from gencoach.client import AsyncReporter
-from gencoach.integrations.gymnasium.adapter import GymAdapter
+from gencoach.integrations.gymnasium.adapter import Action, GymAdapter
 from gencoach.integrations.gymnasium.episode import GymEpisode, invalid_reason
 from gencoach.logs import get_logger
 from gencoach.orders import Item, OrderReader
@@ -45,7 +45,7 @@ log = get_logger("integrations.run")
 class Saved:
     """A situation a branch can restart from: the action prefix and the attempts above it."""
 
-    actions: tuple[int, ...]
+    actions: tuple[Action, ...]
     attempt_ids: tuple[int, ...] = ()
 
 
@@ -252,7 +252,7 @@ class GymRun:
         await self._flush()
         return following
 
-    def _teacher_state(self, actions: tuple[int, ...]) -> dict[str, Any]:
+    def _teacher_state(self, actions: tuple[Action, ...]) -> dict[str, Any]:
         """What the oracle teacher rebuilds the situation from (see `teacher`)."""
         return {"adapter": self.adapter.options(), "seed": self.seed, "actions": list(actions)}
 
@@ -262,7 +262,7 @@ class GymRun:
         reason = invalid_reason(self.adapter, answer.decision)
         return dataclasses.replace(answer, invalid_reason=reason)
 
-    def _restore(self, actions: tuple[int, ...]) -> GymEpisode:
+    def _restore(self, actions: tuple[Action, ...]) -> GymEpisode:
         return GymEpisode.restore(self.adapter, self.seed, actions)
 
     async def _execute(
@@ -337,7 +337,7 @@ class GymRun:
             await self.reader.ack(order)
 
     async def _branch(
-        self, order: BranchOrder, actions: tuple[int, ...], attempts: tuple[int, ...]
+        self, order: BranchOrder, actions: tuple[Action, ...], attempts: tuple[int, ...]
     ) -> None:
         """Execute a branch order from its anchor's env, then continue the branch."""
         await self.reporter.save_teacher_state(

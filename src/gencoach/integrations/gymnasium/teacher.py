@@ -9,22 +9,33 @@ backends:
 
 Each situation's teacher state is `{adapter, seed, actions}` (saved by the run). For a
 diagnosis the teacher rebuilds every diagnosable step's env by replay and walks the
-step's calls against the oracle: the first call that differs from the oracle's action
-(or a decision without calls, or one the tools refuse) is the faulty decision, and the
-oracle's action from there is the expected decision. The suboptimal contract gets that
-first departure, or `false` when every decision followed the oracle. Without teacher
-states it blames the last decision and says so.
+step's calls against the oracle: the first call whose env action differs from the
+oracle's (or a decision without calls, or one the tools refuse) is the faulty decision,
+and the oracle's call from there, with its arguments when the oracle answers a whole
+tool call, is the expected decision. The suboptimal contract gets that first departure,
+or `false` when every decision followed the oracle. Without teacher states it blames the
+last decision and says so.
+
+A `python` backend's function runs in a worker thread, one per job in flight (up to
+`workers.concurrency` at once), and many envs are not thread-safe even as separate
+instances (module-level state, native libraries). Unless the adapter says it is
+(`GymAdapter.thread_safe`), the teacher replays one job at a time in each process;
+every job replays envs of its own, never another job's.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from gencoach.errors import ContractError
 from gencoach.integrations.gymnasium.adapter import GymAdapter
 from gencoach.integrations.gymnasium.episode import GymEpisode, invalid_reason
+from gencoach.protocol import AgentDecision
+from gencoach.protocol.decision_text import format_decision
 from gencoach.protocol.jobs import JobStep
 from gencoach.sim.teacher import select_cases
 
@@ -36,6 +47,15 @@ class OracleTeacher:
 
     def __init__(self, make_adapter: Callable[..., GymAdapter]) -> None:
         self.make_adapter = make_adapter
+        # A class says whether its envs are thread-safe; a factory function is taken not to.
+        self.serialized = not getattr(make_adapter, "thread_safe", False)
+        self._replaying = threading.Lock()
+
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        """Hold this process's replay turn, unless the adapter's envs are thread-safe."""
+        with self._replaying if self.serialized else nullcontext():
+            yield
 
     def __call__(
         self,
@@ -52,7 +72,8 @@ class OracleTeacher:
             return json.dumps(select_cases(messages))
         if contract == "RewriteAnswer":
             return json.dumps({"say": "I do not know."})
-        found = self.first_departure(job)
+        with self._turn():
+            found = self.first_departure(job)
         if contract == "SuboptimalDiagnosisAnswer" or job.get("route") == "suboptimal":
             if found is None:
                 return json.dumps(
@@ -93,22 +114,18 @@ class OracleTeacher:
         calls = decision.tool_calls if decision is not None else []
         refusal = invalid_reason(adapter, decision) if decision is not None else "no decision"
         for number, call in enumerate(calls or [None], start=1):
-            best = adapter.oracle(episode.env, episode.seed, episode.actions)
-            tool = adapter.tool_of(best) if best is not None else None
-            if best is None or tool is None:
+            oracle = adapter.oracle_call(episode.env, episode.seed, episode.actions)
+            if oracle is None:
                 return None
-            expected = {
-                "say": "",
-                "tool_calls": [
-                    {"name": tool.name, "arguments": {}, "target_robot_name": adapter.robot}
-                ],
-            }
+            best = adapter.action(oracle)
+            expected = {"say": "", "tool_calls": [oracle.model_dump(mode="json")]}
+            named = format_decision(AgentDecision(tool_calls=[oracle]))
             if refusal is not None:
-                return f"{refusal}; the oracle's action was {tool.name}", expected
+                return f"{refusal}; the oracle's call was {named}", expected
             if call is None:
-                return f"it took no action; the oracle's action was {tool.name}", expected
+                return f"it took no action; the oracle's call was {named}", expected
             if adapter.action(call) != best:
-                why = f"call {number} ({call.name}) departs from the oracle's {tool.name}"
+                why = f"call {number} ({call.name}) departs from the oracle's {named}"
                 return why, expected
             *_, terminated, truncated, _ = episode.env.step(best)
             episode.actions.append(best)
