@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.export.saves import FEEDBACK
@@ -55,4 +56,16 @@ def feedback(candidate_id: int) -> dict[str, Any]:
         "tool_call_id": f"call_{candidate_id}_0",
         "name": "press_button",
         "content": FEEDBACK,
+    }
+
+
+def recorded(candidate_id: int, flag: str | None = "none", message: str = "") -> dict[str, Any]:
+    """The tool message answering a call of `candidate_id` with the result its execution
+    recorded (a call cut by a stage end, or a call after the first)."""
+    content = json.dumps({"target_robot_name": "panda", "error_flag": flag, "message": message})
+    return {
+        "role": "tool",
+        "tool_call_id": f"call_{candidate_id}_0",
+        "name": "press_button",
+        "content": content,
     }

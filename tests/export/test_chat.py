@@ -9,7 +9,15 @@ import pytest
 
 from gencoach.errors import ExportError
 from tests.export.conftest import Export, read_rows
-from tests.export.expected import PRESS_TOOL, ROBOT, SYSTEM, feedback, marked, press_turn
+from tests.export.expected import (
+    PRESS_TOOL,
+    ROBOT,
+    SYSTEM,
+    feedback,
+    marked,
+    press_turn,
+    recorded,
+)
 from tests.export.saves import (
     FEEDBACK,
     candidate,
@@ -28,7 +36,9 @@ def _chat(source: Path, name: str = "chat.jsonl") -> list[dict[str, Any]]:
 
 
 def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path) -> None:
-    """c5 of the coached run: system, user, tool feedback, assistant calls as JSON strings."""
+    """c5 of the coached run: system, user, tool feedback, assistant calls as JSON strings;
+    c2's call, cut by its stage's end, is answered by the result its execution recorded
+    before the next stage's instruction."""
     write_run(source / "run", coached_run(plain=True))
     export("chat", dedupe=False)
     rows = _chat(source)
@@ -40,6 +50,7 @@ def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path
             marked(press_turn(0, "sw0"), True),
             marked(feedback(0), False),
             marked(press_turn(2, "sw4"), True),
+            marked(recorded(2), False),
             marked({"role": "user", "content": "now say done"}, False),
             marked(press_turn(5, "sw0"), True),
         ],

@@ -50,12 +50,13 @@ def _parts(message: dict[str, Any]) -> list[str]:
 
 def test_reasoning_is_on_by_default_as_thinking_parts(export: Export, source: Path) -> None:
     """A trainer of a reasoning model learns the reasoning behind each answer: by default
-    it is a thinking part before the text, every message of the file using parts."""
+    it is a thinking part before the text, every message of the file using parts; a
+    call-only answer has no text part."""
     _thinking_run(source / "run")
     export("chat")
     last = _chat(source)[-1]
     assistants = [m for m in last["messages"] if m["role"] == "assistant"]
-    assert [_parts(m) for m in assistants] == [["thinking", "text"], ["thinking", "text"]]
+    assert [_parts(m) for m in assistants] == [["thinking"], ["thinking", "text"]]
     assert assistants[0]["content"][0] == {"type": "thinking", "thinking": "first sw0"}
     assert all(isinstance(m["content"], list) for row in _chat(source) for m in row["messages"])
 
@@ -74,7 +75,8 @@ def test_per_turn_rows_drop_the_thinking_of_earlier_answers(export: Export, sour
     rows = _chat(source)
     assert [row["whole_run"] for row in rows] == [False, False]
     second = rows[1]["messages"]
-    assert _parts(second[2]) == ["text"]
+    assert second[2]["tool_calls"]
+    assert _parts(second[2]) == []  # the call-only answer, without its thinking
     assert second[-1]["content"][0] == {"type": "thinking", "thinking": "all done"}
 
 

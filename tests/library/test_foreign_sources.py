@@ -54,9 +54,59 @@ def test_sharegpt_rows_with_function_calls_and_expert_provenance(tmp_path: Path)
     call = second.events[1]["message"]["tool_calls"][0]
     assert call["function"]["name"] == "get_weather"
     assert second.events[2]["message"]["tool_call_id"] == call["id"]
-    assert second.tools[0]["name"] == "get_weather"  # LLaMA-Factory's JSON-string tools
+    # LLaMA-Factory's JSON-string tools, flat, in the canonical function-tool shape.
+    assert second.tools == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Current weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ]
     assert second.eligibility["structural"]
     assert first.task_key != second.task_key  # each row's own first user message
+
+
+def test_sharegpt_top_level_system_opens_the_conversation(tmp_path: Path) -> None:
+    """LLaMA-Factory's layout gives the system prompt as a top-level `system`: it is the
+    record's system text, not a metadata key."""
+    row = {
+        "system": "You answer in one word.",
+        "conversations": [{"from": "human", "value": "Capital of Italy?"},
+                          {"from": "gpt", "value": "Rome"}],
+    }  # fmt: skip
+    folder = tmp_path / "sharegpt_system.jsonl"
+    write_chat(folder, [row])
+    build_library([folder], tmp_path / "lib", "r1")
+    with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+        (record,) = [r.trajectory for r in lib.iter_records()]
+    assert record.system == "You answer in one word."
+    assert _roles(record) == ["user", "assistant"]
+
+
+@pytest.mark.parametrize(
+    ("tools", "reason"),
+    [
+        ({"name": "x"}, "tools must be a list of objects"),
+        ([{"description": "no name"}], "tools.0 needs a name"),
+        ([{"name": "x", "parameters": "city"}], "tools.0.parameters must be a JSON Schema object"),
+    ],
+)
+def test_tools_that_have_no_canonical_shape_are_refused(
+    tmp_path: Path, tools: object, reason: str
+) -> None:
+    """A row whose tools cannot be put in the function-tool shape skips its file, with why;
+    the other sources are built."""
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hey"}]
+    write_chat(tmp_path / "bad.jsonl", [{"messages": messages, "tools": tools}])
+    write_chat(tmp_path / "good.jsonl", [{"messages": messages}])
+    result = build_library(
+        [tmp_path / "bad.jsonl", tmp_path / "good.jsonl"], tmp_path / "lib", "r1"
+    )
+    assert [reason in skipped.reason for skipped in result.skipped] == [True]
+    assert result.accepted == 1
 
 
 def test_trl_prompt_completion_supervises_only_the_completion(tmp_path: Path) -> None:

@@ -41,22 +41,25 @@ def test_every_root_to_leaf_path_is_a_trajectory(tmp_path: Path) -> None:
 
 
 def test_events_carry_decisions_feedback_and_stage_ends(tmp_path: Path) -> None:
-    """A path's events: instruction, decision with tool calls, tool feedback, stage end."""
+    """A path's events: instruction, decision with tool calls, tool feedback, stage end;
+    the call that ended stage 0 is answered by its recorded result before the stage end."""
     with _open(tmp_path, coached_save(tmp_path / "run-1")) as lib:
         record = next(r for r in trajectories(lib) if r.locator["candidate_ids"][-1] == 6)
         kinds = [event["kind"] for event in record.events]
         assert kinds == [
-            "instruction", "decision", "tool_feedback", "decision", "stage_end",
+            "instruction", "decision", "tool_feedback", "decision", "tool_feedback", "stage_end",
             "instruction", "decision", "tool_feedback", "decision", "stage_end",
         ]  # fmt: skip
+        assert record.events[4]["message"]["tool_call_id"] == "call_2_0"
+        assert record.eligibility["structural"] is True
         call = record.events[1]["message"]["tool_calls"][0]
         assert call["function"] == {
             "name": "press_button",
             "arguments": '{"target_robot_name": "panda", "id": "sw0"}',
         }
         assert record.events[2]["message"]["tool_call_id"] == call["id"]
-        assert record.events[4] == {
-            "id": "e4", "kind": "stage_end", "stage_id": 0, "result": "success", "state": "optimal"
+        assert record.events[5] == {
+            "id": "e5", "kind": "stage_end", "stage_id": 0, "result": "success", "state": "optimal"
         }  # fmt: skip
 
 

@@ -64,7 +64,7 @@ from gencoach.export.target import Target
 from gencoach.export.tool_failures import ToolFailures
 from gencoach.export.writer import encode_row
 from gencoach.graph import SavedGraph
-from gencoach.protocol import CandidateRecord
+from gencoach.protocol import CandidateRecord, SituationRecord
 
 CHANNEL = "chat"
 FLAVOURS: Final = ("tinker", "axolotl")
@@ -203,20 +203,24 @@ class ChatExporter(Exporter):
         return converted
 
     def _new_pairs(
-        self, prompt: str, steps: Sequence[Step], messages: list[Message], targets: set[int]
+        self,
+        prompt: str,
+        last: SituationRecord,
+        messages: list[Message],
+        keys: list[tuple[int, int, int]],
+        targets: set[int],
     ) -> set[int]:
         """The targets whose (context, answer) pair is new. The context is keyed on the
         input as given, unshuffled: the shuffles vary the order, not the decision. Each
-        message's pair form is encoded once per save."""
+        message after the system one has its key in `keys` (its candidate, 0 before the
+        answer / 1 the answer, its place or whether it has parts), so its pair form is
+        encoded once per save."""
         assert self._seen is not None
-        last = steps[-1].situation
         head = self._forms.get(("head", last.id))
         if head is None:
             head = self._forms[("head", last.id)] = pair_form(opening_key(prompt, last.input))
         forms: list[bytes] = []
-        for index, message in enumerate(messages[1:]):
-            step = steps[index // 2]
-            key = (step.candidate.id, index % 2, isinstance(message["content"], list))
+        for message, key in zip(messages[1:], keys, strict=True):
             form = self._forms.get(key)
             if form is None:
                 form = self._forms[key] = pair_form(message)
@@ -242,13 +246,16 @@ class ChatExporter(Exporter):
         if self.target is not None and self.target.instructions is not None:
             prompt = self.target.instructions
         messages: list[Message] = [system_message(prompt, seen)]
+        keys: list[tuple[int, int, int]] = []
         targets: set[int] = set()
         thinking = False
         pairs = turns(steps, known, robots=robots)
-        for index, ((instruction, answer), step) in enumerate(zip(pairs, steps, strict=True)):
+        for index, ((opening, answer), step) in enumerate(zip(pairs, steps, strict=True)):
             final = index == len(steps) - 1
+            messages.extend(opening)
+            keys.extend((step.candidate.id, 0, place) for place in range(len(opening)))
             if self._target(graph, step.candidate) and (final or not self._one_target):
-                targets.add(len(messages) + 1)
+                targets.add(len(messages))
             if self.reasoning and (final or not self._one_target):
                 try:
                     text = self._thinking(step)
@@ -257,10 +264,11 @@ class ChatExporter(Exporter):
                 if text:
                     answer = as_parts(answer, text)
                     thinking = True
-            messages.extend((instruction, answer))
+            messages.append(answer)
+            keys.append((step.candidate.id, 1, isinstance(answer["content"], list)))
         tools = self._functions(seen.tools, robots)
         if self._seen is not None:
-            kept = self._new_pairs(prompt, steps, messages, targets)
+            kept = self._new_pairs(prompt, last.situation, messages, keys, targets)
             if not kept:
                 self.counts["duplicate_rows"] += 1
                 self.counts["duplicate_turns"] = self._seen.duplicates

@@ -1,14 +1,18 @@
 """Trajectories as OpenAI-style chat messages and tools, shared by `chat` and `preference`.
 
-A user instruction is a `user` message. Environment feedback after an answer that
-called tools is one `tool` message answering that turn (the generator reports one
-feedback for all its calls, so it carries the first call's id); feedback with no call
-before it is a `user` message. An answer is an `assistant` message: its words as
-content, its calls as `tool_calls` whose `arguments` is a JSON string naming the robot
-(`target_robot_name`) first. Tools become `{type: "function", function: {name,
-description, parameters}}`, MAGMA's `arguments` turned into a JSON Schema with the
-robot as a required string parameter. The system message holds the prompt, the
-attributes and the `memory_list` rules the agent was given.
+A user instruction is a `user` message. Every tool call is answered by exactly one
+`tool` message before anything else is said. Environment feedback after an answer that
+called tools answers its first call (the generator reports one feedback for all its
+calls); each other call is answered by the result the simulator recorded for it in the
+answer's execution (its robot's error flag and message, see `recorded_result`). A call
+cut by a stage end, whose next situation opens with the next stage's `user`
+instruction, is answered the same way, by its recorded result, before that instruction.
+Feedback with no call before it is a `user` message. An answer is an `assistant`
+message: its words as content, its calls as `tool_calls` whose `arguments` is a JSON
+string naming the robot (`target_robot_name`) first. Tools become `{type: "function",
+function: {name, description, parameters}}`, MAGMA's `arguments` turned into a JSON
+Schema with the robot as a required string parameter. The system message holds the
+prompt, the attributes and the `memory_list` rules the agent was given.
 
 A single-agent run (`single_agent` in its `run.started` and save) names no robot: its
 calls' arguments and its tools' parameters leave `target_robot_name` out, and its
@@ -23,6 +27,7 @@ from typing import Any, Final
 
 from gencoach.export.history import Step
 from gencoach.export.inputs import RULES_KEY, JsonObject, ModelInput
+from gencoach.export.tool_failures import result_text, robot_results
 from gencoach.protocol import (
     AgentDecision,
     AgentInput,
@@ -130,17 +135,46 @@ def opening_key(prompt: str, source: AgentInput) -> list[Any]:
     return [prompt, source.attributes, rules if isinstance(rules, list) else [], source.tools]
 
 
-def instruction_message(instruction: AgentInstruction, previous: CandidateRecord | None) -> Message:
-    """A user message, or the tool message answering the previous turn's calls."""
+def recorded_result(candidate: CandidateRecord, call: ToolCall, *, robots: bool = True) -> str:
+    """A call's result as the simulator recorded it in the answer's execution, as JSON:
+    `{"robot"?, "error_flag", "message"}` (the robot's flag and failure reason or message;
+    `"error_flag": null, "message": "no result recorded"` when the execution holds none)."""
+    result = robot_results(candidate.execution).get(call.target_robot_name)
+    record: dict[str, Any] = {ROBOT_ARGUMENT: call.target_robot_name} if robots else {}
+    if result is None:
+        record.update(error_flag=None, message="no result recorded")
+    else:
+        flag = result.get("error_flag")
+        record.update(
+            error_flag=flag if isinstance(flag, str) else None, message=result_text(result)
+        )
+    return json.dumps(record, ensure_ascii=False)
+
+
+def instruction_messages(
+    instruction: AgentInstruction, previous: CandidateRecord | None, *, robots: bool = True
+) -> list[Message]:
+    """What comes between the previous answer and the next: one `tool` message answering
+    each of its calls (the feedback answers the first, recorded results the others, see
+    the module's doc), then the instruction as a `user` message unless it was feedback."""
     calls = previous.output.tool_calls if previous is not None and previous.output else []
-    if instruction.type == "env" and previous is not None and calls:
-        return {
+    if previous is None or not calls:
+        return [{"role": "user", "content": instruction.content}]
+    feedback = instruction.type == "env"
+    messages: list[Message] = [
+        {
             "role": "tool",
-            "tool_call_id": call_id(previous.id, 0),
-            "name": calls[0].name,
-            "content": instruction.content,
+            "tool_call_id": call_id(previous.id, index),
+            "name": call.name,
+            "content": instruction.content
+            if feedback and index == 0
+            else recorded_result(previous, call, robots=robots),
         }
-    return {"role": "user", "content": instruction.content}
+        for index, call in enumerate(calls)
+    ]
+    if not feedback:
+        messages.append({"role": "user", "content": instruction.content})
+    return messages
 
 
 def _call_arguments(call: ToolCall, robots: bool) -> dict[str, Any]:
@@ -168,25 +202,28 @@ def assistant_message(candidate: CandidateRecord, *, robots: bool = True) -> Mes
     return message
 
 
-Turn = tuple[Message, Message]
+Turn = tuple[tuple[Message, ...], Message]
+"""A step as the messages before its answer (see `instruction_messages`) and the answer."""
 
 
 def turns(
     steps: Sequence[Step], known: dict[int, Turn] | None = None, *, robots: bool = True
 ) -> list[Turn]:
-    """Each step as (instruction message, assistant message), root first.
+    """Each step as (the messages before the answer, the answer), root first.
 
-    A step's messages depend on its candidate alone (and the save's `robots`), so `known`
-    (one per save) lets the examples of a save share them; callers copy a message before
-    changing it.
+    A step's messages depend on its candidate and the one before it alone (and the save's
+    `robots`), so `known` (one per save) lets the examples of a save share them; callers
+    copy a message before changing it.
     """
     pairs: list[Turn] = []
     previous: CandidateRecord | None = None
     for step in steps:
         pair = known.get(step.candidate.id) if known is not None else None
         if pair is None:
-            instruction = instruction_message(step.situation.input.instruction, previous)
-            pair = (instruction, assistant_message(step.candidate, robots=robots))
+            opening = instruction_messages(
+                step.situation.input.instruction, previous, robots=robots
+            )
+            pair = (tuple(opening), assistant_message(step.candidate, robots=robots))
             if known is not None:
                 known[step.candidate.id] = pair
         pairs.append(pair)
@@ -207,9 +244,11 @@ def reasoning_of(candidate: CandidateRecord) -> str:
 
 
 def as_parts(message: Message, thinking: str = "") -> Message:
-    """The message with content parts: an optional thinking part, then the text."""
+    """The message with content parts: an optional thinking part, then the text when
+    there is any (a call-only answer without reasoning has no part at all)."""
     parts: list[dict[str, str]] = []
     if thinking:
         parts.append({"type": "thinking", "thinking": thinking})
-    parts.append({"type": "text", "text": message["content"]})
+    if message["content"]:
+        parts.append({"type": "text", "text": message["content"]})
     return {**message, "content": parts}

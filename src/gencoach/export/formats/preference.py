@@ -170,9 +170,9 @@ class PreferenceExporter(Exporter):
             text = default_system_prompt(config.single_agent)
         prompt: list[Message] = [system_message(text, seen)]
         conversation = turns(steps, known, robots=robots)
-        for instruction, answer in conversation[:-1]:
-            prompt.extend((instruction, answer))
-        prompt.append(conversation[-1][0])
+        for opening, answer in conversation[:-1]:
+            prompt.extend((*opening, answer))
+        prompt.extend(conversation[-1][0])
         return Row(
             CHANNEL,
             {

@@ -112,6 +112,38 @@ def tier_of(outcome: Outcome, final_state: str | None) -> QualityTier:
     return QualityTier.UNVERIFIED
 
 
+def _unanswered(spoken: list[Event]) -> list[str]:
+    """Where the tool calls and the tool messages do not pair up: each call of a decision
+    is answered by exactly one tool message before anything else is said (the calls of
+    the last decision may end the trajectory unanswered: they are its target)."""
+    reasons: list[str] = []
+    pending: list[str] = []
+    answered: set[str] = set()
+    for event in spoken:
+        message = event["message"]
+        if event["kind"] == EventKind.TOOL_FEEDBACK:
+            call = message.get("tool_call_id")
+            if call in pending:
+                pending.remove(call)
+                answered.add(call)
+            elif call in answered:
+                reasons.append(f"tool feedback {event['id']} answers call {call} a second time")
+            else:
+                reasons.append(
+                    f"tool feedback {event['id']} answers no call of the decision before it"
+                )
+            continue
+        if pending:
+            reasons.append(
+                f"{event['kind']} {event['id']} comes before tool call(s) {', '.join(pending)} "
+                "are answered"
+            )
+        pending, answered = [], set()
+        if event["kind"] == EventKind.DECISION:
+            pending = [call["id"] for call in message.get("tool_calls", [])]
+    return reasons
+
+
 def eligibility(events: list[Event], outcome: Outcome) -> dict[str, Any]:
     """Structural soundness and training eligibility, with the reasons against."""
     reasons: list[str] = []
@@ -121,13 +153,12 @@ def eligibility(events: list[Event], outcome: Outcome) -> dict[str, Any]:
         reasons.append("no assistant decision")
     if spoken and spoken[0]["kind"] == EventKind.DECISION:
         reasons.append("starts with an assistant decision")
-    calls: set[str] = set()
-    for event in spoken:
-        message = event["message"]
-        if event["kind"] == EventKind.DECISION:
-            calls = {call["id"] for call in message.get("tool_calls", [])}
-        elif event["kind"] == EventKind.TOOL_FEEDBACK and message.get("tool_call_id") not in calls:
-            reasons.append(f"tool feedback {event['id']} answers no call of the decision before it")
+    reasons.extend(
+        f"decision {event['id']} is empty: no content and no tool call"
+        for event in decisions
+        if not event["message"].get("content") and not event["message"].get("tool_calls")
+    )
+    reasons.extend(_unanswered(spoken))
     structural = not reasons
     if not any(event["trainable"] for event in decisions):
         reasons.append("no trainable decision")

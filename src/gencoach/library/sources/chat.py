@@ -33,7 +33,7 @@ from gencoach.library.sources.canonical import (
     verification,
 )
 from gencoach.library.sources.saves import SCORE_DIGITS
-from gencoach.library.sources.shapes import ROW_KEYS, messages_of, tools_of
+from gencoach.library.sources.shapes import ROW_KEYS, canonical_tools, messages_of
 
 _ROLES = {"system", "user", "assistant", "tool"}
 
@@ -191,9 +191,7 @@ def conversation_payload(
     metadata = row.get("metadata")
     if not isinstance(metadata, dict):
         metadata = {key: value for key, value in row.items() if key not in ROW_KEYS}
-    tools = tools_of(row.get("tools"))
-    if not isinstance(tools, list) or not all(isinstance(tool, dict) for tool in tools):
-        raise ValueError("tools must be a list of objects")
+    tools = canonical_tools(row.get("tools"))
     system, events = _events(messages, metadata)
     events = number_events(events)
     scenario = _string(metadata, "scenario", "unknown")

@@ -21,7 +21,7 @@ from gencoach.export.formats.conversation import (
     assistant_message,
     default_system_prompt,
     function_tool,
-    instruction_message,
+    instruction_messages,
     reasoning_of,
     system_message,
 )
@@ -122,9 +122,16 @@ def _events(steps: list[Step], failures: ToolFailures, robots: bool) -> list[Eve
     previous: CandidateRecord | None = None
     for step in steps:
         candidate = step.candidate
-        instruction = instruction_message(step.situation.input.instruction, previous)
-        kind = EventKind.TOOL_FEEDBACK if instruction["role"] == "tool" else EventKind.INSTRUCTION
-        events.append({"kind": kind.value, "message": instruction})
+        opening = instruction_messages(step.situation.input.instruction, previous, robots=robots)
+        # A stage's end comes after the results of the calls that ended it.
+        ended = events.pop() if events and events[-1]["kind"] == EventKind.STAGE_END else None
+        for message in opening:
+            if ended is not None and message["role"] != "tool":
+                events.append(ended)
+                ended = None
+            tool = message["role"] == "tool"
+            kind = EventKind.TOOL_FEEDBACK if tool else EventKind.INSTRUCTION
+            events.append({"kind": kind.value, "message": message})
         decision: Event = {
             "kind": EventKind.DECISION.value,
             "message": assistant_message(candidate, robots=robots),

@@ -4,8 +4,12 @@
   `content`, `tool_calls`, `tool_call_id`; taken as they are.
 - ShareGPT: `conversations: [{from, value}]` with `from` one of `system`, `human`
   (`user`), `gpt` (`assistant`, `chatgpt`), `function_call` (a JSON `{name, arguments}`
-  becoming an assistant tool call) and `observation` (its result); `tools` may be a JSON
-  string (LLaMA-Factory's shape).
+  becoming an assistant tool call) and `observation` (its result); a top-level `system`
+  opens the conversation and `tools` may be a JSON string (LLaMA-Factory's layout).
+
+Tools come out in one shape whatever the source (`canonical_tools`): OpenAI's function
+tool `{type: "function", function: {name, description, parameters}}`; ShareGPT's flat
+`{name, description, parameters}` is nested, MAGMA's `arguments` become a JSON Schema.
 - TRL prompt/completion: `prompt` and `completion` as strings (standard) or as lists of
   messages (conversational). Only the completion is supervised: assistant messages in the
   prompt are context (`trainable: false`).
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from gencoach.export.formats.conversation import function_tool
 
 Message = dict[str, Any]
 
@@ -30,10 +36,12 @@ _SHAREGPT_ROLES = {
 }
 
 
-def _sharegpt(turns: object) -> list[Message]:
+def _sharegpt(turns: object, system: object) -> list[Message]:
     if not isinstance(turns, list):
         raise ValueError("conversations must be a list of {from, value}")
-    messages: list[Message] = []
+    if system is not None and not isinstance(system, str):
+        raise ValueError("system must be a string")
+    messages: list[Message] = [{"role": "system", "content": system}] if system else []
     calls = 0
     for index, turn in enumerate(turns):
         where = f"conversations.{index}"
@@ -81,14 +89,41 @@ def _trl(prompt: object, completion: object) -> list[Message]:
     return [*context, *completion]
 
 
-def tools_of(value: object) -> object:
-    """A row's tools: a list, or a JSON string of one (LLaMA-Factory writes that)."""
+def _canonical_tool(tool: object, index: int) -> dict[str, Any]:
+    inner = tool.get("function") if isinstance(tool, dict) else None
+    source = inner if isinstance(tool, dict) and isinstance(inner, dict) else tool
+    if not isinstance(source, dict) or not isinstance(source.get("name"), str):
+        raise ValueError(f"tools.{index} needs a name (a function tool or {{name, ...}})")
+    if "parameters" not in source and "arguments" in source:
+        return function_tool(source, robots=False)
+    parameters = source.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise ValueError(f"tools.{index}.parameters must be a JSON Schema object")
+    schema = {"type": "object", "properties": {}, **(parameters or {})}
+    description = source.get("description")
+    return {
+        "type": "function",
+        "function": {
+            "name": source["name"],
+            "description": description if isinstance(description, str) else "",
+            "parameters": schema,
+        },
+    }
+
+
+def canonical_tools(value: object) -> list[dict[str, Any]]:
+    """A row's tools in the one canonical shape (see the module's doc): `value` is a
+    list, or a JSON string of one (LLaMA-Factory writes that)."""
     if isinstance(value, str):
         try:
-            return json.loads(value) if value.strip() else []
+            value = json.loads(value) if value.strip() else []
         except ValueError:
             raise ValueError("tools is a string but not JSON") from None
-    return [] if value is None else value
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("tools must be a list of objects")
+    return [_canonical_tool(tool, index) for index, tool in enumerate(value)]
 
 
 def messages_of(row: dict[str, Any]) -> tuple[str, list[Message]]:
@@ -96,7 +131,7 @@ def messages_of(row: dict[str, Any]) -> tuple[str, list[Message]]:
     if "messages" in row:
         return "openai", row["messages"]
     if "conversations" in row:
-        return "sharegpt", _sharegpt(row["conversations"])
+        return "sharegpt", _sharegpt(row["conversations"], row.get("system"))
     if "prompt" in row and "completion" in row:
         return "trl", _trl(row["prompt"], row["completion"])
     raise ValueError(
@@ -105,5 +140,5 @@ def messages_of(row: dict[str, Any]) -> tuple[str, list[Message]]:
     )
 
 
-ROW_KEYS = {"messages", "conversations", "prompt", "completion", "tools", "metadata"}
+ROW_KEYS = {"messages", "conversations", "system", "prompt", "completion", "tools", "metadata"}
 """The keys that are the conversation itself; the others are metadata."""
