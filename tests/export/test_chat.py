@@ -57,6 +57,8 @@ def test_a_row_is_an_openai_conversation_with_tools(export: Export, source: Path
         "tools": [PRESS_TOOL],
         "run_id": "run-1",
         "scenario": "buttons",
+        "scenario_version": "unversioned",
+        "generator": {"name": "gencoach", "version": "0.1.0"},
         "target": "sw0-sw4",
         "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
         "situation_id": 2,

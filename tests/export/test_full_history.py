@@ -51,6 +51,8 @@ def test_a_row_has_the_magma_full_history_shape(export: Export, source: Path) ->
         "metadata": {
             "run_id": "run-1",
             "scenario": "buttons",
+            "scenario_version": "unversioned",
+            "generator": {"name": "gencoach", "version": "0.1.0"},
             "target": "sw0-sw4",
             "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
             "situation_id": 1,
@@ -73,6 +75,8 @@ def test_the_coached_answer_carries_its_lineage(export: Export, source: Path) ->
     assert row["metadata"] == {
         "run_id": "run-1",
         "scenario": "buttons",
+        "scenario_version": "unversioned",
+        "generator": {"name": "gencoach", "version": "0.1.0"},
         "target": "sw0-sw4",
         "task_key": "buttons/sw0-sw4/ad2aa0c3a2a0",
         "situation_id": 4,

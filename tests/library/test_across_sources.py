@@ -36,6 +36,22 @@ def test_a_task_has_one_split_whether_read_from_its_save_or_its_chat_rows(
             assert len({row.split for row in rows}) == 1
 
 
+def test_a_task_has_one_benchmark_and_environment_from_its_save_and_its_chat_rows(
+    tmp_path: Path,
+) -> None:
+    """A save and its own chat export name the same benchmark and environment: a query
+    for the save's benchmark finds both sources' records, ranked in one group."""
+    coached_save(tmp_path / "saves" / "run-1")
+    run_export(ExportSettings(source=tmp_path / "saves", format="chat", out=tmp_path / "out"))
+    build_library([tmp_path / "saves", tmp_path / "out" / "chat.jsonl"], tmp_path / "lib", "r1")
+    with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+        rows = lib.select(DatasetQuery(benchmarks=("gencoach/buttons",)))
+        assert {row.source_id.split(":")[0] for row in rows} == {"save", "chat"}
+        assert len(rows) == len(lib.select())
+        assert {row.environment_key for row in rows} == {"gencoach@0.1.0/buttons@unversioned"}
+        assert sorted(row.quality_rank for row in rows) == list(range(1, len(rows) + 1))
+
+
 def test_no_task_leaks_across_splits_whatever_its_sources(tmp_path: Path) -> None:
     """Saves, their chat export, ShareGPT and TRL files: every task is in one split, and
     each split's tasks are disjoint from every other's."""

@@ -21,7 +21,7 @@ from gencoach.export.options import Options
 from gencoach.export.selection import Example, SelectionPolicy
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.graph import SavedGraph
-from gencoach.library.sources.canonical import task_key
+from gencoach.library.sources.canonical import save_environment, task_key
 from gencoach.protocol import CandidateRecord, RunConfig
 
 JsonObject = dict[str, JsonValue]
@@ -121,10 +121,18 @@ def lineage(config: RunConfig, situation_id: int, candidate: CandidateRecord) ->
     and the agent (id and version) that produced the save.
 
     `task_key` is the trajectory library's key of the task, so a library that reads the
-    row puts it in the same split as the save it came from."""
+    row puts it in the same split as the save it came from; `generator` (name, version)
+    and `scenario_version` are the save's, so it has the same benchmark and environment
+    key there too."""
+    environment = save_environment(config)
     return {
         "run_id": config.run_id,
         "scenario": config.scenario,
+        "scenario_version": environment["scenario_version"],
+        "generator": {
+            "name": environment["generator"],
+            "version": environment["generator_version"],
+        },
         "target": config.target,
         "task_key": _task_key(config),
         "situation_id": situation_id,

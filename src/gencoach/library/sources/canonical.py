@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gencoach.library.records import (
     Event,
@@ -14,6 +14,9 @@ from gencoach.library.records import (
     QualityTier,
     VerificationStrength,
 )
+
+if TYPE_CHECKING:
+    from gencoach.protocol import RunConfig
 
 _PROVENANCE_STRENGTH = {
     Provenance.RECORDED_AGENT_COMPLETION: 0,
@@ -79,6 +82,23 @@ def task_key(scenario: str, target: str, task_description: object) -> str:
 def environment_key(generator: str, generator_version: str, scenario: str, version: str) -> str:
     """`generator@version/scenario@scenario_version`."""
     return f"{generator}@{generator_version}/{scenario}@{version}"
+
+
+def save_environment(config: RunConfig) -> dict[str, str]:
+    """What a save says of its environment: the generator that produced it (its
+    `producer`, else `magma-gen` and the format version), the scenario and its version
+    (`env_options.scenario_version`, else `unversioned`).
+
+    Saves and the rows `gencoach export` writes from them (their `generator` and
+    `scenario_version`) both take it from here, so a task read from either has one
+    benchmark (`generator/scenario`) and one environment key."""
+    producer = config.producer
+    return {
+        "generator": producer.package if producer is not None else "magma-gen",
+        "generator_version": producer.version if producer is not None else config.generator_version,
+        "scenario": config.scenario,
+        "scenario_version": str(config.env_options.get("scenario_version", "unversioned")),
+    }
 
 
 def verification(

@@ -40,6 +40,7 @@ from gencoach.library.sources.canonical import (
     finish,
     number_events,
     route_of,
+    save_environment,
     strongest,
     task_key,
     tier_of,
@@ -224,10 +225,9 @@ class SaveSource(SourceAdapter):
     def _payloads(self, graph: SavedGraph) -> Iterator[dict[str, Any]]:
         config = graph.config
         description = description_text(config.task_description)
-        producer = config.producer
-        generator = producer.package if producer is not None else "magma-gen"
-        generator_version = producer.version if producer is not None else config.generator_version
-        scenario_version = str(config.env_options.get("scenario_version", "unversioned"))
+        environment = save_environment(config)
+        generator, generator_version = environment["generator"], environment["generator_version"]
+        scenario_version = environment["scenario_version"]
         for leaf in _leaves(graph):
             steps = trajectory(graph, leaf)
             last = steps[-1].candidate
