@@ -73,3 +73,20 @@ def test_between_equal_scores_the_higher_reward_is_kept_before_the_newer(
     export("chat", options={"best_of": 1})
     rows = read_rows(source / "datasets" / "chat" / "chat.jsonl")
     assert [row["run_id"] for row in rows] == ["run-new"]
+
+
+def test_identical_answers_take_one_place(export: Export, source: Path) -> None:
+    """Two siblings press sw0 alike (0.4 each), a third presses sw4 (0.3): `best_of` 2
+    ranks after duplicates are removed, so the task keeps one sw0 answer and the sw4 one,
+    two rows, instead of two places for one decision that dedupe then trains once.
+    Without dedupe the identical answers are two rows, and take both places."""
+    same = [candidate(c, press("sw0"), "optimal", BEST, execution=executed("sw0")) for c in (0, 1)]
+    other = candidate(2, press("sw4"), "optimal", NEXT, execution=executed("sw4"))
+    _task(source, "buttons", *same, other)
+    export("chat", options={"best_of": 2})
+    assert _kept(source) == [("buttons", 1), ("buttons", 2)]
+    export("full-history", options={"best_of": 2})
+    rows = read_rows(source / "datasets" / "full-history" / "hr_data.json")
+    assert sorted(row["metadata"]["candidate_id"] for row in rows) == [1, 2]
+    export("chat", options={"best_of": 2}, dedupe=False)
+    assert _kept(source) == [("buttons", 0), ("buttons", 1)]

@@ -17,6 +17,8 @@ from typing import Any
 from pydantic_core import to_json
 
 _DIGEST = 16
+_TARGET = b"\x1e"
+_CONTEXT = b"\x1f"
 
 
 def _key_form(message: Any) -> Any:
@@ -39,6 +41,16 @@ def pair_form(value: Any) -> bytes:
     return to_json(_key_form(value))
 
 
+def pair_key(head: bytes, messages: Sequence[bytes]) -> bytes:
+    """The digest of the pair whose target is the last of `messages` (in `pair_form`,
+    after `head`): what `Seen.first` records for it."""
+    running = blake2b(head, digest_size=_DIGEST)
+    for encoded in messages[:-1]:
+        running.update(_CONTEXT + encoded)
+    running.update(_TARGET + messages[-1])
+    return running.digest()
+
+
 class Seen:
     """The (context, target) pairs a dataset holds so far, as 16-byte digests."""
 
@@ -55,12 +67,12 @@ class Seen:
         for index, encoded in enumerate(messages):
             if index in targets:
                 pair = running.copy()
-                pair.update(b"\x1e" + encoded)
+                pair.update(_TARGET + encoded)
                 digest = pair.digest()
                 if digest in self._pairs:
                     self.duplicates += 1
                 else:
                     self._pairs.add(digest)
                     new.add(index)
-            running.update(b"\x1f" + encoded)
+            running.update(_CONTEXT + encoded)
         return new

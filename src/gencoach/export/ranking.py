@@ -2,7 +2,9 @@
 
 Only examples the format keeps (those that give a row) are ranked, so a task whose
 best-scored answer cannot be a training target (say, every call of it failed) keeps its
-next best instead of losing its only row. Between equal scores the higher env reward of
+next best instead of losing its only row; identical answers in identical contexts (one
+decision, which a deduping format trains once) take one place, so duplicates are
+removed before ranking. Between equal scores the higher env reward of
 the answer's own execution (`execution.reward`, 0 when absent) ranks first, then the
 newest: the save whose run started last, then the later answer (the higher candidate
 id) in it.
@@ -11,7 +13,7 @@ id) in it.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 from gencoach.export.selection import Example
 from gencoach.export.sources import Save
@@ -26,36 +28,39 @@ def _age(save: Save) -> float:
     return float("inf") if save.started is None else -save.started
 
 
-@dataclass(frozen=True)
-class _Ranked:
-    """An example's rank in its task; the heap keeps the worst kept one on top."""
-
-    key: tuple[float, float, float, int, str]
-    """(-score, -reward, age, -candidate, save): smaller is better."""
-
-    def __lt__(self, other: _Ranked) -> bool:
-        return self.key > other.key
+Rank = tuple[float, float, float, int, str]
+"""An example's rank in its task, (-score, -reward, age, -candidate, save): smaller is
+better."""
 
 
 class BestOf:
-    """The k best examples of each task, fed save by save."""
+    """The k best examples of each task, fed save by save. Examples with one decision key
+    (the same (context, answer) pair, which a deduping format trains once) take one place:
+    the best ranked of them stands for all."""
 
     def __init__(self, k: int) -> None:
         self.k = k
-        self._best: dict[Task, list[_Ranked]] = {}
+        self._best: dict[Task, dict[bytes | tuple[str, int], Rank]] = {}
 
-    def offer(self, save: Save, examples: list[Example]) -> None:
-        """Rank a save's (kept) examples against its task's best so far."""
-        heap = self._best.setdefault(save.task, [])
+    def offer(
+        self, save: Save, examples: list[Example], keys: Sequence[bytes | None] | None = None
+    ) -> None:
+        """Rank a save's (kept) examples against its task's best so far (`keys`: each
+        example's decision key, None where it is distinct)."""
+        best = self._best.setdefault(save.task, {})
         age = _age(save)
-        for example in examples:
-            key = (-example.score, -example.reward, age, -example.candidate_id, save.name)
-            ranked = _Ranked(key)
-            if len(heap) < self.k:
-                heapq.heappush(heap, ranked)
-            elif ranked.key < heap[0].key:
-                heapq.heapreplace(heap, ranked)
+        for index, example in enumerate(examples):
+            rank = (-example.score, -example.reward, age, -example.candidate_id, save.name)
+            decision = keys[index] if keys is not None else None
+            place = decision if decision is not None else (save.name, example.candidate_id)
+            held = best.get(place)
+            if held is None or rank < held:
+                best[place] = rank
 
     def kept(self) -> Kept:
         """Every example kept, as (save name, candidate id)."""
-        return {(r.key[4], -r.key[3]) for heap in self._best.values() for r in heap}
+        kept: Kept = set()
+        for best in self._best.values():
+            for rank in heapq.nsmallest(self.k, best.values()):
+                kept.add((rank[4], -rank[3]))
+        return kept

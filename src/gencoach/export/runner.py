@@ -373,7 +373,8 @@ def _best_of(
     for save in saves:
         graph = _read(save, outcome, report)
         if graph is not None:
-            best.offer(save, _examples(exporter, graph))
+            examples = _examples(exporter, graph)
+            best.offer(save, examples, [exporter.decision_key(graph, e) for e in examples])
     return best.kept()
 
 

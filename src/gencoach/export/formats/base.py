@@ -92,6 +92,12 @@ class Exporter(ABC):
         """Whether the example would give a row: only those are ranked by `best_of`."""
         return True
 
+    def decision_key(self, graph: SavedGraph, example: Example) -> bytes | None:
+        """The identity of the (context, target) pair the example's row trains, for a
+        format that trains each pair once: `best_of` gives examples with one key one
+        place, so duplicates are removed before ranking (None: the example is distinct)."""
+        return None
+
     def rewrite(self) -> Callable[[bytes], bytes] | None:
         """A change to every written line (an encoded row), decided once all rows are
         made (None: none)."""

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 from pydantic import JsonValue
 from pydantic_core import to_json
 
 from gencoach.errors import ExportError
-from gencoach.export.dedupe import Seen, pair_form
+from gencoach.export.dedupe import Seen, pair_form, pair_key
 from gencoach.export.formats.base import SCORE_DIGITS, Exporter, Row, RowFailure, lineage
 from gencoach.export.formats.conversation import (
     Message,
@@ -64,7 +65,7 @@ from gencoach.export.target import Target
 from gencoach.export.tool_failures import ToolFailures
 from gencoach.export.writer import encode_row
 from gencoach.graph import SavedGraph
-from gencoach.protocol import CandidateRecord, SituationRecord
+from gencoach.protocol import CandidateRecord, RunConfig, SituationRecord
 
 CHANNEL = "chat"
 FLAVOURS: Final = ("tinker", "axolotl")
@@ -94,6 +95,22 @@ def uniform_parts(line: bytes) -> bytes:
                 for message in messages
             ]
     return encode_row(row)
+
+
+Key = tuple[int, int, int]
+"""A message's key in a save: its candidate, 0 before the answer (with its place) or 1
+the answer (with whether it has parts)."""
+
+
+@dataclass
+class _Body:
+    """A conversation after its system message: messages, their keys, the targets'
+    indices, and whether some answer has a thinking part."""
+
+    messages: list[Message]
+    keys: list[Key]
+    targets: set[int]
+    thinking: bool
 
 
 class ChatExporter(Exporter):
@@ -128,15 +145,22 @@ class ChatExporter(Exporter):
         self._parts = {"with": 0, "without": 0}
         self._targets_of: SavedGraph | None = None
         self._targets: dict[int, bool] = {}
+        self._forms_of_graph: SavedGraph | None = None
         self._forms: dict[tuple[object, ...], bytes] = {}
+        """Pair forms of this save's messages, by their `Key` and by ("head", situation)."""
         self._tool_functions: dict[bytes, Message] = {}
-        """Pair forms of this save's messages: by (candidate, 0 instruction / 1 answer,
-        with parts) and by ("head", situation)."""
 
     @property
     def selection(self) -> SelectionPolicy:
         """Selected examples, limited by `min_score` and `best_of`."""
         return self._policy
+
+    def _use(self, graph: SavedGraph) -> None:
+        """Start the caches of a save's messages over when the save changes."""
+        if self._forms_of_graph is not graph:
+            self._forms_of_graph = graph
+            self._forms.clear()
+            self._tool_functions.clear()
 
     def _target(self, graph: SavedGraph, candidate: CandidateRecord) -> bool:
         """`is_target`, worked out once per answer of a save."""
@@ -165,8 +189,7 @@ class ChatExporter(Exporter):
         """A conversation per example, or per target turn with `per_turn`."""
         written: set[int] = set()
         known: dict[int, Turn] = {}
-        self._forms.clear()
-        self._tool_functions.clear()
+        self._use(graph)
         for example in examples:
             steps = trajectory(graph, example.candidate_id)
             if not self._one_target:
@@ -202,35 +225,74 @@ class ChatExporter(Exporter):
             converted.append(function)
         return converted
 
-    def _new_pairs(
-        self,
-        prompt: str,
-        last: SituationRecord,
-        messages: list[Message],
-        keys: list[tuple[int, int, int]],
-        targets: set[int],
-    ) -> set[int]:
-        """The targets whose (context, answer) pair is new. The context is keyed on the
-        input as given, unshuffled: the shuffles vary the order, not the decision. Each
-        message after the system one has its key in `keys` (its candidate, 0 before the
-        answer / 1 the answer, its place or whether it has parts), so its pair form is
-        encoded once per save."""
-        assert self._seen is not None
+    def _forms_of(
+        self, prompt: str, last: SituationRecord, body: list[Message], keys: list[Key]
+    ) -> tuple[bytes, list[bytes]]:
+        """The pair forms of a conversation: its head (the context's opening, keyed on the
+        input as given, unshuffled: the shuffles vary the order, not the decision) and
+        each message after the system one. Each is encoded once per save, by its key."""
         head = self._forms.get(("head", last.id))
         if head is None:
             head = self._forms[("head", last.id)] = pair_form(opening_key(prompt, last.input))
         forms: list[bytes] = []
-        for message, key in zip(messages[1:], keys, strict=True):
+        for message, key in zip(body, keys, strict=True):
             form = self._forms.get(key)
             if form is None:
                 form = self._forms[key] = pair_form(message)
             forms.append(form)
-        later = self._seen.first(head, forms, {index - 1 for index in targets})
-        return {index + 1 for index in later}
+        return head, forms
+
+    def decision_key(self, graph: SavedGraph, example: Example) -> bytes | None:
+        """With `dedupe`, the (context, answer) pair of the example's answer: identical
+        answers in identical contexts take one place in `best_of`."""
+        if self._seen is None:
+            return None
+        self._use(graph)
+        steps = trajectory(graph, example.candidate_id)
+        prompt = self._prompt(graph.config)
+        body = self._body(graph, steps, {})
+        if isinstance(body, RowFailure):
+            return None
+        head, forms = self._forms_of(prompt, steps[-1].situation, body.messages, body.keys)
+        return pair_key(head, forms)
 
     def _thinking(self, step: Step) -> str:
         text = reasoning_of(step.candidate)
         return text if self.target is None else self.target.reasoning(text)
+
+    def _prompt(self, config: RunConfig) -> str:
+        """The opening of the system message: the target's instructions, the option, or
+        the run's default."""
+        if self.target is not None and self.target.instructions is not None:
+            return self.target.instructions
+        if self.system_prompt is not None:
+            return self.system_prompt
+        return default_system_prompt(config.single_agent)
+
+    def _body(
+        self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn]
+    ) -> _Body | RowFailure:
+        """The conversation after the system message, its messages' keys, its targets."""
+        body = _Body([], [], set(), False)
+        pairs = turns(steps, known, robots=not graph.config.single_agent)
+        for index, ((opening, answer), step) in enumerate(zip(pairs, steps, strict=True)):
+            final = index == len(steps) - 1
+            body.messages.extend(opening)
+            body.keys.extend((step.candidate.id, 0, place) for place in range(len(opening)))
+            if self._target(graph, step.candidate) and (final or not self._one_target):
+                body.targets.add(len(body.messages))
+            if self.reasoning and (final or not self._one_target):
+                try:
+                    text = self._thinking(step)
+                except ExportError as error:
+                    last = steps[-1]
+                    return RowFailure(f"{last.situation.id}:{last.candidate.id}", error.reason)
+                if text:
+                    answer = as_parts(answer, text)
+                    body.thinking = True
+            body.messages.append(answer)
+            body.keys.append((step.candidate.id, 1, isinstance(answer["content"], list)))
+        return body
 
     def _row(
         self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn], shuffle: Shuffle
@@ -240,35 +302,16 @@ class ChatExporter(Exporter):
         rng = shuffle.rng(config.run_id, last.situation.id, last.candidate.id)
         seen = model_input(last.situation.input, rng)
         robots = not config.single_agent
-        prompt = self.system_prompt
-        if prompt is None:
-            prompt = default_system_prompt(config.single_agent)
-        if self.target is not None and self.target.instructions is not None:
-            prompt = self.target.instructions
-        messages: list[Message] = [system_message(prompt, seen)]
-        keys: list[tuple[int, int, int]] = []
-        targets: set[int] = set()
-        thinking = False
-        pairs = turns(steps, known, robots=robots)
-        for index, ((opening, answer), step) in enumerate(zip(pairs, steps, strict=True)):
-            final = index == len(steps) - 1
-            messages.extend(opening)
-            keys.extend((step.candidate.id, 0, place) for place in range(len(opening)))
-            if self._target(graph, step.candidate) and (final or not self._one_target):
-                targets.add(len(messages))
-            if self.reasoning and (final or not self._one_target):
-                try:
-                    text = self._thinking(step)
-                except ExportError as error:
-                    return RowFailure(f"{last.situation.id}:{last.candidate.id}", error.reason)
-                if text:
-                    answer = as_parts(answer, text)
-                    thinking = True
-            messages.append(answer)
-            keys.append((step.candidate.id, 1, isinstance(answer["content"], list)))
-        tools = self._functions(seen.tools, robots)
+        prompt = self._prompt(config)
+        body = self._body(graph, steps, known)
+        if isinstance(body, RowFailure):
+            return body
+        thinking = body.thinking
+        targets = body.targets
+        messages = body.messages
         if self._seen is not None:
-            kept = self._new_pairs(prompt, last.situation, messages, keys, targets)
+            head, forms = self._forms_of(prompt, last.situation, messages, body.keys)
+            kept = self._seen.first(head, forms, targets)
             if not kept:
                 self.counts["duplicate_rows"] += 1
                 self.counts["duplicate_turns"] = self._seen.duplicates
@@ -276,6 +319,9 @@ class ChatExporter(Exporter):
             targets = kept
             messages = messages[: max(kept) + 1]  # a row ends on a target, repeats cut off
             self.counts["duplicate_turns"] = self._seen.duplicates
+        messages = [system_message(prompt, seen), *messages]
+        targets = {index + 1 for index in targets}
+        tools = self._functions(seen.tools, robots)
         if thinking:
             messages = [as_parts(m) if isinstance(m["content"], str) else m for m in messages]
         self._parts["with" if thinking else "without"] += 1

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import JsonValue
 
-from gencoach.export.dedupe import Seen, pair_form
+from gencoach.export.dedupe import Seen, pair_form, pair_key
 from gencoach.export.formats.base import (
     SCORE_DIGITS,
     Exporter,
@@ -157,6 +157,34 @@ class FullHistoryExporter(Exporter):
                 },
             )
 
+    def decision_key(self, graph: SavedGraph, example: Example) -> bytes | None:
+        """With `dedupe`, the example's (context, output) pair: identical answers to
+        identical inputs take one place in `best_of`."""
+        candidate = graph.candidates[example.candidate_id]
+        if self._seen is None or candidate.output is None:
+            return None
+        situation = graph.situations[example.situation_id]
+        try:
+            output = _dumps({"say": candidate.output.say, "action": magma_action(candidate.output)})
+        except OneCallPerRobotError:
+            return None
+        history = model_input(situation.input, UNSHUFFLED).history
+        if history is None:
+            history = rebuilt_history(trajectory(graph, candidate.id)[:-1])
+        head = self._context(situation.input, history, situation.input.instruction)
+        return pair_key(head, [output.encode()])
+
+    @staticmethod
+    def _context(
+        source: AgentInput, history: list[JsonValue], instruction: AgentInstruction
+    ) -> bytes:
+        """A row's context as pairs compare it, keyed on the input as given: the shuffles
+        vary its order only."""
+        given = model_input(source, UNSHUFFLED)
+        context = [given.rules, given.attributes, given.tools, given.memory, history]
+        context += [instruction.content, instruction.type]
+        return pair_form(context)
+
     def _new(
         self,
         source: AgentInput,
@@ -164,14 +192,10 @@ class FullHistoryExporter(Exporter):
         instruction: AgentInstruction,
         output: str,
     ) -> bool:
-        """Whether the (context, output) pair is new to the dataset (always, without dedupe).
-        The context is keyed on the input as given: the shuffles vary its order only."""
+        """Whether the (context, output) pair is new to the dataset (always, without dedupe)."""
         if self._seen is None:
             return True
-        given = model_input(source, UNSHUFFLED)
-        context = [given.rules, given.attributes, given.tools, given.memory, history]
-        context += [instruction.content, instruction.type]
-        if self._seen.first(pair_form(context), [output.encode()], {0}):
+        if self._seen.first(self._context(source, history, instruction), [output.encode()], {0}):
             return True
         self.counts["duplicate_rows"] = self._seen.duplicates
         return False
