@@ -22,14 +22,16 @@ with the run's next `seq`, and sent in batches: pipelined XADD to the events str
 `POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so its
 new events do not reuse numbers gencoach has already applied (and would ignore).
 
-Once a batch has gone through, a batch that cannot be sent because the connection
-dropped, Redis refused the write at its `maxmemory` (OOM), or the controller answered
-502/503/504 is sent again with exponential backoff,
-up to `attempts` times within `retry_timeout_s`, and so is a read of the branch orders;
-events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing. Then
-`ReportError` says why, and the batch stays buffered for the next `flush()`. A reporter
-that never reached gencoach (a wrong URL) fails at its first batch with the connection's
-own error.
+A batch that cannot be sent because the connection dropped, Redis is still loading its
+data set (`BusyLoadingError`) or refuses the write at its `maxmemory` (OOM), or the
+controller answered 502/503/504, is sent again with exponential backoff for up to
+`retry_timeout_s` (30 s; `attempts`, if given, bounds the tries too), and so is every
+other Redis call of the reporter (branch orders, teacher states, the settled probe);
+events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing
+(`gencoach.retrying` holds the policy). Then `ReportError` says why, and the batch stays
+buffered for the next `flush()`. A reporter that never reached gencoach fails at once
+with the connection's own error when the connection is refused (a wrong URL); a server
+that answered "loading" or "out of memory" is there, and is waited for.
 
 With Redis, each batch also records the run's next seq (and whatever the generator
 `remember`s) in the run's generator state, and acknowledges the branch orders read
@@ -50,12 +52,12 @@ import httpx
 import redis
 import redis.asyncio
 import redis.exceptions
-import stamina
 
 from gencoach.constants import Keys
 from gencoach.errors import GencoachError
 from gencoach.outbox import Ack, Outbox, Outgoing
 from gencoach.protocol import BranchOrder, RunSettled
+from gencoach.retrying import REDIS_TRANSIENT, RetryPolicy, describe, no_client_retries, server_busy
 from gencoach.settling import SCRIPT
 
 
@@ -72,13 +74,7 @@ T = TypeVar("T")
 # Failures worth sending the same batch again for: the peer, not the batch, is at fault.
 # An OOM refusal lasts until Redis frees memory (keys expire, an operator raises
 # maxmemory), like a connection that comes back.
-TRANSIENT = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.OutOfMemoryError,
-    httpx.TransportError,
-    _Unavailable,
-)
+TRANSIENT = (*REDIS_TRANSIENT, httpx.TransportError, _Unavailable)
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 
 
@@ -90,9 +86,7 @@ def _check_http(response: httpx.Response) -> None:
 
 
 def _why(error: Exception) -> str:
-    if isinstance(error, redis.exceptions.OutOfMemoryError):
-        return f"Redis refuses writes: it is at its maxmemory ({error})"
-    return str(error)
+    return describe(error)
 
 
 class _ReporterBase:
@@ -108,7 +102,7 @@ class _ReporterBase:
         key_prefix: str,
         batch_size: int,
         start_seq: int,
-        attempts: int = 6,
+        attempts: int | None = None,
         retry_timeout_s: float = 30.0,
         shared_redis: bool = False,
     ) -> None:
@@ -122,15 +116,24 @@ class _ReporterBase:
         self.retry_timeout_s = retry_timeout_s
         self._reached = False  # retries are for a connection that worked and dropped
 
-    def _retry_policy(self) -> dict[str, Any]:
-        attempts = self.attempts if self._reached else 1
-        return {"on": TRANSIENT, "attempts": attempts, "timeout": self.retry_timeout_s}
+    def _retrying(self) -> Any:
+        """The stamina retry context for one call (see the module docstring)."""
+        policy = RetryPolicy(timeout_s=self.retry_timeout_s, attempts=self.attempts)
+        return policy.retrying(on=self._retryable)
+
+    def _retryable(self, error: Exception) -> bool:
+        # A refused connection before anything went through is a wrong address, not an
+        # outage; a server that answered (loading, OOM, a 503) is there.
+        if not isinstance(error, TRANSIENT):
+            return False
+        return self._reached or server_busy(error) or isinstance(error, _Unavailable)
 
     def _gave_up(self, batch: Outgoing, error: Exception) -> ReportError:
         self._outbox.put_back(batch)  # kept for the next flush
+        tries = f"{self.attempts} attempts or " if self.attempts is not None else ""
         return ReportError(
             f"could not send {len(batch.events)} events of run {self.run_id} "
-            f"after {self.attempts} attempts or {self.retry_timeout_s:g} s: {_why(error)}"
+            f"after {tries}{self.retry_timeout_s:g} s of retries: {_why(error)}"
         )
 
     def _failed(self, what: str, error: Exception) -> ReportError:
@@ -186,7 +189,7 @@ class Reporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
-        attempts: int = 6,
+        attempts: int | None = None,
         retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
@@ -200,7 +203,9 @@ class Reporter(_ReporterBase):
             attempts=attempts,
             retry_timeout_s=retry_timeout_s,
         )
-        self._redis = redis.Redis.from_url(redis_url) if redis_url else None
+        self._redis = (
+            redis.Redis.from_url(redis_url, retry=no_client_retries()) if redis_url else None
+        )
         self._http = httpx.Client(base_url=api_url, headers=self._headers) if api_url else None
         self._settle = self._redis.register_script(SCRIPT) if self._redis else None
 
@@ -217,12 +222,12 @@ class Reporter(_ReporterBase):
         if not batch:
             return
         try:
-            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+            for attempt in self._retrying():
                 with attempt:
                     self._send(batch)
         except TRANSIENT as error:
-            if not self._reached:  # never reached: the error as it is, nothing to retry
-                self._outbox.put_back(batch)
+            if not self._reached and not self._retryable(error):
+                self._outbox.put_back(batch)  # never reached: the error as it is
                 raise
             raise self._gave_up(batch, error) from error
         self._reached = True
@@ -238,7 +243,7 @@ class Reporter(_ReporterBase):
     def retried(self, operation: Callable[[], T], what: str) -> T:
         """Run a Redis call with the reporter's retries; ReportError says `what` failed."""
         try:
-            for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+            for attempt in self._retrying():
                 with attempt:
                     result = operation()
                     self._reached = True
@@ -343,7 +348,7 @@ class AsyncReporter(_ReporterBase):
         key_prefix: str = "gencoach",
         batch_size: int = 200,
         start_seq: int = 0,
-        attempts: int = 6,
+        attempts: int | None = None,
         retry_timeout_s: float = 30.0,
     ) -> None:
         super().__init__(
@@ -377,12 +382,12 @@ class AsyncReporter(_ReporterBase):
         if not batch:
             return
         try:
-            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+            async for attempt in self._retrying():
                 with attempt:
                     await self._send(batch)
         except TRANSIENT as error:
-            if not self._reached:  # never reached: the error as it is, nothing to retry
-                self._outbox.put_back(batch)
+            if not self._reached and not self._retryable(error):
+                self._outbox.put_back(batch)  # never reached: the error as it is
                 raise
             raise self._gave_up(batch, error) from error
         self._reached = True
@@ -403,7 +408,7 @@ class AsyncReporter(_ReporterBase):
         raises ReportError saying `what` could not be done and why.
         """
         try:
-            async for attempt in stamina.retry_context(**self._retry_policy(), wait_max=5.0):
+            async for attempt in self._retrying():
                 with attempt:
                     result = await operation()
                     self._reached = True  # later batches are retried when it drops
@@ -494,4 +499,4 @@ class AsyncReporter(_ReporterBase):
 
 
 def _async_redis(url: str) -> redis.asyncio.Redis:
-    return redis.asyncio.Redis.from_url(url)
+    return redis.asyncio.Redis.from_url(url, retry=no_client_retries())

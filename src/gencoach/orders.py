@@ -12,6 +12,11 @@ acknowledges it (the run's reporter does so in that batch, `AsyncReporter.expect
 an order the run will not execute is acknowledged with `ack`. `run.settled` answers go
 to the run's reporter and its stream, and are acknowledged at once.
 
+Registering a run and acknowledging an order ride out a Redis restart, a Redis still
+loading its data set and one refusing writes at its maxmemory, like the reporters' calls
+(`gencoach.retrying`, for up to `retry_timeout_s`); the reading loop waits each out and
+reads on.
+
 ```python
 reader = OrderReader(client, group="my-campaign")
 async with anyio.create_task_group() as tg:
@@ -38,6 +43,7 @@ from gencoach.errors import ContractError
 from gencoach.logs import get_logger
 from gencoach.outbox import Ack, parse_entry
 from gencoach.protocol import BranchOrder, RunSettled
+from gencoach.retrying import RetryPolicy
 
 log = get_logger("orders")
 
@@ -68,8 +74,10 @@ class OrderReader:
         consumer: str = "generator",
         key_prefix: str = DEFAULT_PREFIX,
         block_s: float = 0.5,
+        retry_timeout_s: float = 30.0,
     ) -> None:
         self.client = client
+        self.retry = RetryPolicy(timeout_s=retry_timeout_s)
         self.keys = Keys(key_prefix)
         self.group = group
         self.consumer = consumer
@@ -88,11 +96,13 @@ class OrderReader:
         read and never acknowledged, then new ones. With `reporter`, each order is
         acknowledged by the batch that reports its candidate's execution."""
         stream = self.keys.branches(run_id)
-        try:
-            await self.client.xgroup_create(stream, self.group, id="0", mkstream=True)
-        except redis.ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+        async for attempt in self.retry.retrying():
+            with attempt:
+                try:
+                    await self.client.xgroup_create(stream, self.group, id="0", mkstream=True)
+                except redis.ResponseError as error:
+                    if "BUSYGROUP" not in str(error):
+                        raise
         self._runs[run_id] = _Run(send, reporter)
         self._changed.set()
 
@@ -107,7 +117,9 @@ class OrderReader:
         """Acknowledge an order the run will not execute (an unknown anchor, a repeat)."""
         entry = self._entries.pop((order.run_id, order.branch_id), None)
         if entry is not None:
-            await self.client.xack(self.keys.branches(order.run_id), self.group, entry)
+            async for attempt in self.retry.retrying():
+                with attempt:
+                    await self.client.xack(self.keys.branches(order.run_id), self.group, entry)
 
     async def run(self) -> None:
         """Read and deliver until cancelled."""
