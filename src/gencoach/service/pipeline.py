@@ -11,7 +11,7 @@ stale results and a reconciliation pass working from an older copy change nothin
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from redis.asyncio import Redis
@@ -33,14 +33,24 @@ from gencoach.rq_adapter import Backlog, JobState
 from gencoach.service.branching.examples import Examples
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
-from gencoach.service.coaching.lifecycle import RequestState
+from gencoach.service.coaching.decider import (
+    Admitted,
+    Dispatch,
+    Event,
+    JobAnswered,
+    JobTaken,
+    Refused,
+    Reinject,
+    WorkerLost,
+)
+from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import (
-    RUNNING,
+    AdmissionTerms,
+    Applied,
     CoachingRequest,
     JobRecord,
     RequestStore,
-    job_of,
     request_id_for,
 )
 from gencoach.service.coaching.router import Routed, Skip, route
@@ -57,10 +67,6 @@ from gencoach.service.graphs.trajectory import Step, path_attempts, trajectory
 from gencoach.service.isolation import isolated
 
 log = get_logger("coach")
-
-# How many times a job's result is applied to its request when another writer moved the
-# request in between (at most once more is needed: queued to running).
-RESULT_TRIES = 3
 
 
 class Dispatcher(Protocol):
@@ -176,7 +182,7 @@ class CoachingPipeline:
         with bound(request_id=request_id):
             if isinstance(decision, Skip):
                 self.metrics.inc(OPPORTUNITIES, request.route, "skipped", decision.code)
-                await self._end(request, "skipped", decision.reason)
+                await self._report(request, Refused(decision.reason))
                 return
             await self._admit(request, steps, graph, settings)
 
@@ -188,24 +194,24 @@ class CoachingPipeline:
             job_name = "repair"
         elif request.route == "text_rewrite":
             job_name = "rewrite"
-        queued = _queued(request.moved("admitted"), job_name)
-        admission = await self.requests.admit(
-            request, queued, await self.budgets.current(), settings.coaching.lease_s
-        )
-        if admission is None:
-            return  # another writer moved it first (a second controller, a re-delivery)
-        if not admission.admitted:
+        terms = AdmissionTerms(await self.budgets.current(), settings.coaching.lease_s)
+        applied = await self.requests.apply(request, Admitted(job_name), terms)
+        admission = applied.admission
+        if admission is not None and not admission.admitted:
             self.counters.refused_by_limits += 1
             refused_by = admission.refused_by or "limits"
             self.metrics.inc(OPPORTUNITIES, request.route, "refused", refused_by)
-            await self._end(request, "skipped", f"refused by the stage limits: {admission.reason}")
+            why = f"refused by the stage limits: {admission.reason}"
+            await self._report(applied.request, Refused(why))
             return
+        if not applied.stored:
+            return  # another writer moved it first (a second controller, a re-delivery)
         self.counters.admitted += 1
         self.metrics.inc(OPPORTUNITIES, request.route, "admitted", "")
         log.info("coaching.admitted", route=request.route, stage=request.stage_id)
         # Built once the request is queued: a crash before the dispatch leaves a queued
         # request whose lease lapses, and the reconciler retries it.
-        await self.dispatcher.dispatch(await self._job(queued, steps, graph, settings))
+        await self.dispatcher.dispatch(await self._job(applied.request, steps, graph, settings))
 
     async def admit_lease(self, request: CoachingRequest) -> Admission:
         """Take (or renew) the pending slot of a request whose job waits on its queue,
@@ -238,50 +244,48 @@ class CoachingPipeline:
 
     async def started(self, request: CoachingRequest) -> None:
         """Show a queued request as running once a worker has taken its job."""
-        if request.state != "queued" or request.job is None:
+        if request.job is None:
             return
-        running = request.moved(RUNNING[request.job], "a worker took the job")
-        if await self.requests.move(request, running):
+        applied = await self.requests.apply(request, JobTaken(request.job, request.attempt))
+        if applied.stored:
             log.info("coaching.started", job=request.job, attempt=request.attempt)
 
     async def retry(self, request: CoachingRequest, reason: str) -> None:
         """Dispatch an in-flight request's job again after its worker was lost, or give up
         once its job was tried `max_attempts` times."""
-        if request.attempt >= request.max_attempts:
-            tries = "1 attempt" if request.attempt == 1 else f"{request.attempt} attempts"
-            await self._end(request, "abandoned", f"{reason}; gave up after {tries}")
-            return
         found = await self._steps(request.run_id, request.candidate_id)
         if found is None:
-            await self._end(request, "abandoned", f"{reason}; the run's graph is gone")
+            await self._report(request, WorkerLost(f"{reason}; the run's graph is gone", False))
             return
         steps, graph = found
         settings = self.settings()
-        retried = _queued(
-            request, job_of(request) or "diagnosis", f"retry: {reason}", attempt=request.attempt + 1
-        )
-        admission = await self.requests.admit(
-            request, retried, await self.budgets.current(), settings.coaching.lease_s
-        )
-        if admission is None:
-            return  # its result arrived meanwhile: nothing to retry
-        if not admission.admitted:  # the stage is full now: a later pass tries again
-            log.info("coaching.retry_waiting", reason=admission.reason)
+        terms = AdmissionTerms(await self.budgets.current(), settings.coaching.lease_s)
+        applied = await self.requests.apply(request, WorkerLost(reason), terms)
+        if applied.admission is not None and not applied.admission.admitted:
+            # The stage is full now: a later pass tries again.
+            log.info("coaching.retry_waiting", reason=applied.admission.reason)
             return
-        log.warning("coaching.retry", attempt=retried.attempt, reason=reason)
-        await self.dispatcher.dispatch(await self._job(retried, steps, graph, settings))
+        if applied.decision is None:
+            return  # its result arrived meanwhile: nothing to retry
+        if applied.request.state != "queued":
+            self._ended(applied.request)
+            return
+        log.warning("coaching.retry", attempt=applied.request.attempt, reason=reason)
+        await self.dispatcher.dispatch(await self._job(applied.request, steps, graph, settings))
 
-    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> bool:
-        """End the request (its slot goes back in the same step), unless it moved on; True
-        if it ended."""
-        if not await self.requests.move(request, request.moved(state, reason)):
-            return False
-        if state == "skipped":
+    async def _report(self, request: CoachingRequest, event: Event) -> Applied:
+        """Report an event that may end the request, counting the end it makes."""
+        applied = await self.requests.apply(request, event)
+        if applied.stored and applied.request.state in TERMINAL:
+            self._ended(applied.request)
+        return applied
+
+    def _ended(self, request: CoachingRequest) -> None:
+        if request.state == "skipped":
             self.counters.skipped += 1
         else:
             self.counters.ended += 1
-        log.info("coaching.ended", state=state, reason=reason, route=request.route)
-        return True
+        log.info("coaching.ended", state=request.state, reason=request.reason, route=request.route)
 
     async def on_results(self, entries: Sequence[Entry]) -> None:
         """Handle a batch of the results stream, then acknowledge it."""
@@ -301,101 +305,81 @@ class CoachingPipeline:
         await self.client.xack(self.keys.results, CONTROLLER_GROUP, *ids)
 
     async def on_result(self, result: JobResult) -> None:
-        """Move a request on with its job's result; stale or repeated results are ignored.
-
-        The request may move between the read and the write: the reconciler shows a queued
-        request running once it sees a worker took the job, which a fast job may already
-        have finished. The result then applies to the request as it now stands, while it
-        still waits for that result (else the finished work would be lost, and done again
-        once the lease lapsed).
-        """
-        request = await self._awaiting(result)
+        """Move a request on with its job's result; stale or repeated results change
+        nothing (the decider refuses a result its request no longer waits for)."""
+        request = await self.requests.get(result.run_id, result.request_id)
         if request is None:
             return
+        event = await self._answered(request, result)
+        applied = await self._report(request, event)
+        if applied.decision is None:
+            return
+        # The job's logs are kept with an answer that counted, not with a stale repeat.
         await self.store.add_logs(result.run_id, result.logs, result.request_id)
-        for _ in range(RESULT_TRIES):
-            if await self._apply(request, result):
-                return
-            request = await self._awaiting(result)
-            if request is None:
-                return
-        log.warning("coach.result_unapplied", job=result.job, tries=RESULT_TRIES)
+        await self._carry_out(applied)
 
-    async def _awaiting(self, result: JobResult) -> CoachingRequest | None:
-        """The result's request, if it waits for that result (its job and attempt)."""
-        request = await self.requests.get(result.run_id, result.request_id)
-        if request is None or request.attempt != result.attempt:
-            return None
-        # A fast job may end before the controller saw it start: its request is still queued.
-        waiting = request.state == "queued" and request.job == result.job
-        return request if waiting or request.state == RUNNING[result.job] else None
-
-    async def _apply(self, request: CoachingRequest, result: JobResult) -> bool:
-        """Move the request with the result; False if it had moved since it was read."""
+    async def _answered(self, request: CoachingRequest, result: JobResult) -> JobAnswered:
+        """The event a job's result is: its status, and what the decider needs of it."""
         record = JobRecord(
             job=result.job,
             attempt=result.attempt,
             status=result.status,
             duration_s=result.duration_s,
         )
-        tokens = request.tokens + result.usage.total_tokens
-        request = request.model_copy(update={"jobs": [*request.jobs, record], "tokens": tokens})
-        if result.status in ("abandoned", "error"):
-            return await self._end(request, result.status, result.reason or result.status)
-        if result.status == "declined":
-            return await self._end(request, "declined", result.reason or "nothing to correct")
+        answered = JobAnswered(
+            job=result.job,
+            attempt=result.attempt,
+            record=record,
+            tokens=result.usage.total_tokens,
+            status=result.status,
+            reason=result.reason,
+        )
+        if result.status != "done":
+            return answered
         if result.job == "diagnosis" and result.diagnosis is not None:
-            return await self._repair(request.model_copy(update={"diagnosis": result.diagnosis}))
+            found = await self._steps(request.run_id, request.candidate_id)
+            if found is None:
+                return replace(answered, status="error", reason="the run's graph is gone")
+            steps, graph = found
+            step_id = result.diagnosis.step_id
+            await self.store.add_following(graph, step_id)
+            diagnosed = request.model_copy(update={"diagnosis": result.diagnosis})
+            points = offered_points(diagnosed, graph, steps, step_id)
+            return replace(answered, diagnosis=result.diagnosis, offered_points=tuple(points))
         if result.job == "rewrite" and result.rewrite is not None:
             payload = ReplaceSay(text=result.rewrite, decision_source="rewrite").model_dump(
                 mode="json"
             )
             proposal = CoachingProposal(reinjection_point_id=REPLACEMENT_POINT, extra_keys=payload)
-            return await self._corrected(request, [proposal], rewrite=result.rewrite)
+            return replace(
+                answered, status="corrected", proposals=(proposal,), rewrite=result.rewrite
+            )
         if result.job == "repair" and result.coaching is not None:
             answer = result.coaching
-            if answer.status == "corrected":
-                return await self._corrected(request, answer.proposals)
-            return await self._end(request, answer.status, answer.reason or answer.status)
-        return True  # nothing a result of this shape moves
+            return replace(
+                answered,
+                status=answer.status,
+                reason=answer.reason,
+                proposals=tuple(answer.proposals),
+            )
+        return answered
 
-    async def _repair(self, request: CoachingRequest) -> bool:
-        diagnosis = request.diagnosis
-        assert diagnosis is not None
-        found = await self._steps(request.run_id, request.candidate_id)
-        if found is None:
-            return await self._end(request, "error", "the run's graph is gone")
-        steps, graph = found
-        await self.store.add_following(graph, diagnosis.step_id)
-        queued = _queued(
-            request,
-            "repair",
-            f"diagnosed step {diagnosis.step_id}",
-            offered_points=offered_points(request, graph, steps, diagnosis.step_id),
-        )
-        if not await self.requests.move(request, queued):
-            return False
-        await self.dispatcher.dispatch(await self._job(queued, steps, graph, self.settings()))
-        return True
-
-    async def _corrected(
-        self,
-        request: CoachingRequest,
-        proposals: list[CoachingProposal],
-        rewrite: str | None = None,
-    ) -> bool:
-        corrected = request.moved("corrected", None, proposals=proposals, rewrite=rewrite)
-        if not await self.requests.move(request, corrected):
-            return False
-        self.counters.corrected += 1
-        log.info("coaching.corrected", proposals=len(proposals), route=request.route)
-        self.reinjector.submit(corrected)
-        return True
-
-
-def _queued(
-    request: CoachingRequest, job: JobName, reason: str | None = None, **changes: object
-) -> CoachingRequest:
-    """The request waiting for a worker to take its `job`."""
-    reason = reason or f"the {job} job waits for a worker"
-    return request.moved("queued", reason, job=job, **changes)
+    async def _carry_out(self, applied: Applied) -> None:
+        """The effects of a stored decision: a job to queue, a correction to reinject."""
+        assert applied.decision is not None
+        request = applied.request
+        for effect in applied.decision.effects:
+            if isinstance(effect, Dispatch):
+                found = await self._steps(request.run_id, request.candidate_id)
+                if found is None:  # the lease lapses and the retry ends it
+                    log.warning("coach.dispatch_without_graph", job=request.job)
+                    continue
+                steps, graph = found
+                job = await self._job(request, steps, graph, self.settings())
+                await self.dispatcher.dispatch(job)
+            elif isinstance(effect, Reinject):
+                self.counters.corrected += 1
+                log.info(
+                    "coaching.corrected", proposals=len(request.proposals), route=request.route
+                )
+                self.reinjector.submit(request)

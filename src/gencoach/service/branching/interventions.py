@@ -28,7 +28,8 @@ from gencoach.protocol.jobs import Diagnosis
 from gencoach.service.branching.coached_branches import BranchRecorder, alternative_claim
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
-from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.service.coaching.decider import PersonDecided
+from gencoach.service.coaching.requests import AdmissionTerms, CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import GraphStore
 
 log = get_logger("interventions")
@@ -132,13 +133,10 @@ class Interventions:
             ],
         ).moved("opportunity", "human intervention")
         await self.requests.create(request)
-        admitted = request.moved("admitted", "a person's intervention, outside the limits")
-        corrected = admitted.moved("corrected", "a person gave the decision")
-        admission = await self.requests.admit(
-            request, corrected, await self.budgets.current(), self.settings().coaching.lease_s
-        )
-        if admission is None or not admission.admitted:  # its id is new: neither can happen
+        terms = AdmissionTerms(await self.budgets.current(), self.settings().coaching.lease_s)
+        applied = await self.requests.apply(request, PersonDecided(), terms)
+        if not applied.stored:  # its id is new: no other writer can have moved it
             raise InterventionRefused(409, f"request {request.request_id} already exists")
         log.info("intervention.accepted", run_id=run_id, request_id=request.request_id)
-        self.reinjector.submit(corrected)
-        return corrected
+        self.reinjector.submit(applied.request)
+        return applied.request

@@ -43,9 +43,16 @@ from gencoach.service.branching.coached_branches import (
 )
 from gencoach.service.branching.examples import Examples
 from gencoach.service.coaching.budgets import Budgets
-from gencoach.service.coaching.lifecycle import RequestState
+from gencoach.service.coaching.decider import (
+    BranchesRecorded,
+    CandidateExecuted,
+    Event,
+    StageEnded,
+    Unbranchable,
+)
+from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry
-from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.service.coaching.requests import Applied, CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.nodes import RunGraph
 from gencoach.service.graphs.trajectory import trajectory
@@ -56,9 +63,6 @@ log = get_logger("reinjection")
 
 AGENT_TRIES = 3
 AGENT_CALLS_PER_AGENT = 4
-# How many times an outcome is applied to its request when another writer moved the
-# request in between (at most once more is needed: reinjected to executed).
-OUTCOME_TRIES = 3
 # The longest one controller holds a request's reinjection (its claim is let go when
 # done, and taken over at once if the controller dies): longer than any reinjection.
 CLAIM_S = 600.0
@@ -138,10 +142,11 @@ class Reinjector:
     async def _reinject(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
         if graph is None:
-            await self._end(request, "error", "the run's graph is gone")
+            await self._report(request, Unbranchable("the run's graph is gone", error=True))
             return
         if graph.state != "active":
-            await self._end(request, "abandoned", f"the run is {graph.state}: no branch to add")
+            why = f"the run is {graph.state}: no branch to add"
+            await self._report(request, Unbranchable(why))
             return
         if any(p.reinjection_point_id == RECOVERY_POINT for p in request.proposals):
             await self.store.add_following(graph, request.selected_id)
@@ -174,11 +179,9 @@ class Reinjector:
             slot = request.request_id if index == 0 else f"{request.request_id}|{point}"
             await self.limits.complete(request.run_id, request.stage_id, slot, attempt)
             attempts.append(attempt)
-        if not attempts:
-            await self._end(request, "abandoned", "; ".join(reasons) or "no proposal to reinject")
-            return
-        reinjected = request.moved("reinjected", "; ".join(reasons) or None, attempt_ids=attempts)
-        if await self.requests.move(request, reinjected):
+        recorded = BranchesRecorded(tuple(attempts), "; ".join(reasons) or None)
+        applied = await self._report(request, recorded)
+        if applied.stored and attempts:
             log.info("coaching.reinjected", attempts=attempts, route=request.route)
 
     async def _branch(
@@ -238,9 +241,12 @@ class Reinjector:
                 await anyio.sleep(wait_s)
         raise AssertionError("unreachable")
 
-    async def _end(self, request: CoachingRequest, state: RequestState, reason: str) -> None:
-        if await self.requests.move(request, request.moved(state, reason)):
-            log.info("coaching.ended", state=state, reason=reason, route=request.route)
+    async def _report(self, request: CoachingRequest, event: Event) -> Applied:
+        applied = await self.requests.apply(request, event)
+        moved = applied.request
+        if applied.stored and moved.state in TERMINAL:
+            log.info("coaching.ended", state=moved.state, reason=moved.reason, route=moved.route)
+        return applied
 
     async def outcome(
         self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int
@@ -250,45 +256,23 @@ class Reinjector:
         Only the attempts made in that stage are concerned (MAGMA-GEN keeps the attempts
         awaiting success per stage): a later stage's end says nothing of an earlier
         stage's corrections.
-
-        A reconciliation pass may mark the request executed between the read and the
-        write (it saw the branch's candidate executed): the outcome then applies to the
-        request as it now stands, so that no proof is lost.
         """
+        success = stage_end.event == "success"
         for attempt in attempts:
             owner = await self.recorder.attempt_owner(run_id, attempt)
             if owner is None:
                 continue
-            with bound(run_id=run_id, request_id=owner[0]):
-                for _ in range(OUTCOME_TRIES):
-                    request = await self.requests.get(run_id, owner[0])
-                    if request is None or request.state not in ("reinjected", "executed"):
-                        break
-                    if request.stage_id != stage_id:
-                        break
-                    if await self._outcome(request, attempt, stage_end):
-                        break
-
-    async def _outcome(self, request: CoachingRequest, attempt: int, stage_end: StageEnd) -> bool:
-        """Record the outcome on `request`; False if it had moved since it was read."""
-        if request.state == "reinjected":  # an outcome means the branch was executed
-            executed = request.moved("executed")
-            if not await self.requests.move(request, executed):
-                return False
-            request = executed
-        if stage_end.event == "success":
-            proven = request.moved("proven", f"attempt {attempt}")
-            if not await self.requests.prove(request, proven, attempt):
-                return False
-            row = funnel_row(request.route, request.human)
-            self.metrics.inc(PROOFS, row, "proven")
-            log.info("coaching.proven", attempt=attempt, route=request.route)
-            await self._register_example(request)
-            return True
-        # Another trajectory of the branch may still succeed: the request stays executed,
-        # noting why, until its run ends (`runends.end_of_run`).
-        reason = f"attempt {attempt}: a trajectory ended in {stage_end.event}"
-        return await self.requests.move(request, request.model_copy(update={"reason": reason}))
+            request = await self.requests.get(run_id, owner[0])
+            if request is None or request.stage_id != stage_id:
+                continue
+            with bound(run_id=run_id, request_id=request.request_id):
+                ended = StageEnded(attempt, success, stage_end.event)
+                applied = await self.requests.apply(request, ended)
+                if applied.stored and applied.request.state == "proven":
+                    proven = applied.request
+                    self.metrics.inc(PROOFS, funnel_row(proven.route, proven.human), "proven")
+                    log.info("coaching.proven", attempt=attempt, route=proven.route)
+                    await self._register_example(proven)
 
     async def _register_example(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
@@ -302,8 +286,7 @@ class Reinjector:
             _, candidate_id = node_ids(request, point)
             storage_id = await self.store.storage_id(run_id, candidate_id)
             if storage_id is not None and await self.store.executed(run_id, storage_id):
-                # Only from `reinjected`: an outcome handled meanwhile has moved it on.
-                await self.requests.move(request, request.moved("executed"))
+                await self.requests.apply(request, CandidateExecuted())
                 return
 
 

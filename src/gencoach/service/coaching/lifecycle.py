@@ -15,6 +15,8 @@ from __future__ import annotations
 import itertools
 from typing import Final, Literal
 
+from gencoach.protocol.jobs import JobName
+
 RequestState = Literal[
     "opportunity",
     "skipped",
@@ -40,6 +42,12 @@ ENDED: Final[frozenset[RequestState]] = frozenset({"skipped", *FAILED})
 IN_FLIGHT: Final[frozenset[RequestState]] = frozenset(
     {"admitted", "queued", "diagnosing", "repairing", "rewriting"}
 )
+# The state of a request whose job of that kind a worker has started.
+RUNNING: Final[dict[JobName, RequestState]] = {
+    "diagnosis": "diagnosing",
+    "repair": "repairing",
+    "rewrite": "rewriting",
+}
 # A request in one of these states may still publish a branch order; in any other, its
 # orders (if it has any) are already on the run's branch stream (`gencoach.settling`).
 MAY_ORDER: Final[frozenset[RequestState]] = frozenset({"opportunity", *IN_FLIGHT, "corrected"})

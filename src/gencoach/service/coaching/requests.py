@@ -15,7 +15,7 @@ opportunity seen twice (a re-delivered event, a second controller) is one reques
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Final, Literal
 
@@ -42,10 +42,12 @@ from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import DEFAULT_MAX_ATTEMPTS, Diagnosis, JobName
+from gencoach.service.coaching.decider import Decision, Event, Refusal, decide
 from gencoach.service.coaching.lifecycle import (
     FAILED,
     IN_FLIGHT,
     MAY_ORDER,
+    RUNNING,
     TERMINAL,
     TRANSITIONS,
     IllegalTransition,
@@ -60,12 +62,6 @@ from gencoach.settling import Settling
 
 log = get_logger("requests")
 
-# The state of a request whose job of that kind a worker has started.
-RUNNING: dict[JobName, RequestState] = {
-    "diagnosis": "diagnosing",
-    "repair": "repairing",
-    "rewrite": "rewriting",
-}
 DIAGNOSED_ROUTES: frozenset[str] = frozenset({"failure", "no_action", "exceeded", "suboptimal"})
 
 Blame = Literal["right", "wrong", "declined", "none"]
@@ -73,6 +69,9 @@ Blame = Literal["right", "wrong", "declined", "none"]
 other one, declined to blame any (suboptimal), or gave no diagnosis (abandoned, error)."""
 
 REQUESTS = "requests"  # the part of `Keys.requests`
+# How many times an event is decided again when other writers moved its request first
+# (once is the most one writer's report needs: queued to running, reinjected to executed).
+APPLY_TRIES = 3
 
 _MOVE: Final = script_text("move")
 _CLOSE: Final = resources.files("gencoach.service").joinpath("lua/requests_close.lua")
@@ -147,6 +146,50 @@ class CoachingRequest(BaseModel):
         )
 
 
+@dataclass(frozen=True)
+class AdmissionTerms:
+    """The stage limits an admission is checked against, and the slot's lease."""
+
+    limits: Limits
+    lease_s: float
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What reporting an event did: the request as it now stands, the decision stored
+    (None when the event did not apply, `refusal` saying why), and the admission's
+    answer for a decision that takes a slot."""
+
+    request: CoachingRequest
+    decision: Decision | None = None
+    refusal: str | None = None
+    admission: Admission | None = None
+
+    @property
+    def stored(self) -> bool:
+        """Whether the event moved the request."""
+        return self.decision is not None
+
+
+def _part(decision: Decision, terms: AdmissionTerms | None) -> list[str | int]:
+    """The stage limits' arguments of the step that stores `decision`."""
+    if decision.slot == "admit":
+        if terms is None:
+            raise ValueError("an admission needs the limits it is checked against")
+        limits, request = terms.limits, decision.request
+        return [
+            "admit",
+            lease_ms(terms.lease_s),
+            limits.max_pending_per_stage,
+            limits.max_unproven_per_stage,
+            int(request.human),
+            request.stage_id,
+        ]
+    if decision.slot == "prove":
+        return ["prove", decision.proven_attempt or 0]
+    return [decision.slot]
+
+
 def blame_of(request: CoachingRequest) -> Blame | None:
     """How the request's diagnosis compares with the truth; None when there is no truth to
     compare with, no diagnosis to make (format, rewrite, a person), or it was skipped."""
@@ -213,6 +256,37 @@ class RequestStore:
             self._arrived(request, 0)
             crash_point(f"request:{request.route}:{request.state}")
         return bool(created)
+
+    async def apply(
+        self, request: CoachingRequest, event: Event, terms: AdmissionTerms | None = None
+    ) -> Applied:
+        """Report `event` about `request`: store what `decide` makes of it, with its stage
+        limits' part, in one step. When another writer moved the request since it was
+        read, the event is decided again on the request as it now stands (a result that
+        arrives while the request is seen started, an outcome while it is seen executed),
+        so nothing is lost between a read and a write. An admission needs `terms`."""
+        for _ in range(APPLY_TRIES):
+            decided = decide(request, event)
+            if isinstance(decided, Refusal):
+                log.debug("request.event_refused", request_id=request.request_id,
+                          kind=type(event).__name__, reason=decided.reason)  # fmt: skip
+                return Applied(request, refusal=decided.reason)
+            reply = await self._call(request, decided.request, _part(decided, terms))
+            if reply.outcome == "moved":
+                admission = None
+                if decided.slot == "admit" and terms is not None:
+                    admission = admission_of(replace(reply, outcome=reply.detail), terms.limits)
+                return Applied(decided.request, decided, admission=admission)
+            if reply.outcome == "refused":
+                admission = None
+                if decided.slot == "admit" and terms is not None:
+                    admission = admission_of(reply, terms.limits)
+                return Applied(request, refusal=reply.detail, admission=admission)
+            stored = await self.get(request.run_id, request.request_id)
+            if stored is None:
+                return Applied(request, refusal="the request is gone")
+            request = stored
+        return Applied(request, refusal=f"moved by other writers {APPLY_TRIES} times in a row")
 
     async def move(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
         """Store `moved` if the stored request is still `current`; True if it was. An end

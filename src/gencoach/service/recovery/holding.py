@@ -26,7 +26,8 @@ import anyio
 
 from gencoach.limits import StageLimits
 from gencoach.logs import get_logger
-from gencoach.service.coaching.requests import RUNNING, CoachingRequest, job_of
+from gencoach.service.coaching.lifecycle import RUNNING
+from gencoach.service.coaching.requests import CoachingRequest, job_of
 from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 
 log = get_logger("holding")

@@ -20,8 +20,9 @@ from gencoach.constants import Keys
 from gencoach.funnel import funnel_row
 from gencoach.logs import bound, get_logger
 from gencoach.metrics.catalog import PROOFS
-from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL, RequestState
-from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.service.coaching.decider import RunEnded
+from gencoach.service.coaching.lifecycle import TERMINAL
+from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.graphs.graphstore import META
 from gencoach.service.graphs.nodes import as_text
 from gencoach.service.graphs.runindex import RunIndex
@@ -46,22 +47,6 @@ return 1
 """
 
 
-def end_of_run(request: CoachingRequest) -> tuple[RequestState, str]:
-    """The terminal state and reason of a request still open when its run ended."""
-    if request.state in IN_FLIGHT:
-        return "abandoned", f"the run finished while the request was {request.state}"
-    if request.state == "opportunity":
-        return "skipped", "the run finished before the opportunity was routed"
-    if request.state == "corrected":
-        return "abandoned", "the run finished before the correction was reinjected"
-    if request.state == "reinjected":
-        return "abandoned", "the run finished before the branch was executed"
-    # Executed: the one place a request becomes unproven, when nothing can prove it any more.
-    if request.reason:  # a trajectory of the branch failed (`Reinjector.outcome`)
-        return "unproven", f"{request.reason}; the run finished with none of them proven"
-    return "unproven", "the run finished before the branch reached the end of its stage"
-
-
 class RunEnds:
     """Ends the requests of finished runs and finishes runs that fell silent."""
 
@@ -81,14 +66,19 @@ class RunEnds:
         for request in await self.requests.all(run_id):
             if request.state in TERMINAL:
                 continue
-            state, reason = end_of_run(request)
             with bound(run_id=run_id, request_id=request.request_id):
-                if not await self.requests.move(request, request.moved(state, reason)):
-                    return False  # it moved meanwhile: the next pass looks again
-                if state == "unproven":
-                    row = funnel_row(request.route, request.human)
+                applied = await self.requests.apply(request, RunEnded())
+                ended = applied.request
+                if ended.state not in TERMINAL:
+                    return False  # still open: the next pass looks again
+                if not applied.stored:
+                    continue  # another writer ended it
+                if ended.state == "unproven":
+                    row = funnel_row(ended.route, ended.human)
                     self.requests.metrics.inc(PROOFS, row, "unproven")
-                log.info("coaching.ended", state=state, reason=reason, route=request.route)
+                log.info(
+                    "coaching.ended", state=ended.state, reason=ended.reason, route=ended.route
+                )
         return True
 
     async def abandon_if_idle(self, run_id: str, idle_s: float) -> bool:

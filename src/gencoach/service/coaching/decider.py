@@ -1,0 +1,367 @@
+"""What happens to a coaching request, decided in one place.
+
+Every part of the controller that learns something about a request reports it as an
+event (`Event`: what happened); `decide` answers, from the request and the event alone,
+with the request's next version and the effects to carry out (`Decision`), or with why
+the event does not apply to the request as it stands (`Refusal`). It never raises and
+reads nothing: the event carries every fact it needs. `EVENT_TABLE` lists, for each
+event, the states it applies in and where it takes them; `docs/coaching.md` shows the
+same table (a test keeps the two the same), and every decision follows the state graph
+of `gencoach.service.coaching.lifecycle`.
+
+`RequestStore.apply` stores a decision in one script call, with the stage limits' part
+of it (`slot`); the caller then carries out the other effects (`Dispatch`, `Reinject`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Literal
+
+from gencoach.protocol import CoachingProposal
+from gencoach.protocol.jobs import Diagnosis, JobName
+from gencoach.service.coaching.lifecycle import (
+    FAILED,
+    IN_FLIGHT,
+    RUNNING,
+    TERMINAL,
+    TRANSITIONS,
+    RequestState,
+)
+
+if TYPE_CHECKING:
+    from gencoach.service.coaching.requests import CoachingRequest, JobRecord
+
+SlotPart = Literal["", "admit", "release", "prove"]
+"""What the stage limits do in the step that stores a decision: nothing, take (or renew)
+the request's pending slot, give it back, or count an attempt proven."""
+
+
+# --- Events: what happened ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The router, or the stage limits, refused an opportunity."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The stage limits admitted an opportunity, whose first job is `job`."""
+
+    job: JobName
+
+
+@dataclass(frozen=True)
+class PersonDecided:
+    """A person gave the decision of a request they opened (an intervention)."""
+
+
+@dataclass(frozen=True)
+class JobTaken:
+    """A worker took the request's job."""
+
+    job: JobName
+    attempt: int
+
+
+@dataclass(frozen=True)
+class JobAnswered:
+    """A worker's result for the request's job (status as the result has it)."""
+
+    job: JobName
+    attempt: int
+    record: JobRecord
+    tokens: int
+    status: str
+    reason: str | None = None
+    diagnosis: Diagnosis | None = None
+    proposals: tuple[CoachingProposal, ...] = ()
+    rewrite: str | None = None
+    offered_points: tuple[str, ...] = ()
+    """For a diagnosis: the reinjection points its repair job will offer."""
+
+
+@dataclass(frozen=True)
+class WorkerLost:
+    """The job's holder is gone (its lease lapsed, its worker died, its job vanished);
+    `retry` is False when its job cannot be built again (the run's graph is gone)."""
+
+    reason: str
+    retry: bool = True
+
+
+@dataclass(frozen=True)
+class BranchesRecorded:
+    """The reinjection ended: the attempts of the branches it recorded (none when every
+    proposal failed), and why any proposal failed."""
+
+    attempt_ids: tuple[int, ...]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Unbranchable:
+    """The correction cannot be reinjected at all (the run is over, its graph is gone)."""
+
+    reason: str
+    error: bool = False
+
+
+@dataclass(frozen=True)
+class CandidateExecuted:
+    """The generator executed a branch of the request."""
+
+
+@dataclass(frozen=True)
+class StageEnded:
+    """A trajectory through one of the request's attempts ended its stage."""
+
+    attempt: int
+    success: bool
+    event: str
+
+
+@dataclass(frozen=True)
+class RunEnded:
+    """The request's run finished: nothing more will happen to it."""
+
+
+Event = (
+    Refused
+    | Admitted
+    | PersonDecided
+    | JobTaken
+    | JobAnswered
+    | WorkerLost
+    | BranchesRecorded
+    | Unbranchable
+    | CandidateExecuted
+    | StageEnded
+    | RunEnded
+)
+
+
+# --- Effects: what to carry out once the decision is stored ------------------------------
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Queue the request's job (`request.job`, `request.attempt`) for a worker."""
+
+
+@dataclass(frozen=True)
+class Reinject:
+    """Reinject the request's proposals through its run's agent."""
+
+
+Effect = Dispatch | Reinject
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The request's next version, the limits' part of storing it, and what to do after."""
+
+    request: CoachingRequest
+    slot: SlotPart = ""
+    effects: tuple[Effect, ...] = ()
+    proven_attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why the event does not apply to the request as it stands (nothing changes)."""
+
+    reason: str
+
+
+# Each event, the states it applies in, and where it takes them ("same": the state stays,
+# a detail changes; "decided": by the event's content, see `decide`).
+EVENT_TABLE: Final[dict[str, dict[str, str]]] = {
+    "Refused": {"opportunity": "skipped"},
+    "Admitted": {"opportunity": "queued (through admitted)"},
+    "PersonDecided": {"opportunity": "corrected (through admitted)"},
+    "JobTaken": {"queued": "diagnosing, repairing or rewriting (the job's running state)"},
+    "JobAnswered": {
+        "queued, diagnosing, repairing, rewriting": (
+            "queued (repair), corrected, declined, abandoned or error"
+        ),
+    },
+    "WorkerLost": {
+        "admitted, queued, diagnosing, repairing, rewriting": (
+            "queued (next attempt), or abandoned after max_attempts or without a graph"
+        ),
+    },
+    "BranchesRecorded": {"corrected": "reinjected, or abandoned when no branch was recorded"},
+    "Unbranchable": {"corrected": "abandoned or error"},
+    "CandidateExecuted": {"reinjected": "executed"},
+    "StageEnded": {"reinjected, executed": "proven on success (through executed), else same"},
+    "RunEnded": {
+        "opportunity": "skipped",
+        "admitted, queued, diagnosing, repairing, rewriting, corrected, reinjected": "abandoned",
+        "executed": "unproven",
+    },
+}
+
+
+def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
+    """The request's next version and effects for `event`, or why it does not apply."""
+    state = request.state
+    if state in TERMINAL:
+        return Refusal(f"the request has ended ({state})")
+    match event:
+        case Refused(reason):
+            if state != "opportunity":
+                return _not_in(event, state)
+            return _end(request, "skipped", reason)
+        case Admitted(job):
+            if state != "opportunity":
+                return _not_in(event, state)
+            queued = _queued(request.moved("admitted"), job)
+            return Decision(queued, "admit", (Dispatch(),))
+        case PersonDecided():
+            if state != "opportunity" or not request.human:
+                return _not_in(event, state)
+            admitted = request.moved("admitted", "a person's intervention, outside the limits")
+            corrected = admitted.moved("corrected", "a person gave the decision")
+            return Decision(corrected, "admit", (Reinject(),))
+        case JobTaken(job, attempt):
+            if state != "queued" or request.job != job or request.attempt != attempt:
+                return _not_in(event, state, f"it waits for its {request.job} job")
+            return Decision(request.moved(RUNNING[job], "a worker took the job"))
+        case JobAnswered():
+            return _answered(request, event)
+        case WorkerLost(reason, retry):
+            return _lost(request, reason, retry)
+        case BranchesRecorded(attempt_ids, reason):
+            if state != "corrected":
+                return _not_in(event, state)
+            if not attempt_ids:
+                return _end(request, "abandoned", reason or "no proposal to reinject")
+            moved = request.moved("reinjected", reason, attempt_ids=list(attempt_ids))
+            return Decision(moved)
+        case Unbranchable(reason, error):
+            if state != "corrected":
+                return _not_in(event, state)
+            return _end(request, "error" if error else "abandoned", reason)
+        case CandidateExecuted():
+            if state != "reinjected":
+                return _not_in(event, state)
+            return Decision(request.moved("executed"))
+        case StageEnded(attempt, success, ended_in):
+            return _stage_ended(request, attempt, success, ended_in)
+        case RunEnded():
+            return _run_ended(request)
+    return Refusal(f"{type(event).__name__} is not an event of a request")
+
+
+def _answered(request: CoachingRequest, event: JobAnswered) -> Decision | Refusal:
+    state = request.state
+    waiting = state == "queued" and request.job == event.job
+    if not (waiting or state == RUNNING[event.job]) or request.attempt != event.attempt:
+        return _not_in(event, state, f"it does not wait for attempt {event.attempt}")
+    request = request.model_copy(
+        update={"jobs": [*request.jobs, event.record], "tokens": request.tokens + event.tokens}
+    )
+    if event.status in FAILED:
+        default = "nothing to correct" if event.status == "declined" else event.status
+        return _end(request, event.status, event.reason or default)
+    if event.job == "diagnosis" and event.diagnosis is not None:
+        queued = _queued(
+            request,
+            "repair",
+            f"diagnosed step {event.diagnosis.step_id}",
+            diagnosis=event.diagnosis,
+            offered_points=list(event.offered_points),
+        )
+        return Decision(queued, "", (Dispatch(),))
+    if event.job in ("rewrite", "repair") and event.status == "corrected" and event.proposals:
+        corrected = request.moved(
+            "corrected", None, proposals=list(event.proposals), rewrite=event.rewrite
+        )
+        return Decision(corrected, "", (Reinject(),))
+    return _end(request, "error", f"the {event.job} job answered {event.status} with nothing")
+
+
+def _lost(request: CoachingRequest, reason: str, retry: bool) -> Decision | Refusal:
+    if request.state not in IN_FLIGHT:
+        return _not_in(WorkerLost(reason), request.state)
+    if not retry:
+        return _end(request, "abandoned", reason)
+    if request.attempt >= request.max_attempts:
+        tries = "1 attempt" if request.attempt == 1 else f"{request.attempt} attempts"
+        return _end(request, "abandoned", f"{reason}; gave up after {tries}")
+    job = _job_in_hand(request)
+    retried = _queued(request, job, f"retry: {reason}", attempt=request.attempt + 1)
+    return Decision(retried, "admit", (Dispatch(),))
+
+
+def _stage_ended(
+    request: CoachingRequest, attempt: int, success: bool, ended_in: str
+) -> Decision | Refusal:
+    state = request.state
+    if state not in ("reinjected", "executed") or attempt not in request.attempt_ids:
+        return _not_in(StageEnded(attempt, success, ended_in), state)
+    executed = request.moved("executed") if state == "reinjected" else request
+    if success:
+        return Decision(executed.moved("proven", f"attempt {attempt}"), "prove", (), attempt)
+    # Another trajectory of the branch may still succeed: the request stays executed,
+    # noting why, until its run ends.
+    reason = f"attempt {attempt}: a trajectory ended in {ended_in}"
+    return Decision(executed.model_copy(update={"reason": reason}))
+
+
+def _run_ended(request: CoachingRequest) -> Decision:
+    state = request.state
+    if state in IN_FLIGHT:
+        return _end(request, "abandoned", f"the run finished while the request was {state}")
+    if state == "opportunity":
+        return _end(request, "skipped", "the run finished before the opportunity was routed")
+    if state == "corrected":
+        return _end(request, "abandoned", "the run finished before the correction was reinjected")
+    if state == "reinjected":
+        return _end(request, "abandoned", "the run finished before the branch was executed")
+    # Executed: the one place a request becomes unproven, when nothing can prove it any more.
+    if request.reason:  # a trajectory of the branch failed (`StageEnded`)
+        why = f"{request.reason}; the run finished with none of them proven"
+        return _end(request, "unproven", why)
+    return _end(
+        request, "unproven", "the run finished before the branch reached the end of its stage"
+    )
+
+
+def _job_in_hand(request: CoachingRequest) -> JobName:
+    if request.state == "queued" and request.job is not None:
+        return request.job
+    running = [job for job, state in RUNNING.items() if state == request.state]
+    return running[0] if running else (request.job or "diagnosis")
+
+
+def _queued(
+    request: CoachingRequest, job: JobName, reason: str | None = None, **changes: object
+) -> CoachingRequest:
+    """The request waiting for a worker to take its `job`."""
+    return request.moved(
+        "queued", reason or f"the {job} job waits for a worker", job=job, **changes
+    )
+
+
+def _end(request: CoachingRequest, state: RequestState, reason: str) -> Decision:
+    """An end: the request's slot goes back in the same step (an opportunity holds none)."""
+    slot: SlotPart = "" if request.state == "opportunity" else "release"
+    return Decision(request.moved(state, reason), slot)
+
+
+def _not_in(event: Event, state: RequestState, detail: str = "") -> Refusal:
+    why = f"{type(event).__name__} does not apply to a request {state}"
+    return Refusal(f"{why}: {detail}" if detail else why)
+
+
+def follows_the_graph(before: CoachingRequest, decision: Decision) -> bool:
+    """Whether every state the decision passes through may follow the one before it."""
+    added = decision.request.history[len(before.history) :]
+    states = [before.state, *(step.state for step in added)]
+    return all(b in TRANSITIONS[a] for a, b in itertools.pairwise(states))
