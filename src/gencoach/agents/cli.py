@@ -11,11 +11,14 @@ app.command("check-agent")(check_agent)
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
+
+if TYPE_CHECKING:
+    from gencoach.agents.reference.mistakes import MistakeRates
 
 
 class StructuredOutputChoice(StrEnum):
@@ -35,10 +38,18 @@ class WorldChoice(StrEnum):
 
 
 class PolicyChoice(StrEnum):
-    """Who decides in the reference agent."""
+    """Who decides: scripted (the reference worlds), oracle (an adapter's, with --env), llm."""
 
     scripted = "scripted"
+    oracle = "oracle"
     llm = "llm"
+
+
+class AnswersChoice(StrEnum):
+    """How the LLM policy answers: by tool calls, or with a JSON decision."""
+
+    tools = "tools"
+    json = "json"
 
 
 agent_app = typer.Typer(no_args_is_help=True)
@@ -46,7 +57,7 @@ agent_app = typer.Typer(no_args_is_help=True)
 
 @agent_app.callback()
 def agent() -> None:
-    """The reference agent for the reference world."""
+    """The reference agent for the reference world, or an agent for any adapter's env."""
 
 
 @agent_app.command("serve")
@@ -54,8 +65,25 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8751,
     policy: Annotated[
-        PolicyChoice, typer.Option(help="Who decides: scripted (the reference world) or llm.")
-    ] = PolicyChoice.scripted,
+        PolicyChoice | None,
+        typer.Option(
+            help="Who decides: scripted (the reference worlds; the default without --env), "
+            "oracle (the adapter's oracle with the mistake rates; the default with --env) or llm."
+        ),
+    ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option(
+            "--env",
+            metavar="MODULE:ADAPTER",
+            help="Serve an agent for this Gymnasium adapter's env (a GymAdapter instance or "
+            "class, e.g. gencoach.integrations.textrooms:rooms), its tools the adapter's.",
+        ),
+    ] = None,
+    answers: Annotated[
+        AnswersChoice,
+        typer.Option(help="How the llm policy answers: tools (tool calling) or json."),
+    ] = AnswersChoice.tools,
     seed: Annotated[int, typer.Option(help="Seed of the scripted policy's mistakes.")] = 0,
     world: Annotated[
         WorldChoice,
@@ -88,13 +116,13 @@ def serve(
         typer.Option(help="How the coach asks its session's backends for JSON."),
     ] = StructuredOutputChoice.auto,
 ) -> None:
-    """Serve the reference agent (protocol 2.0, every coaching kind) until Ctrl-C or SIGTERM."""
+    """Serve the reference agent, or with --env an agent for any adapter (protocol 2.0, every
+    coaching kind), until Ctrl-C or SIGTERM."""
     from gencoach.agents.reference import MistakeRates, ReferenceOptions, serve_agent
     from gencoach.logs import configure_logging
 
     if policy is PolicyChoice.llm and not model:
         raise typer.BadParameter("the llm policy needs a model", param_hint="--model")
-    chosen: Literal["scripted", "llm"] = "llm" if policy is PolicyChoice.llm else "scripted"
     rates = MistakeRates(
         wrong_argument=wrong_argument,
         skipped_prerequisite=skipped_prerequisite,
@@ -102,6 +130,21 @@ def serve(
         detour=detour,
         no_action=no_action,
     )
+    if env is not None:
+        if world is not WorldChoice.reference or policy is PolicyChoice.scripted:
+            raise typer.BadParameter(
+                "--env plays the adapter's env: give --policy oracle or llm, and no --world",
+                param_hint="--env",
+            )
+        configure_logging("info")
+        _serve_env(env, host, port, policy or PolicyChoice.oracle, rates, seed, answers, model,
+                   llm_endpoint, agent_id, structured_output)  # fmt: skip
+        return
+    if policy is PolicyChoice.oracle:
+        raise typer.BadParameter(
+            "the oracle policy plays an adapter: give --env", param_hint="--env"
+        )
+    chosen: Literal["scripted", "llm"] = "llm" if policy is PolicyChoice.llm else "scripted"
     options = ReferenceOptions(
         policy=chosen,
         world="babyai" if world is WorldChoice.babyai else "reference",
@@ -114,6 +157,44 @@ def serve(
     )
     configure_logging("info")
     serve_agent(host, port, options)
+
+
+def _serve_env(
+    path: str,
+    host: str,
+    port: int,
+    policy: PolicyChoice,
+    rates: MistakeRates,
+    seed: int,
+    answers: AnswersChoice,
+    model: str | None,
+    llm_endpoint: str,
+    agent_id: str,
+    structured_output: StructuredOutputChoice,
+) -> None:
+    """Serve the env agent for the adapter `path` names (needs the gym extra)."""
+    try:
+        from gencoach.agents.reference.serve import serve_app
+        from gencoach.integrations.gymnasium.agent import EnvAgentOptions, env_app
+        from gencoach.integrations.gymnasium.cli import load_adapter
+    except ImportError as error:
+        message = f"{error}; install the gym extra: pip install 'gencoach[gym]'"
+        raise typer.BadParameter(message, param_hint="--env") from None
+    try:
+        adapter = load_adapter(path)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--env") from None
+    options = EnvAgentOptions(
+        policy="llm" if policy is PolicyChoice.llm else "oracle",
+        rates=rates,
+        seed=seed,
+        llm_endpoint=llm_endpoint,
+        model=model,
+        answers="json" if answers is AnswersChoice.json else "tools",
+        structured_output=structured_output.value,
+        agent_id=agent_id if agent_id != DEFAULT_AGENT_ID else f"gencoach-env-{adapter.name}",
+    )
+    serve_app(env_app(adapter, options), host, port, env=adapter.name, policy=options.policy)
 
 
 def check_agent_command(url: str, timeout_s: float, backend_endpoint: str | None = None) -> int:

@@ -124,6 +124,11 @@ class GymAdapter:
         oracle policy (None: no oracle)."""
         return None
 
+    def argument_choices(self, env: Any, tool: str, param: str) -> Sequence[str]:
+        """Values the argument may take in this situation, for the oracle policy's
+        `wrong_argument` mistakes (default: none said, the words of the text are tried)."""
+        return ()
+
     def call(self, name: str, **arguments: Any) -> ToolCall:
         """A call of the offered tool `name` with these arguments, addressed to `robot`."""
         self.tool(name)

@@ -7,6 +7,10 @@ a fresh env: exact for every env whose dynamics depend only on the seed and the 
 Replay costs the prefix's steps, which for the short episodes of these envs is far below
 one agent call; a deep copy would be cheaper but is not safe for envs that hold native
 resources, so it is not used.
+
+Every input the run sends carries its situation as `extra_keys["gym_state"]`
+(`{adapter, seed, actions}`), so an agent with privileged access (the oracle policy)
+can replay it; exports and LLM prompts never show it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,11 @@ from typing import Any
 
 from gencoach.integrations.gymnasium.adapter import Action, Event, GymAdapter, Transition
 from gencoach.protocol import AgentDecision
+
+GYM_STATE_KEY = "gym_state"
+"""The `extra_keys` entry of every input `gencoach sim gym` sends: the situation's
+`{adapter, seed, actions}` (its teacher state), for agents that replay it (the oracle
+policy); the LLM policy never reads it."""
 
 # MAGMA Core's StageState values.
 _STAGE_STATES = {"optimal": 1, "acceptable": 0, "exceeded": -1}

@@ -30,7 +30,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from gencoach.__about__ import __version__
 from gencoach.client import AsyncReporter
 from gencoach.integrations.gymnasium.adapter import Action, GymAdapter
-from gencoach.integrations.gymnasium.episode import GymEpisode, invalid_reason
+from gencoach.integrations.gymnasium.episode import GYM_STATE_KEY, GymEpisode, invalid_reason
 from gencoach.logs import get_logger
 from gencoach.orders import Item, OrderReader
 from gencoach.protocol import AgentInput, BranchOrder, JsonObject
@@ -223,6 +223,7 @@ class GymRun:
                 "attributes": self.adapter.attributes(episode.env, self.seed, actions),
                 "memory": node.memory,
                 "num_outputs": self.branches,
+                "extra_keys": {GYM_STATE_KEY: self._teacher_state(actions)},
             }
         )
         self._save(situation_id, Saved(actions, node.attempt_ids))

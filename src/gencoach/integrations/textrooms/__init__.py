@@ -1,0 +1,15 @@
+"""A text env under gencoach: tools with arguments, text observations, a call-answering oracle.
+
+Needs the `gym` extra (gymnasium). `gencoach sim gym gencoach.integrations.textrooms:rooms`
+plays it; `teacher` is its oracle teacher (`type: python`, endpoint
+`gencoach.integrations.textrooms:teacher`).
+"""
+
+from gencoach.integrations.gymnasium import OracleTeacher
+from gencoach.integrations.textrooms.adapter import TOOLS, TextRoomsAdapter, rooms
+from gencoach.integrations.textrooms.env import TextRoomsEnv
+
+teacher = OracleTeacher(TextRoomsAdapter)
+"""A `type: python` backend diagnosing text-rooms runs with the adapter's oracle."""
+
+__all__ = ["TOOLS", "TextRoomsAdapter", "TextRoomsEnv", "rooms", "teacher"]

@@ -1,0 +1,115 @@
+"""The text-rooms env as a gencoach adapter: tools that take arguments, text observations,
+and an oracle that answers whole tool calls.
+
+```python
+from gencoach.integrations.textrooms import TextRoomsAdapter
+
+adapter = TextRoomsAdapter()          # `gencoach sim gym gencoach.integrations.textrooms:rooms`
+```
+
+The agent reads the mission and where it is (the doors, what lies here, what it carries)
+and acts with `go(room)`, `take(object)` and `drop(object)`; each call is the env's text
+command (`go kitchen`). The oracle walks the shortest way to the object, takes it, walks
+to the goal room and drops it: `self.call("go", room="kitchen")`, arguments included, so
+the teacher's expected decisions are whole calls. The env keeps no state outside its
+instance (`thread_safe`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from gencoach.integrations.gymnasium import GymAdapter, Tool
+from gencoach.integrations.textrooms.env import House, TextRoomsEnv
+from gencoach.protocol import ToolCall
+
+TOOLS = (
+    Tool("go", "Walk through a door to the next room.", None, (("room", "the room to go to"),)),
+    Tool("take", "Take an object lying in this room.", None, (("object", "the object"),)),
+    Tool("drop", "Drop an object you carry in this room.", None, (("object", "the object"),)),
+)
+
+
+def _way(house: House, goal: str) -> list[str]:
+    """The rooms to walk through from the player's room to `goal` (breadth first)."""
+    start = house.location
+    came: dict[str, str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        current = queue.popleft()
+        for near in house.doors[current]:
+            if near not in came:
+                came[near] = current
+                queue.append(near)
+    way: list[str] = []
+    room: str | None = goal
+    while room is not None and room != start:
+        way.append(room)
+        room = came.get(room)
+    return way[::-1]
+
+
+def _house(env: Any) -> House:
+    rooms: TextRoomsEnv = env.unwrapped
+    return rooms.state
+
+
+class TextRoomsAdapter(GymAdapter):
+    """Carry the object to its room in a seeded house of five rooms, by text commands."""
+
+    name = "textrooms"
+    tools = TOOLS
+    thread_safe = True
+
+    def __init__(self, max_steps: int = 30) -> None:
+        self.max_steps = max_steps
+
+    def make_env(self, seed: int) -> Any:
+        """A fresh house (its layout is drawn at `reset(seed=seed)`)."""
+        return TextRoomsEnv()
+
+    def instruction(self, env: Any, observation: Any) -> str:
+        """The mission."""
+        rooms: TextRoomsEnv = env
+        return rooms.mission()
+
+    def describe(self, env: Any, observation: Any) -> str:
+        """The observation is already text."""
+        return str(observation)
+
+    def action(self, call: ToolCall) -> Any:
+        """The env's text command: the tool's name, then its argument."""
+        [value] = call.arguments.values()
+        return f"{call.name} {value}"
+
+    def options(self) -> dict[str, Any]:
+        """What rebuilds this adapter."""
+        return {"max_steps": self.max_steps}
+
+    def argument_choices(self, env: Any, tool: str, param: str) -> Sequence[str]:
+        """Any room of the house, or any object of it (the cursed one included)."""
+        house = _house(env)
+        if param == "room":
+            return sorted(house.doors)
+        return sorted([*house.objects, *house.carrying])
+
+    def oracle(self, env: Any, seed: int, actions: Sequence[Any]) -> ToolCall | None:
+        """The next call of a shortest way to bring the object to its room."""
+        house = _house(env)
+        target = house.goal_object
+        if target not in house.carrying:
+            where = house.objects.get(target)
+            if where is None:
+                return None
+            if where == house.location:
+                return self.call("take", object=target)
+            return self.call("go", room=_way(house, where)[0])
+        if house.location == house.goal_room:
+            return self.call("drop", object=target)
+        return self.call("go", room=_way(house, house.goal_room)[0])
+
+
+rooms = TextRoomsAdapter()
+"""The ready adapter: `gencoach sim gym gencoach.integrations.textrooms:rooms`."""
