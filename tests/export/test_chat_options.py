@@ -112,6 +112,49 @@ def test_as_writes_the_rows_for_another_agent(export: Export, source: Path) -> N
     assert (row["source_agent_id"], row["source_agent_version"]) == ("reference-agent", "1.0.0")
 
 
+CHILD_TOOL = {
+    "name": "press_button",
+    "description": "Press one button; the child's own wording.",
+    "arguments": {"id": {"description": "button id", "type": "str"}},
+}
+
+
+def test_as_writes_the_rows_with_the_targets_tools(export: Export, source: Path) -> None:
+    """`as` with `tools`: every row offers the child's tools, not the save's."""
+    _thinking_run(source / "run")
+    export("chat", options={"as": {"agent_id": "child-agent", "tools": [CHILD_TOOL]}})
+    rows = _chat(source)
+    assert rows
+    for row in rows:
+        (tool,) = row["tools"]
+        assert tool["type"] == "function"
+        assert tool["function"]["description"] == "Press one button; the child's own wording."
+        assert set(tool["function"]["parameters"]["properties"]) == {"target_robot_name", "id"}
+
+
+def test_a_row_calling_a_tool_the_target_lacks_fails_with_the_reason(
+    export: Export, source: Path
+) -> None:
+    """A child offered no `press_button` cannot be taught a conversation that calls it:
+    each row holding such a call is an export failure naming the tool."""
+    _thinking_run(source / "run")
+    say_only = {"name": "say_only", "description": "Speak."}
+    outcome = export("chat", options={"as": {"agent_id": "child", "tools": [say_only]}})
+    reasons = {failure["error"] for failure in outcome.failures}
+    assert reasons == {"the row calls press_button, which option 'as' does not offer"}
+    assert not outcome.complete
+
+
+@pytest.mark.parametrize("tools", [{"name": "x"}, [{"description": "no name"}], ["press"]])
+def test_as_tools_that_are_not_a_list_of_named_tools_are_refused(
+    export: Export, source: Path, tools: object
+) -> None:
+    """`as.tools` must be a list of tools with names: anything else stops the export."""
+    _thinking_run(source / "run")
+    with pytest.raises(ExportError, match="option 'as': tools"):
+        export("chat", options={"as": {"agent_id": "child", "tools": tools}})
+
+
 @pytest.mark.parametrize(
     ("reference", "message"),
     [

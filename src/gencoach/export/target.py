@@ -6,13 +6,16 @@ agent had produced it: its `instructions` open the system message (in place of
 `system_prompt`), the rows name it as their agent (`agent_id`, `agent_version`; the
 save's producer moves to `source_agent_id`, `source_agent_version`), and its reasoning
 transform, a Python callable `(reasoning: str) -> str` named `module:function`, is
-applied to each reasoning text before it becomes a thinking part. Only `agent_id` is
-required.
+applied to each reasoning text before it becomes a thinking part. `tools`, a list of
+MAGMA tools (`{name, description, arguments}`) or OpenAI function tools, replaces the
+tools the save offered in every row (as seed 003 writes a child's rows with its own
+tools); a row calling a tool the list does not name fails with the reason. Only
+`agent_id` is required.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +23,12 @@ from pydantic import JsonValue
 
 from gencoach.errors import ExportError
 from gencoach.export.callables import resolve_callable
+from gencoach.export.inputs import JsonObject
 
-_KEYS = {"agent_id", "agent_version", "instructions", "reasoning_transform"}
+_KEYS = {"agent_id", "agent_version", "instructions", "reasoning_transform", "tools"}
 _EXPECTED = (
     'an object {"agent_id": str, "agent_version"?: str, "instructions"?: str, '
-    '"reasoning_transform"?: "module:function"}'
+    '"reasoning_transform"?: "module:function", "tools"?: [tool, ...]}'
 )
 
 
@@ -36,6 +40,8 @@ class Target:
     agent_version: str | None = None
     instructions: str | None = None
     transform: Callable[[str], Any] | None = None
+    tools: tuple[JsonObject, ...] | None = None
+    """The tools the target is offered (MAGMA or OpenAI shape), None: the save's."""
 
     @classmethod
     def parse(cls, value: JsonValue, where: str = "option 'as'") -> Target:
@@ -59,7 +65,15 @@ class Target:
             version if isinstance(version, str) else None,
             instructions if isinstance(instructions, str) else None,
             transform,
+            _tools(value.get("tools"), where),
         )
+
+    def unknown_calls(self, names: Iterable[str]) -> list[str]:
+        """Of the tools a row calls, those the target is not offered (none without `tools`)."""
+        if self.tools is None:
+            return []
+        offered = {_name(tool) for tool in self.tools}
+        return sorted({name for name in names if name not in offered})
 
     def reasoning(self, text: str) -> str:
         """The reasoning as the target thinks it."""
@@ -78,3 +92,25 @@ class Target:
         row["source_agent_version"] = row.get("agent_version")
         row["agent_id"] = self.agent_id
         row["agent_version"] = self.agent_version
+
+
+def _name(tool: JsonObject) -> str:
+    inner = tool.get("function")
+    source = inner if tool.get("type") == "function" and isinstance(inner, dict) else tool
+    name = source.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _tools(value: JsonValue, where: str) -> tuple[JsonObject, ...] | None:
+    """The option's `tools`: a list of tools, each with a name."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ExportError(f"{where}: tools must be a list of tools, got {value!r}")
+    for index, tool in enumerate(value):
+        if not isinstance(tool, dict) or not _name(tool):
+            raise ExportError(
+                f"{where}: tools[{index}] must be a MAGMA tool {{name, description, arguments}} "
+                f"or an OpenAI function tool, got {tool!r}"
+            )
+    return tuple(tool for tool in value if isinstance(tool, dict))

@@ -321,7 +321,15 @@ class ChatExporter(Exporter):
             self.counts["duplicate_turns"] = self._seen.duplicates
         messages = [system_message(prompt, seen), *messages]
         targets = {index + 1 for index in targets}
-        tools = self._functions(seen.tools, robots)
+        offered = seen.tools
+        if self.target is not None and self.target.tools is not None:
+            offered = list(self.target.tools)
+            calls = [call["function"]["name"] for m in messages for call in m.get("tool_calls", [])]
+            unknown = self.target.unknown_calls(calls)
+            if unknown:
+                reason = f"the row calls {', '.join(unknown)}, which option 'as' does not offer"
+                return RowFailure(f"{last.situation.id}:{last.candidate.id}", reason)
+        tools = self._functions(offered, robots)
         if thinking:
             messages = [as_parts(m) if isinstance(m["content"], str) else m for m in messages]
         self._parts["with" if thinking else "without"] += 1
