@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
-from gencoach.graph.files import write_json_atomic
 from gencoach.library.errors import LibraryError, SourceError
 from gencoach.library.layout import APPEND_REPORT_FILE, INDEX_FILE
 from gencoach.library.manifest import read_manifest, verify_files
@@ -32,6 +31,7 @@ from gencoach.library.writer import (
     open_index,
     shard_entry,
     staging,
+    write_document,
     write_manifest,
 )
 
@@ -193,7 +193,7 @@ def append_library(
         result.affected_tasks = sorted(writer.affected)
         shards: list[dict[str, Any]] = [dict(entry) for entry in manifest.data["shards"]]
         shards += [shard_entry(folder, name, records) for name, records in writer.written]
-        write_json_atomic(
+        write_document(
             folder / APPEND_REPORT_FILE,
             {
                 "base": {"release": manifest.release, "manifest_sha256": manifest.sha256},

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from gencoach.__about__ import __version__
-from gencoach.graph.files import write_json_atomic
 from gencoach.library.errors import LibraryError, SourceError
 from gencoach.library.layout import (
     API_VERSION,
@@ -45,11 +44,21 @@ WINDOW = 64
 
 @contextmanager
 def staging(output: Path) -> Iterator[Path]:
-    """A hidden folder beside `output`, renamed to it only when the block succeeds."""
+    """A hidden folder beside `output`, renamed to it only when the block succeeds.
+
+    The folder and every file in it are created with the default modes the umask leaves
+    (a library is published to be read by other accounts, such as a training job's),
+    never the private ones temporary files get."""
     if output.exists():
         raise LibraryError(output, "already exists; a library is never overwritten")
     output.parent.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=f".{output.name}.partial-", dir=output.parent))
+    while True:
+        folder = output.parent / f".{output.name}.partial-{secrets.token_hex(6)}"
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            continue
     try:
         (folder / SHARDS_DIR).mkdir()
         yield folder
@@ -57,6 +66,13 @@ def staging(output: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+
+
+def write_document(path: Path, value: object) -> None:
+    """Write a JSON document (UTF-8, indented for people) into a staging folder, as a new
+    file with the umask's default mode."""
+    with path.open("xb") as handle:
+        handle.write(json.dumps(value, ensure_ascii=False, indent=2).encode())
 
 
 def open_index(path: Path, *, create: bool) -> sqlite3.Connection:
@@ -311,7 +327,7 @@ def write_manifest(
         "index": {"file": INDEX_FILE, "sha256": file_sha256(index), "bytes": index.stat().st_size},
         "shards": shards,
     }
-    write_json_atomic(folder / MANIFEST_FILE, manifest)
+    write_document(folder / MANIFEST_FILE, manifest)
     return manifest
 
 
