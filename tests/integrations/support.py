@@ -1,5 +1,5 @@
-"""Real processes for the Gymnasium integration: the reference agent on BabyAI, a controller
-coached by the BabyAI oracle teacher."""
+"""Real processes for the Gymnasium integration: the reference agent on BabyAI, the env agent
+on any adapter, a controller coached by an adapter's oracle teacher."""
 
 from __future__ import annotations
 
@@ -23,17 +23,33 @@ ORACLE_SETTINGS: dict[str, Any] = {
 }
 
 
-def oracle_controller(folder: Path, redis_url: str) -> AbstractContextManager[ControllerProcess]:
-    """A controller with the BabyAI oracle teacher as its one backend, and its workers."""
-    return teacher_controller(folder, redis_url, ORACLE_SETTINGS)
+def oracle_controller(
+    folder: Path, redis_url: str, teacher: str = "gencoach.integrations.minigrid:teacher"
+) -> AbstractContextManager[ControllerProcess]:
+    """A controller with an oracle teacher (BabyAI's by default) as its one backend, and
+    its workers."""
+    settings = {**ORACLE_SETTINGS, "backends": {"teacher": {"type": "python", "endpoint": teacher}}}
+    return teacher_controller(folder, redis_url, settings)
+
+
+def babyai_agent(folder: Path, seed: int = 0, **rates: float) -> AbstractContextManager[str]:
+    """`gencoach agent serve --world babyai` with these mistake rates; its URL."""
+    return agent_process(folder, ["--world", "babyai"], seed, **rates)
+
+
+def env_agent(
+    folder: Path, adapter: str, seed: int = 0, **rates: float
+) -> AbstractContextManager[str]:
+    """`gencoach agent serve --env ADAPTER` (the oracle policy) with these mistake rates."""
+    return agent_process(folder, ["--env", adapter], seed, **rates)
 
 
 @contextmanager
-def babyai_agent(folder: Path, seed: int = 0, **rates: float) -> Iterator[str]:
-    """`gencoach agent serve --world babyai` with these mistake rates; its URL."""
+def agent_process(folder: Path, choice: list[str], seed: int = 0, **rates: float) -> Iterator[str]:
+    """`gencoach agent serve` with these options and mistake rates; its URL."""
     port = free_port()
     options = [f"--{name.replace('_', '-')}={rate}" for name, rate in rates.items()]
-    command = [sys.executable, "-m", "gencoach", "agent", "serve", "--world", "babyai"]
+    command = [sys.executable, "-m", "gencoach", "agent", "serve", *choice]
     command += ["--port", str(port), "--seed", str(seed), *options]
     log_path = folder / "agent.log"
     with log_path.open("ab") as log:
