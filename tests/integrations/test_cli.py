@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
 from gencoach.agents import create_agent_app
 from gencoach.agents.reference import reference_info
 from gencoach.constants import EVENT_FIELD, Keys
+from tests.integrations.support import env_agent
 from tests.integrations.test_frozenlake import walker
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 
@@ -112,3 +115,31 @@ def test_a_campaign_where_no_stage_ended_fails_sim_gym(
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 candidates asked, 0 coached (1 invalid, 0 errors), stage ends: none" in done.stdout
     assert done.stderr.splitlines()[-1].startswith("gencoach sim gym: no stage ended")
+
+
+def test_the_env_agent_serves_an_adapter_and_keeps_the_protocol(tmp_path: Path) -> None:
+    """`agent serve --env MODULE:ADAPTER` (the oracle policy by default) passes check-agent,
+    announcing itself after the adapter."""
+    with env_agent(tmp_path, "gencoach.integrations.textrooms:rooms") as url:
+        done = gencoach("check-agent", url)
+        info = httpx.get(f"{url}/v1/info").json()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout
+    assert info["agent_id"] == "gencoach-env-textrooms"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--env", "no.such.module:X"], "cannot import no.such.module"),
+        (["--env", "gencoach.integrations.textrooms:rooms", "--policy", "scripted"], "--policy"),
+        (["--env", "gencoach.integrations.textrooms:rooms", "--world", "babyai"], "--world"),
+        (["--policy", "oracle"], "give --env"),
+        (["--env", "gencoach.integrations.textrooms:rooms", "--policy", "llm"], "--model"),
+    ],
+)
+def test_agent_serve_env_refuses_what_it_cannot_serve(args: list[str], message: str) -> None:
+    """A wrong adapter or a policy the env agent has not is a usage error (exit 2) naming it."""
+    done = gencoach("agent", "serve", "--port", "1", *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
