@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, LibraryError, SamplingConfig
-from gencoach.library.build import append_library, build_library
+from gencoach.library.build import append_library, build_library, write_canonical
 from gencoach.library.manifest import file_sha256
 from tests.export.saves import candidate, say, situation, write_run
 from tests.library.sources import coached_save, human_save, magma_config, magma_save
@@ -68,16 +68,24 @@ def test_append_never_rewrites_the_base(campaigns: tuple[Path, Path], tmp_path: 
 
 
 def test_append_report(campaigns: tuple[Path, Path], tmp_path: Path) -> None:
-    """The report names the base manifest's hash, counts and the affected tasks only."""
+    """The report names the base manifest's hash, counts, the affected tasks only, and
+    says the base's scores and shards were not reprocessed (its shards are the base's
+    bytes)."""
     first, second = campaigns
     build_library([first], tmp_path / "base", "r1")
     coached_save(second / "copy-of-run-1", "run-1-again", "sw0-sw4")  # duplicates the base
     append_library(tmp_path / "base", [second, first], tmp_path / "grown", "r2")
     report = json.loads((tmp_path / "grown" / "append_report.json").read_text())
+    base_shards = sorted((tmp_path / "base" / "shards").iterdir())
     assert report["base"] == {
         "release": "r1",
         "manifest_sha256": file_sha256(tmp_path / "base" / "manifest.json"),
+        "scores_reprocessed": False,
+        "shards_reprocessed": False,
+        "shards": len(base_shards),
     }
+    for shard in base_shards:
+        assert file_sha256(tmp_path / "grown" / "shards" / shard.name) == file_sha256(shard)
     assert report["accepted"] == 5 + 2 + 2
     assert report["duplicates"] == 5
     assert report["already_present"] == ["first/magma-1", "first/run-1"]
@@ -115,3 +123,38 @@ def test_a_release_name_is_used_once(campaigns: tuple[Path, Path], tmp_path: Pat
     with pytest.raises(LibraryError, match="release 'r1' is already in the base library"):
         append_library(tmp_path / "base", [second], tmp_path / "grown", "r1")
     assert not (tmp_path / "grown").exists()
+
+
+def test_canonical_output_is_reviewed_then_appended(tmp_path: Path) -> None:
+    """Seed 002's sequence: a source adapter writes canonical records (`canonical`), they
+    are reviewed, and `append` (or `build`) takes the file: the records keep their own
+    source id, revision and locator, and give the same records as appending the source."""
+    coached_save(tmp_path / "a" / "run-1", "run-1", "sw0-sw4")
+    human_save(tmp_path / "b" / "human-1")
+    build_library([tmp_path / "a"], tmp_path / "base", "r1")
+    reviewed = tmp_path / "review" / "human-1.jsonl"
+    write_canonical([tmp_path / "b"], reviewed)
+    append_library(tmp_path / "base", [reviewed], tmp_path / "grown", "r2")
+    append_library(tmp_path / "base", [tmp_path / "b"], tmp_path / "direct", "r2")
+    assert _facts(tmp_path / "grown") == _facts(tmp_path / "direct")
+    with CanonicalDatasetAdapter(tmp_path / "grown") as lib:
+        assert "save:human-1" in lib.available_sources()
+    build_library([reviewed], tmp_path / "built", "r1")
+    again = append_library(tmp_path / "direct", [reviewed], tmp_path / "again", "r3")
+    assert again.already_present == ["human-1.jsonl"]  # that source revision is in the base
+
+
+def test_a_canonical_record_edited_after_it_was_written_is_refused(tmp_path: Path) -> None:
+    """A record whose content no longer hashes to its id skips its file, with the line."""
+    human_save(tmp_path / "b" / "human-1")
+    coached_save(tmp_path / "a" / "run-1", "run-1", "sw0-sw4")
+    reviewed = tmp_path / "human-1.jsonl"
+    write_canonical([tmp_path / "b"], reviewed)
+    lines = reviewed.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["system"] = "an edited system prompt"
+    reviewed.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    result = build_library([reviewed, tmp_path / "a"], tmp_path / "lib", "r1")
+    (skipped,) = result.skipped
+    assert "line 1: record" in skipped.reason
+    assert "does not match its content" in skipped.reason

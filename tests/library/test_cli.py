@@ -83,6 +83,25 @@ def test_append_writes_a_new_library_and_its_report(tmp_path: Path) -> None:
     assert training.stdout.splitlines()[0] == "2 trajectories in 2 tasks"
 
 
+def test_import_review_append_from_the_command_line(tmp_path: Path) -> None:
+    """`canonical` writes a source's records; once reviewed, `append --input` takes the file
+    (exit 0), and the grown library holds that source under its own id."""
+    coached_save(tmp_path / "a" / "run-1")
+    magma_save(tmp_path / "b" / "magma-1")
+    runner.invoke(app, ["library", "build", str(tmp_path / "a"), "-o", str(tmp_path / "v1")])
+    imported = tmp_path / "canonical" / "magma-1.jsonl"
+    written = runner.invoke(app, ["library", "canonical", str(tmp_path / "b"), "-o", str(imported)])
+    assert written.exit_code == 0, written.output
+    result = runner.invoke(
+        app,
+        ["library", "append", "--base", str(tmp_path / "v1"), "--input", str(imported),
+         "--output", str(tmp_path / "v2"), "--release", "2"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with CanonicalDatasetAdapter(tmp_path / "v2") as lib:
+        assert lib.available_sources() == ["save:magma-1", "save:run-1"]
+
+
 def test_a_federated_build_and_its_overlay_from_the_command_line(
     saves: Path, tmp_path: Path
 ) -> None:

@@ -196,7 +196,15 @@ def append_library(
         write_document(
             folder / APPEND_REPORT_FILE,
             {
-                "base": {"release": manifest.release, "manifest_sha256": manifest.sha256},
+                "base": {
+                    "release": manifest.release,
+                    "manifest_sha256": manifest.sha256,
+                    # Carried over as they were: no base record is read, scored or
+                    # rewritten; ranks change only for the affected tasks.
+                    "scores_reprocessed": False,
+                    "shards_reprocessed": False,
+                    "shards": len(manifest.data["shards"]),
+                },
                 "release": release,
                 "sources_read": result.sources_read,
                 "accepted": result.accepted,

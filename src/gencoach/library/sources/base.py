@@ -8,6 +8,7 @@ dataset folder, or a save folder or a folder searched for saves (every folder ho
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -98,7 +99,24 @@ _FILE_KINDS = {
     ".json": ("gencoach.library.sources.tau_bench", "TauBenchSource"),
     ".parquet": ("gencoach.library.sources.hf", "ParquetSource"),
 }
+_CANONICAL_FILE = ("gencoach.library.sources.canonical_file", "CanonicalFileSource")
 _DATASET_MARKERS = ("state.json", "dataset_dict.json")
+
+
+def _file_kind(path: Path) -> tuple[str, str]:
+    """The adapter of a source file: by its suffix, and for `.jsonl` by its first line
+    (canonical records, as `gencoach library canonical` writes them, or conversations)."""
+    if path.suffix == ".jsonl":
+        from gencoach.library.sources.canonical_file import is_canonical
+
+        try:
+            with path.open("rb") as handle:
+                first = next((line for line in handle if line.strip()), b"")
+            if is_canonical(json.loads(first)):
+                return _CANONICAL_FILE
+        except (OSError, ValueError):
+            pass  # the conversation source reports what it cannot read
+    return _FILE_KINDS[path.suffix]
 
 
 def _adapter(module: str, name: str) -> type[SourceAdapter]:
@@ -111,17 +129,17 @@ def _adapter(module: str, name: str) -> type[SourceAdapter]:
 def discover(paths: Sequence[Path], failures: ToolFailures = NO_PREDICATES) -> Found:
     """Every source below `paths`, in the order given, saves of a folder sorted by path.
 
-    A file is read by its suffix (`.jsonl` conversations, `.traj` SWE-agent, `.json`
-    τ-bench results, `.parquet` a dataset table); a folder holding `state.json` or
-    `dataset_dict.json` is a dataset saved by Hugging Face `datasets`; any other folder
-    is a save folder or a folder searched for saves, read with the tools' failure
-    predicates `failures`."""
+    A file is read by its suffix (`.jsonl` conversations or canonical records, `.traj`
+    SWE-agent, `.json` τ-bench results, `.parquet` a dataset table); a folder holding
+    `state.json` or `dataset_dict.json` is a dataset saved by Hugging Face `datasets`;
+    any other folder is a save folder or a folder searched for saves, read with the
+    tools' failure predicates `failures`."""
     from gencoach.library.sources.saves import SaveSource
 
     found = Found()
     for given in paths:
         if given.is_file() and given.suffix in _FILE_KINDS:
-            found.sources.append(_adapter(*_FILE_KINDS[given.suffix])(given, given.name))
+            found.sources.append(_adapter(*_file_kind(given))(given, given.name))
             continue
         if given.is_dir() and any((given / marker).is_file() for marker in _DATASET_MARKERS):
             found.sources.append(_adapter("gencoach.library.sources.hf", "SavedDatasetSource")(
