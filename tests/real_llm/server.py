@@ -59,13 +59,18 @@ class LlamaServer:
             self.process.wait(10)
 
 
-def start_server(log_path: Path) -> LlamaServer:
-    """Start the server on a free port (one thread: fastest on two cores) and wait for it."""
+def start_server(log_path: Path, chat_format: str = "chatml") -> LlamaServer:
+    """Start the server on a free port (one thread: fastest on two cores) and wait for it.
+
+    `chatml-function-calling` passes tools to the model (with an explicit `tool_choice`),
+    constraining each call's arguments to its function's schema; plain `chatml` ignores
+    tools.
+    """
     port = free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(model_file()),
         "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(port),
-        "--n_ctx", "4096", "--chat_format", "chatml", "--n_threads", "1",
+        "--n_ctx", "4096", "--chat_format", chat_format, "--n_threads", "1",
     ]  # fmt: skip
     log = log_path.open("ab")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
