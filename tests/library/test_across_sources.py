@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,46 @@ def test_a_bad_permissions_file_is_refused_with_the_field(saves: Path, tmp_path:
         "sources.save:*.model_training is 'yes'; one of: permitted, conditional, prohibited, "
         "unknown"
     )
+    assert not (tmp_path / "lib").exists()
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "library.md"
+
+
+def _docs_permissions_block() -> str:
+    """The permissions example of docs/library.md, as written there."""
+    text = DOCS.read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL) if "sources:" in b]
+    return block
+
+
+def test_the_documented_permissions_example_loads_as_written(saves: Path, tmp_path: Path) -> None:
+    """docs/library.md's permissions file, copied as it stands, audits the saves with
+    every value it shows, its audit date included (not turned into a boolean key)."""
+    audit = tmp_path / "permissions.yaml"
+    audit.write_text(_docs_permissions_block(), encoding="utf-8")
+    build_library([saves], tmp_path / "lib", "r1", permissions=audit)
+    with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+        rights = lib.permissions("save:run-1")
+    assert rights.dimensions == {
+        "research": "permitted",
+        "model_training": "permitted",
+        "commercial_training": "conditional",
+        "transformed_redistribution": "prohibited",
+    }
+    assert rights.conditions == ("attribute the generating team",)
+    assert rights.audit == {"by": "data-governance", "on": "2026-11-30"}
+
+
+def test_an_unquoted_yaml_on_in_an_audit_is_refused_with_the_fix(
+    saves: Path, tmp_path: Path
+) -> None:
+    """`on:` unquoted is YAML 1.1's boolean true: the audit is refused, naming the key and
+    the fix, instead of storing `{"true": ...}`."""
+    audit = tmp_path / "permissions.yaml"
+    audit.write_text('sources:\n  "save:*":\n    audit: {by: me, on: 2026-11-30}\n')
+    with pytest.raises(LibraryError, match=r"audit has the key True, not a string.*\(\"on\"\)"):
+        build_library([saves], tmp_path / "lib", "r1", permissions=audit)
     assert not (tmp_path / "lib").exists()
 
 

@@ -12,11 +12,13 @@ sources:
     transformed_redistribution: prohibited
     training_verification: verified
     conditions: ["attribute the generating team"]
-    audit: {by: data-governance, on: 2026-11-30}
+    audit: {by: data-governance, "on": 2026-11-30}
 ```
 
-A dimension left out is `unknown`; a source no key matches gets no record, so its audit
-reads `unknown` throughout. Nothing is ever guessed.
+A dimension left out is `unknown`; `audit` is free-form, but its keys must be strings
+(YAML 1.1 reads an unquoted `on`, `off`, `yes` or `no` as a boolean: quote it); a source
+no key matches gets no record, so its audit reads `unknown` throughout. Nothing is ever
+guessed.
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ def _audit(path: Path, key: str, entry: object) -> tuple[Any, ...]:
     audit = entry.get("audit", {})
     if not isinstance(audit, dict):
         raise LibraryError(path, f"sources.{key}.audit must be a mapping")
+    for name in audit:
+        if not isinstance(name, str):
+            raise LibraryError(
+                path,
+                f"sources.{key}.audit has the key {name!r}, not a string: YAML reads an "
+                'unquoted on, off, yes or no as a boolean; quote it ("on")',
+            )
     return (*values, str(verified), json.dumps(conditions), json.dumps(audit, default=str))
 
 
