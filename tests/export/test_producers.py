@@ -204,3 +204,28 @@ def test_a_bad_from_flag_is_named(export: Export, source: Path) -> None:
     _two_versions(source)
     with pytest.raises(ExportError, match=r"--from must be AGENT or AGENT@VERSION, got 'x@'"):
         export("chat", from_agents=("x@",))
+
+
+def test_a_magma_exporter_refusal_hints_at_what_goes_with_agent(
+    export: Export, source: Path
+) -> None:
+    """`--agent` takes neither `--from` nor the option 'agents' (both exit 2 with it), so a
+    save its exporter refuses is told to use `--any-agent` (which goes with `--agent`) or
+    a built-in format with `--from`; a built-in format still hints at `--from`."""
+    from gencoach.export.producers import Accepted, check_producers
+    from gencoach.export.sources import discover
+
+    _two_versions(source)
+    saves = discover(source).saves
+    own = [Accepted("reference-agent", frozenset(["1.0.0"]))]
+    _, (refused,), _ = check_producers(saves, own, where=str(source), exporter="full-history")
+    assert refused.reason.endswith(
+        "(MAGMA exporter 'full-history' reads its own agent's saves: accept it with "
+        "--any-agent, or export it with a built-in format and --from reference-agent@9.9.9)"
+    )
+    _, (refused,), _ = check_producers(saves, own, where=str(source))
+    assert refused.reason.endswith(
+        "(accept it with --from reference-agent@9.9.9 or the option 'agents')"
+    )
+    with pytest.raises(ExportError, match="they do not go with --agent"):
+        export(None, agent="full-history", from_agents=("reference-agent@9.9.9",))

@@ -116,15 +116,30 @@ def _several(saves: Sequence[Save], where: str) -> ExportError:
     )
 
 
+def accept_hint(save: Save, exporter: str | None = None) -> str:
+    """How to accept a refused save's producer, with what works for this export: a MAGMA
+    exporter (`--agent`, named `exporter`) reads its own agent's saves and takes neither
+    `--from` nor the option 'agents', only `--any-agent`."""
+    if exporter is not None:
+        return (
+            f"MAGMA exporter {exporter!r} reads its own agent's saves: accept it with "
+            "--any-agent, or export it with a built-in format and "
+            f"--from {save.agent_id}@{save.agent_version}"
+        )
+    return f"accept it with --from {save.agent_id}@{save.agent_version} or the option 'agents'"
+
+
 def check_producers(
     saves: Sequence[Save],
     accepted: Sequence[Accepted] | None,
     any_producer: bool = False,
     where: str = "the source",
+    exporter: str | None = None,
 ) -> tuple[list[Save], list[Skipped], list[Accepted]]:
     """The compatible saves, the refused ones (with the reason) and what was accepted
     (`any_producer`: every save, each producer accepted). With nothing accepted, the one
-    producer of the known ones; several are an error naming them (`where` the source)."""
+    producer of the known ones; several are an error naming them (`where` the source).
+    `exporter` names the MAGMA exporter an `--agent` export runs (see `accept_hint`)."""
     if any_producer:
         found = sorted({save.producer for save in saves})
         return list(saves), [], [Accepted(a, frozenset([v])) for a, v in found]
@@ -151,8 +166,8 @@ def check_producers(
         else:
             reason = (
                 f"incompatible producer identity/version: agent {save.agent_id} "
-                f"{save.agent_version}; this export accepts {described} (accept it with "
-                f"--from {save.agent_id}@{save.agent_version} or the option 'agents')"
+                f"{save.agent_version}; this export accepts {described} "
+                f"({accept_hint(save, exporter)})"
             )
         refused.append(Skipped(save.name, reason))
     return kept, refused, policy

@@ -145,7 +145,7 @@ def run_export(
             f"({_filters(run_filter)}): {len(found.saves)} read"
         )
     compatible, found.refused, policy = check_producers(
-        chosen, accepted, settings.any_agent, str(settings.source)
+        chosen, accepted, settings.any_agent, str(settings.source), settings.agent
     )
     failures: list[dict[str, Any]] = []
     for refused in found.refused:
@@ -317,10 +317,14 @@ def agent_counts(outcome: ExportOutcome) -> list[dict[str, Any]]:
 def _nothing_compatible(settings: ExportSettings, found: Discovery, policy: list[Accepted]) -> str:
     accepted = "; ".join(str(item) for item in policy) or "no producer of unknown identity"
     producers = sorted({f"{save.agent_id} {save.agent_version}" for save in found.saves})
+    choose = (
+        "export them with --any-agent, or with a built-in format and --from AGENT[@VERSION]"
+        if settings.agent is not None
+        else "choose with --from AGENT[@VERSION] or --any-agent"
+    )
     return (
         f"no compatible save under {settings.source}: {_described(settings)} accepts "
-        f"{accepted}, the saves were produced by {', '.join(producers)} (choose with --from "
-        "AGENT[@VERSION] or --any-agent)"
+        f"{accepted}, the saves were produced by {', '.join(producers)} ({choose})"
     )
 
 
