@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -52,19 +53,23 @@ def env_agent_url(llama_tools: LlamaServer) -> Iterator[str]:
     server.stop()
 
 
-def test_the_model_decides_by_a_tool_call(env_agent_url: str) -> None:
-    """The first situation of seed 0: the model's answer is a call of an offered tool with
-    the argument it takes, addressed to the env's one robot."""
-    adapter = TextRoomsAdapter()
+def _first_input(adapter: TextRoomsAdapter) -> dict[str, Any]:
+    """The input of seed 0's first situation, as `sim gym` sends it."""
     episode = GymEpisode.start(adapter, 0)
     mission = adapter.instruction(episode.env, episode.observation)
-    item = {
+    return {
         "id": 0,
         "instruction": {"type": "user", "content": f"{mission}\n\n{episode.text()}"},
         "tools": [tool.to_magma() for tool in adapter.tools],
         "extra_keys": {GYM_STATE_KEY: {"adapter": adapter.options(), "seed": 0, "actions": []}},
     }
-    body = {"request_id": "tool-call", "inputs": [item]}
+
+
+def test_the_model_decides_by_a_tool_call(env_agent_url: str) -> None:
+    """The first situation of seed 0: the model's answer is a call of an offered tool with
+    the argument it takes, addressed to the env's one robot."""
+    adapter = TextRoomsAdapter()
+    body = {"request_id": "tool-call", "inputs": [_first_input(adapter)]}
     answer = AgentResponse.parse(
         httpx.post(f"{env_agent_url}/v1/responses", json=body, timeout=300).json()
     )
@@ -105,3 +110,24 @@ def test_a_run_of_the_model_is_coached_and_the_correction_executed(
     assert report.total.coached >= 1, report.summary()
     assert report.total.settle_timeouts == 0
     assert_audit_clean(*saves)
+
+
+def test_the_model_answers_json_through_the_structured_output_fallback(llama: LlamaServer) -> None:
+    """With `answers="json"` on the plain chatml server, which refuses json_schema with a
+    500, the policy falls back to json_object with the schema, as the backends do: the
+    answer is a decision addressed to the env's robot."""
+    options = EnvAgentOptions(
+        policy="llm", llm_endpoint=llama.endpoint, model=MODEL_ALIAS, answers="json"
+    )
+    server = ThreadedServer(env_app(TextRoomsAdapter(), options))
+    server.start()
+    try:
+        body = {"request_id": "json", "inputs": [_first_input(TextRoomsAdapter())]}
+        raw = httpx.post(f"{server.url}/v1/responses", json=body, timeout=300).json()
+    finally:
+        server.stop()
+    [output] = AgentResponse.parse(raw).root
+    assert output.status == "completed", output.error
+    assert output.output is not None
+    assert all(call.target_robot_name == "agent" for call in output.output.tool_calls)
+    assert output.internal_steps[0]["input_elements"] == {"model": MODEL_ALIAS, "answers": "json"}
