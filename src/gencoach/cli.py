@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -162,13 +161,6 @@ def config_check(
         typer.echo(f"gencoach config check: `gencoach serve` would exit 2, {exposure}", err=True)
 
 
-class DemoEnv(StrEnum):
-    """What the demo plays."""
-
-    reference = "reference"
-    babyai = "babyai"
-
-
 def _installed(module: str) -> bool:
     """Whether `module` can be imported, without importing it."""
     import importlib.util
@@ -185,13 +177,15 @@ def demo(
         str | None, typer.Option("--redis-url", help="Use this Redis (default: embedded).")
     ] = None,
     env: Annotated[
-        DemoEnv,
+        str,
         typer.Option(
             "--env",
-            help="reference (the tabletop scenarios) or babyai (minigrid's BabyAI levels, "
-            "coached by the BabyAI bot; needs the gym extra).",
+            help="reference (the tabletop scenarios), babyai (minigrid's BabyAI levels, "
+            "coached by the BabyAI bot) or MODULE:ADAPTER (any Gymnasium adapter, played by "
+            "the env agent and coached by its module's oracle teacher); the last two need "
+            "the gym extra.",
         ),
-    ] = DemoEnv.reference,
+    ] = "reference",
     scenario: Annotated[
         list[str] | None,
         typer.Option("--scenario", help=f"Repeatable; default all: {', '.join(SCENARIOS)}."),
@@ -266,12 +260,16 @@ def demo(
     )
     if call_s is not None:
         typer.echo(f"one model call took {call_s:.1f} s; waits not given are scaled to it")
-    if env is DemoEnv.babyai and llm_endpoint is not None:
+    if env not in ("reference", "babyai") and ":" not in env:
+        typer.echo(f"--env: {env!r} is not reference, babyai nor MODULE:ADAPTER", err=True)
+        raise typer.Exit(2)
+    if env == "babyai" and llm_endpoint is not None:
         typer.echo("--env babyai is coached by the BabyAI bot, without --llm-endpoint", err=True)
         raise typer.Exit(2)
-    if env is DemoEnv.babyai and not all(map(_installed, ("gymnasium", "minigrid"))):
+    needed = {"reference": (), "babyai": ("gymnasium", "minigrid")}.get(env, ("gymnasium",))
+    if not all(map(_installed, needed)):
         typer.echo(
-            "--env babyai needs the gym extra (gymnasium, minigrid): "
+            f"--env {env} needs the gym extra ({', '.join(needed)}): "
             "pip install 'gencoach[gym]', or .venv/bin/pip install -e '.[gym]' in a clone",
             err=True,
         )
@@ -279,7 +277,7 @@ def demo(
     options = DemoOptions(
         output_dir=output,
         redis_url=redis,
-        env="babyai" if env is DemoEnv.babyai else "reference",
+        env=env,
         scenarios=tuple(scenario or SCENARIOS),
         envs=envs,
         branches=branches,

@@ -134,3 +134,28 @@ def test_a_model_refusing_the_structured_output_is_named_in_the_summary(tmp_path
     coached = [r for r in server.requests if r.body and "response_format" in r.body]
     assert coached, "the model was asked to coach"
     assert all(r.body["response_format"]["type"] == "json_schema" for r in coached)
+
+
+def test_demo_plays_any_adapter_with_the_env_agent(tmp_path: Path) -> None:
+    """`demo --env MODULE:ADAPTER` plays the text rooms with the env agent's oracle policy
+    and mistakes, coached by the module's oracle teacher: corrections are proven and the
+    saves pass the audit."""
+    demo = _demo(tmp_path, "--env", "gencoach.integrations.textrooms:rooms", "--envs", "3")
+    output, _ = demo.communicate(timeout=200)
+    assert demo.returncode == 0, output
+    assert "textrooms: 3 runs: " in output
+    (graphs,) = tmp_path.glob("demo-*/graphs")
+    saves = [read_save(config.parent) for config in graphs.glob("*/config.json")]
+    assert len(saves) == 3
+    coached = [c for save in saves for c in save.candidates.values() if c.origin == "coaching"]
+    assert any(any(s.optimal + s.non_optimal for s in c.score.values()) for c in coached), output
+    assert_audit_clean(graphs)
+
+
+def test_demo_names_an_adapter_module_without_a_teacher(tmp_path: Path) -> None:
+    """An adapter whose module has no oracle teacher is refused up front, saying what to add."""
+    demo = _demo(tmp_path, "--env", "tests.integrations.frozenlake:FrozenLake")
+    output, _ = demo.communicate(timeout=60)
+    assert demo.returncode == 1, output
+    assert "tests.integrations.frozenlake has no teacher: add `teacher = OracleTeacher" in output
+    assert "Traceback" not in output

@@ -5,6 +5,11 @@ reference agent as child processes, runs the reference generator on every scenar
 in this process, shows live progress read from the controller's API, and ends with a
 summary and the path of the saved graphs. Every process it started is stopped on the
 way out, also on Ctrl-C.
+
+`--env babyai` plays minigrid's BabyAI levels instead; `--env MODULE:ADAPTER` plays any
+Gymnasium adapter with the env agent (`agent serve --env`, its oracle policy with
+mistakes, or the model with `--llm-endpoint`), coached by the adapter module's oracle
+teacher (its `teacher`, e.g. `gencoach.integrations.textrooms:teacher`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import anyio
 import httpx
@@ -45,7 +49,27 @@ BABYAI_MISTAKES = {
     "malformed": 0.05,
     "no-action": 0.05,
 }
+# The env agent's mistakes on an adapter's env (it has no detour to make).
+ADAPTER_MISTAKES = {"wrong-argument": 0.3, "malformed": 0.1, "no-action": 0.05}
 MUST_PROVE = ("format", "failure", "suboptimal")
+
+
+def adapter_teacher(path: str) -> str:
+    """The oracle teacher of the adapter `MODULE:ADAPTER`: its module's `teacher`, which
+    must exist (ValueError naming what to add otherwise)."""
+    import importlib
+
+    module_name = path.partition(":")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import {module_name}: {error}") from error
+    if not callable(getattr(module, "teacher", None)):
+        raise ValueError(
+            f"{module_name} has no teacher: add `teacher = OracleTeacher(YourAdapter)` "
+            "(gencoach.integrations.gymnasium) to it"
+        )
+    return f"{module_name}:teacher"
 
 
 @dataclass(frozen=True)
@@ -54,8 +78,9 @@ class DemoOptions:
 
     output_dir: Path = Path("output")
     redis_url: str | None = None
-    env: Literal["reference", "babyai"] = "reference"
-    """`babyai`: BabyAI levels through the Gymnasium integration, coached by the bot."""
+    env: str = "reference"
+    """`babyai`: BabyAI levels through the Gymnasium integration, coached by the bot;
+    `MODULE:ADAPTER`: that adapter's env with the env agent, coached by its oracle."""
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     envs: int = 2
     branches: int = 2
@@ -76,6 +101,11 @@ class DemoOptions:
     coach_with_llm: bool = False
     """Keep the scripted agent; coach with the model instead of the teacher."""
     pacing: Pacing = field(default_factory=Pacing)
+
+    @property
+    def adapter(self) -> str | None:
+        """The `MODULE:ADAPTER` the demo plays, if it plays one."""
+        return self.env if ":" in self.env else None
 
     @property
     def llm_decides(self) -> bool:
@@ -102,6 +132,8 @@ def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -
         }
     else:
         teacher = BABYAI_TEACHER if options.env == "babyai" else TEACHER
+        if options.adapter is not None:
+            teacher = adapter_teacher(options.adapter)
         backend = {"type": "python", "endpoint": teacher, "timeout_s": 30}
     config = {
         "redis": {"url": redis_url},
@@ -138,6 +170,8 @@ def _redis(options: DemoOptions, folder: Path) -> Iterator[str]:
 def _agent_args(options: DemoOptions, port: int) -> list[str]:
     args = ["agent", "serve", "--port", str(port), "--seed", str(options.seed)]
     args += ["--structured-output", options.structured_output]
+    if options.adapter is not None:
+        args += ["--env", options.adapter]
     if options.llm_decides:
         endpoint, model = str(options.llm_endpoint), str(options.model)
         return [*args, "--policy", "llm", "--llm-endpoint", endpoint, "--model", model]
@@ -145,6 +179,9 @@ def _agent_args(options: DemoOptions, port: int) -> list[str]:
     if options.env == "babyai":
         args += ["--world", "babyai"]
         mistakes = BABYAI_MISTAKES
+    if options.adapter is not None:
+        args += ["--policy", "oracle"]
+        mistakes = ADAPTER_MISTAKES
     for name, rate in mistakes.items():
         args += [f"--{name}", str(rate)]
     return args
@@ -154,6 +191,8 @@ async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> lis
     """Play every scenario (or BabyAI level); each run's summary line."""
     if options.env == "babyai":
         return await _generate_babyai(options, redis_url, agent_url)
+    if options.adapter is not None:
+        return [await _generate_adapter(options.adapter, options, redis_url, agent_url)]
     reports: list[GenerationReport] = []
 
     async def one(index: int, scenario: str) -> None:
@@ -207,6 +246,28 @@ async def _generate_babyai(options: DemoOptions, redis_url: str, agent_url: str)
     return summaries
 
 
+async def _generate_adapter(path: str, options: DemoOptions, redis_url: str, agent_url: str) -> str:
+    """`envs` runs of the adapter's env (a campaign); its summary line."""
+    from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
+    from gencoach.integrations.gymnasium.cli import load_adapter
+
+    adapter = load_adapter(path)
+    campaign = CampaignOptions(
+        adapter=adapter,
+        agent_url=agent_url,
+        redis_url=redis_url,
+        runs=options.envs,
+        concurrency=options.envs,
+        seed=options.seed,
+        branches=options.branches,
+        settle_timeout_s=options.pacing.branch_grace_s,
+        timeout_s=options.pacing.agent_timeout_s,
+        campaign=f"demo-{adapter.name}-{uuid.uuid4().hex[:6]}",
+    )
+    report = await run_campaign(campaign)
+    return f"{adapter.name}: {report.summary()}"
+
+
 async def _watch(api: str, console: Console, done: anyio.Event) -> None:
     with httpx.Client(timeout=5) as client:
         await watch(functools.partial(snapshot, api, client), console, done)
@@ -254,6 +315,12 @@ async def _drive(
 def run_demo(options: DemoOptions, console: Console) -> int:
     """Run the demo: 0 when it ran to its summary, 1 when a part failed, 130 on Ctrl-C."""
     fit_to_output(console)
+    if options.adapter is not None:
+        try:
+            adapter_teacher(options.adapter)
+        except ValueError as error:
+            console.print(f"[red]demo failed:[/] --env {options.adapter}: {error}")
+            return 1
     folder = (options.output_dir / time.strftime("demo-%Y%m%d-%H%M%S")).resolve()
     folder.mkdir(parents=True)
     started = time.monotonic()
