@@ -10,6 +10,7 @@ import redis
 from gencoach.connections import embedded_dir
 from gencoach.connections import redis_url as resolve_redis_url
 from gencoach.errors import RedisError
+from tests.chaos.slow_loading import SlowLoadingRedis
 from tests.support.processes import free_port
 
 
@@ -61,3 +62,20 @@ def test_a_second_process_attaches_to_the_running_embedded_server(tmp_path: Path
         client = redis.Redis.from_url(started)
         assert client.ping()
         client.close()
+
+
+@pytest.mark.slow
+def test_a_server_loading_its_aof_counts_as_reachable(tmp_path: Path) -> None:
+    """A restarted Redis still loading its append-only file is there: a process starting
+    now (a worker, a generator) is handed its URL and waits for it, instead of exiting
+    with "unreachable"."""
+    server = SlowLoadingRedis(tmp_path / "redis")
+    server.start()
+    try:
+        server.pad(3000)
+        server.restart()
+        assert server.loading()
+        with resolve_redis_url(server.url, tmp_path) as url:
+            assert url == server.url
+    finally:
+        server.kill()

@@ -7,10 +7,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import redis
+import redis.exceptions
 
 from gencoach.embedded_redis import URL_FILE, EmbeddedRedis
 from gencoach.errors import RedisError
 from gencoach.logs import get_logger, redact
+from gencoach.retrying import no_client_retries
 
 EMBEDDED = "embedded"
 EMBEDDED_DIR = ".redis"
@@ -62,10 +64,21 @@ def running_embedded(output_dir: Path) -> str:
 
 
 def check_reachable(url: str, timeout_s: float = 3.0) -> None:
-    """Raise RedisError, naming the URL without its password, unless the server answers."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    """Raise RedisError, naming the URL without its password, unless the server answers.
+
+    A server answering LOADING (restarted, reading its append-only file) is there: the
+    process that asked waits for it with its own retries (`gencoach.retrying`).
+    """
+    client = redis.Redis.from_url(
+        url,
+        socket_connect_timeout=timeout_s,
+        socket_timeout=timeout_s,
+        retry=no_client_retries(),
+    )
     try:
         client.ping()
+    except redis.exceptions.BusyLoadingError:
+        log.info("redis.loading", url=redact(url))
     except redis.RedisError as error:
         shown = redact(url)
         raise RedisError(f"Redis at {shown} is unreachable: {error}", shown) from None

@@ -280,12 +280,16 @@ class ConcurrentWorker(BaseWorker):
         self.set_state(WorkerStatus.IDLE)
 
     def register_again(self) -> bool:
-        """After an outage: register this worker again if Redis lost it (a restart).
+        """After an outage: register this worker again if Redis lost it (a restart, or
+        its hash expired while heartbeats were refused).
 
         A heartbeat sent since may have made a partial worker hash: it goes first, or RQ
         would take it for another live worker of the same name. Returns whether it did.
         """
-        if self.connection.sismember(self.redis_workers_keys, self.key):
+        # Its hash may also have expired while Redis refused heartbeats (at maxmemory).
+        if self.connection.sismember(self.redis_workers_keys, self.key) and (
+            self.connection.hexists(self.key, "birth")
+        ):
             return False
         self.connection.delete(self.key)
         self.register_birth()  # type: ignore[no-untyped-call]

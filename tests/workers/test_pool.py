@@ -14,10 +14,9 @@ from rq import Queue, Worker
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from gencoach.rq_adapter import JOB_FUNCTIONS, enqueue, job_id
-from gencoach.workers.pool import MAX_RESTARTS
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
-from tests.support.processes import free_port, pid_alive, wait_gone
+from tests.support.processes import pid_alive, wait_gone
 from tests.workers.builders import (
     FAILURE_ANSWER,
     admit,
@@ -191,21 +190,3 @@ def test_a_killed_forking_worker_frees_the_pending_slot_within_the_lease(
     wait_until(lambda: pool.events("worker.restarted"), 10, "the worker to be replaced")
     pool.process.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
     assert pool.wait(30) == 0, pool.log()
-
-
-@pytest.mark.timeout(90)
-def test_a_worker_that_keeps_dying_is_restarted_a_bounded_number_of_times(
-    tmp_path: Path, llm_server: ScriptedLLMServer
-) -> None:
-    """Workers that cannot reach Redis are restarted five times, then the pool gives up: exit 1."""
-    pool = PoolProcess(
-        tmp_path, settings_data(llm_server.endpoint), f"redis://127.0.0.1:{free_port()}/0"
-    )
-    try:
-        pool.start(QUEUE_DIAGNOSIS, processes=1)
-        assert pool.wait(60) == 1, pool.log()
-    finally:
-        pool.stop()
-    assert len(pool.events("worker.restarted")) == MAX_RESTARTS
-    (gave_up,) = pool.events("pool.gave_up")
-    assert gave_up["exitcode"] == 1

@@ -55,7 +55,7 @@ def test_a_worker_waits_out_a_redis_restart(server: RestartableRedis, tmp_path: 
         (away,) = wait_for(lambda: events(log, "worker.redis_unreachable"), 15, "the warning")
         assert away["redis"] == server.url
         assert away["message"] == (
-            f"Redis at {server.url} does not answer; this worker takes jobs again once it does"
+            f"Redis at {server.url} does not take writes; this worker takes jobs again once it does"
         )
 
         server.start()

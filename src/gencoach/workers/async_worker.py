@@ -150,7 +150,7 @@ class AsyncWorker(ConcurrentWorker):
             anyio.create_task_group() as service,
         ):
             service.start_soon(self._watch_signals)
-            service.start_soon(self._keep_alive)
+            service.start_soon(self._keep_alive, resources)
             await self._serve(resources, burst)
             service.cancel_scope.cancel()
 
@@ -167,9 +167,7 @@ class AsyncWorker(ConcurrentWorker):
                             job_and_queue = await self._take(resources, wait_s)
                         except REDIS_AWAY as error:
                             slots.release()
-                            await self._outage.wait_until_back(resources.redis, error)
-                            if await anyio.to_thread.run_sync(self.register_again):
-                                log.info("worker.registered_again", name=self.name)
+                            await self._wait_for_redis(resources, error)
                             continue
                         if job_and_queue is None:
                             slots.release()
@@ -182,6 +180,15 @@ class AsyncWorker(ConcurrentWorker):
                 if self._in_flight:
                     log.info("worker.draining", jobs=self._in_flight, grace_s=self.shutdown_grace_s)
                     jobs.start_soon(self._cancel_after_grace)
+
+    async def _wait_for_redis(self, resources: JobResources, error: Exception) -> None:
+        """Wait until Redis takes writes again (away, loading or full), then register with
+        RQ again if it lost this worker."""
+        if not await self._outage.wait_until_back(resources.redis, error):
+            return  # another task's wait: it registers
+        with contextlib.suppress(*REDIS_AWAY):  # gone again: the next call waits again
+            if await anyio.to_thread.run_sync(self.register_again):
+                log.info("worker.registered_again", name=self.name)
 
     async def _cancel_after_grace(self) -> None:
         with anyio.move_on_after(self.shutdown_grace_s):
@@ -284,15 +291,16 @@ class AsyncWorker(ConcurrentWorker):
         else:
             self.record_success(job, queue, execution)
 
-    async def _keep_alive(self) -> None:
-        """RQ heartbeats for the worker and each job in flight, and RQ's maintenance."""
+    async def _keep_alive(self, resources: JobResources) -> None:
+        """RQ heartbeats for the worker and each job in flight, and RQ's maintenance; a
+        heartbeat Redis refuses (away, loading, at maxmemory) waits for Redis."""
         while True:
             await anyio.sleep(self.job_monitoring_interval)
             running = [(entry.job, entry.execution) for entry in self._running.values()]
             try:
                 await anyio.to_thread.run_sync(self.beat, running)
-            except REDIS_AWAY:
-                continue  # the take loop reports the outage and waits it out
+            except REDIS_AWAY as error:
+                await self._wait_for_redis(resources, error)
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -1,25 +1,36 @@
-"""A worker whose Redis stops answering waits for it instead of dying.
+"""A worker whose Redis stops serving it waits for it instead of dying.
 
-The first failure logs one warning naming the Redis (host, port and database); the worker
-then pings with a growing pause (up to `MAX_PAUSE_S`) and logs one line when Redis
-answers again, with how long it was away. Jobs in flight meanwhile cannot publish: their
-leases lapse and the controller retries their requests.
+Redis may drop the connection (a restart), answer LOADING while it reads its append-only
+file, or refuse every write at its `maxmemory` (OOM) while reads go on: all three are an
+outage (`gencoach.retrying.REDIS_TRANSIENT`). The first failure logs one warning naming
+the Redis (host, port and database) and why; the worker then tries a write (a token on
+the workers' doorbell list, which wakes one idle worker at most) with the project's
+retry policy and no bound, its pause growing to `MAX_PAUSE_S`, and logs one line when
+Redis takes writes again, with how long it did not. Jobs in flight meanwhile cannot
+publish: their leases lapse and the controller retries their requests.
 """
 
 from __future__ import annotations
+
+import time
 
 import anyio
 import redis
 import redis.asyncio
 import redis.exceptions
 
+from gencoach.constants import QUEUE_DOORBELL
 from gencoach.logs import get_logger
+from gencoach.retrying import REDIS_TRANSIENT, RetryPolicy, describe
+from gencoach.rq_adapter import DOORBELL_MAX, ring
 
 log = get_logger("worker")
 
-REDIS_AWAY = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+REDIS_AWAY = REDIS_TRANSIENT
 FIRST_PAUSE_S = 0.5
 MAX_PAUSE_S = 10.0
+# A worker waits as long as Redis is away: it has nothing else to do.
+WAIT_FOR_REDIS = RetryPolicy(timeout_s=None, wait_initial_s=FIRST_PAUSE_S, wait_max_s=MAX_PAUSE_S)
 
 
 def address_of(client: redis.Redis | redis.asyncio.Redis) -> str:
@@ -31,32 +42,67 @@ def address_of(client: redis.Redis | redis.asyncio.Redis) -> str:
     return f"redis://{host}:{port}/{options.get('db', 0)}"
 
 
+def _unreachable(url: str, error: BaseException) -> None:
+    log.warning(
+        "worker.redis_unreachable",
+        redis=url,
+        error=describe(error),
+        message=f"Redis at {url} does not take writes; this worker takes jobs again once it does",
+    )
+
+
+def wait_writable(client: redis.Redis) -> None:
+    """Return once Redis takes a write, logging the wait if there is one (blocking: for a
+    worker process's start, before RQ registers it)."""
+    url = address_of(client)
+    started = time.monotonic()
+    failed = False
+    for attempt in WAIT_FOR_REDIS.retrying():
+        with attempt:
+            try:
+                ring(client)
+            except REDIS_AWAY as error:
+                if not failed:
+                    _unreachable(url, error)
+                failed = True
+                raise
+    if failed:
+        log.info("worker.redis_back", redis=url, away_s=round(time.monotonic() - started, 1))
+
+
 class RedisOutage:
-    """Waits out one Redis's absences, saying so once at the start and once at the end."""
+    """Waits out one Redis's absences, saying so once at the start and once at the end;
+    callers that find Redis away while a wait is under way join it."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.outages = 0
+        self._back: anyio.Event | None = None
 
-    async def wait_until_back(self, client: redis.asyncio.Redis, error: Exception) -> None:
-        """Log that Redis is away (because of `error`), and return once it answers."""
+    async def wait_until_back(self, client: redis.asyncio.Redis, error: Exception) -> bool:
+        """Log that Redis is away (because of `error`), and return once it takes writes:
+        True for the caller whose wait it was, False for one that joined it."""
+        if self._back is not None:
+            await self._back.wait()
+            return False
+        self._back = back = anyio.Event()
+        try:
+            await self._wait(client, error)
+        finally:
+            self._back = None
+            back.set()
+        return True
+
+    async def _wait(self, client: redis.asyncio.Redis, error: Exception) -> None:
         self.outages += 1
         started = anyio.current_time()
-        log.warning(
-            "worker.redis_unreachable",
-            redis=self.url,
-            error=str(error) or type(error).__name__,
-            message=f"Redis at {self.url} does not answer; "
-            "this worker takes jobs again once it does",
-        )
-        pause_s = FIRST_PAUSE_S
-        while True:
-            await anyio.sleep(pause_s)
-            try:
-                await client.ping()
-            except REDIS_AWAY:
-                pause_s = min(pause_s * 2, MAX_PAUSE_S)
-                continue
-            away_s = round(anyio.current_time() - started, 1)
-            log.info("worker.redis_back", redis=self.url, away_s=away_s)
-            return
+        _unreachable(self.url, error)
+        await anyio.sleep(FIRST_PAUSE_S)
+        async for attempt in WAIT_FOR_REDIS.retrying():
+            with attempt:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.lpush(QUEUE_DOORBELL, b"1")
+                    pipe.ltrim(QUEUE_DOORBELL, 0, DOORBELL_MAX - 1)
+                    await pipe.execute()
+        away_s = round(anyio.current_time() - started, 1)
+        log.info("worker.redis_back", redis=self.url, away_s=away_s)

@@ -13,6 +13,13 @@ warm shutdown (jobs in flight finish, within `workers.shutdown_grace_s` for the 
 worker), the second for a cold one (jobs are cancelled or their work-horse killed). A
 child that dies unexpectedly is restarted, at most `MAX_RESTARTS` times per
 `RESTART_WINDOW_S`; past that the pool stops and exits 1.
+
+Redis being away, loading its data set or refusing writes at its maxmemory is never a
+reason to stop: a child waits for Redis to take a write before RQ registers it (and a
+running async worker waits out an outage, `gencoach.workers.outage`); a child that
+stops on such an error anyway exits `EXIT_REDIS_AWAY` and is started again after
+`REDIS_RESTART_S`, without counting as a death; and a pool about to give up on a child
+first checks that Redis takes a write, and waits instead while it does not.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -39,9 +47,11 @@ import redis
 from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
 from gencoach.logs import configure_logging, get_logger
-from gencoach.rq_adapter import RESULT_TTL_S, ConcurrentWorker, ForkWorker, safe_name
+from gencoach.retrying import describe, no_client_retries
+from gencoach.rq_adapter import RESULT_TTL_S, ConcurrentWorker, ForkWorker, ring, safe_name
 from gencoach.workers.async_worker import AsyncWorker
 from gencoach.workers.context import WorkerContext, set_context
+from gencoach.workers.outage import REDIS_AWAY, wait_writable
 from gencoach.workers.tls import shared_ssl_context
 
 __all__ = ["MAX_RESTARTS", "run_workers"]
@@ -55,6 +65,9 @@ COLD_RESEND_S = 1.1  # RQ ignores a second signal that comes within 1 s of the f
 COLD_DEADLINE_S = 10.0  # after a cold shutdown request, children still alive are killed
 POLL_S = 0.2
 PARENT_CHECK_S = 0.2  # how soon a worker whose pool died stops taking jobs
+# A child's exit status saying Redis was away (EX_TEMPFAIL): start it again later.
+EXIT_REDIS_AWAY = 75
+REDIS_RESTART_S = 5.0
 
 Mode = Literal["async", "fork"]
 
@@ -152,8 +165,28 @@ def _child_main(
     for module in PRELOADED:
         importlib.import_module(module)
     shared_ssl_context()
-    worker = _make_worker(options, name, redis.Redis.from_url(redis_url))
-    worker.work(burst=options.burst, logging_level=settings.log.level.upper())
+    connection = redis.Redis.from_url(redis_url)
+    try:
+        wait_writable(connection)
+        worker = _make_worker(options, name, connection)
+        worker.work(burst=options.burst, logging_level=settings.log.level.upper())
+    except REDIS_AWAY as error:
+        log.warning("worker.redis_lost", error=describe(error), exitcode=EXIT_REDIS_AWAY)
+        sys.exit(EXIT_REDIS_AWAY)
+
+
+def redis_takes_writes(redis_url: str) -> bool:
+    """Whether Redis answers and takes a write now (a token on the workers' doorbell)."""
+    client = redis.Redis.from_url(
+        redis_url, socket_timeout=5, socket_connect_timeout=5, retry=no_client_retries()
+    )
+    try:
+        ring(client)
+    except REDIS_AWAY:
+        return False
+    finally:
+        client.close()
+    return True
 
 
 @dataclass
@@ -176,6 +209,8 @@ class _Pool:
         self.cold_since: float | None = None
         self.last_resend = 0.0
         self.failed = False
+        # Children to start again once Redis may be back: (when, index, restarts).
+        self.waiting: list[tuple[float, int, deque[float]]] = []
 
     def start(self, index: int, restarts: deque[float] | None = None) -> _Child:
         name = f"gencoach-{socket.gethostname()}-{os.getpid()}-{index}-{time.monotonic_ns()}"
@@ -224,6 +259,22 @@ class _Pool:
         for child in list(self.children):
             if child.process.exitcode is not None:
                 self.reap(child)
+        if self.stopping:
+            self.waiting.clear()
+        for due in [entry for entry in self.waiting if entry[0] <= now]:
+            self.waiting.remove(due)
+            self.children.append(self.start(due[1], due[2]))
+
+    def wait_for_redis(self, child: _Child, code: int | None) -> None:
+        log.warning(
+            "worker.waiting_for_redis",
+            index=child.index,
+            exitcode=code,
+            restart_in_s=REDIS_RESTART_S,
+            message="Redis is away, loading or refusing writes; the worker starts again "
+            "once it takes writes",
+        )
+        self.waiting.append((time.monotonic() + REDIS_RESTART_S, child.index, child.restarts))
 
     def reap(self, child: _Child) -> None:
         self.children.remove(child)
@@ -231,9 +282,17 @@ class _Pool:
         if self.stopping or (self.burst and code == 0):
             log.info("worker.stopped", index=child.index, exitcode=code)
             return
+        if code == EXIT_REDIS_AWAY:
+            self.wait_for_redis(child, code)
+            return
         now = time.monotonic()
         while child.restarts and now - child.restarts[0] > RESTART_WINDOW_S:
             child.restarts.popleft()
+        if len(child.restarts) >= MAX_RESTARTS and not redis_takes_writes(self.redis_url):
+            # Deaths while Redis refuses writes say nothing about the worker.
+            child.restarts.clear()
+            self.wait_for_redis(child, code)
+            return
         if len(child.restarts) >= MAX_RESTARTS:
             log.error("pool.gave_up", index=child.index, exitcode=code, restarts=MAX_RESTARTS)
             self.failed = True
@@ -245,11 +304,13 @@ class _Pool:
 
     def run(self, processes: int) -> int:
         self.children = [self.start(index) for index in range(processes)]
-        while self.children:
+        while self.children or self.waiting:
             self.step()
             sentinels = [child.process.sentinel for child in self.children]
             if sentinels:
                 wait(sentinels, timeout=POLL_S)
+            else:
+                time.sleep(POLL_S)
         log.info("pool.stopped", failed=self.failed)
         return 1 if self.failed else 0
 
