@@ -3,7 +3,9 @@
 A generator saves, per situation, what a teacher may know beyond the prompt
 (`Reporter.save_teacher_state`, at most `TEACHER_STATE_MAX_BYTES` of JSON each); the
 worker reads those of the job's steps and hands them over as `context["teacher_state"]`:
-`{"<input id>": state}`, only the situations that have one.
+`{"<input id>": state}`, only the situations that have one. The read rides out a Redis
+that dropped the connection or is still loading its data set for up to
+`READ_RETRY_S` (`gencoach.retrying`); past that the job fails and its request is retried.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ import redis.asyncio
 from gencoach.constants import Keys
 from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
+from gencoach.retrying import RetryPolicy
 
 log = get_logger("workers.teacher_state")
+
+READ_RETRY_S = 10.0
+_READ_RETRY = RetryPolicy(timeout_s=READ_RETRY_S)
 
 
 async def teacher_states(
@@ -28,7 +34,9 @@ async def teacher_states(
     fields = sorted({str(input_id) for input_id in input_ids})
     if not fields:
         return {}
-    raw = await client.hmget(keys.teacher_state(run_id), fields)
+    async for attempt in _READ_RETRY.retrying():
+        with attempt:
+            raw = await client.hmget(keys.teacher_state(run_id), fields)
     states: dict[str, Any] = {}
     for field, value in zip(fields, raw, strict=True):
         if value is None:
