@@ -5,7 +5,8 @@ puts in every input it sends (`{adapter, seed, actions}`, the situation's teache
 it rebuilds the adapter (`type(adapter)(**state["adapter"])`), replays the env and calls
 the adapter's oracle, one call per decision. An LLM never sees that key; a real agent
 reads the text. Each candidate draws its mistake as the reference agent does
-(`MistakeRates`, `random.Random(f"{seed}:{digest}:{index}")`):
+(`MistakeRates`, `random.Random(f"{seed}:{digest}:{env_seed}:{index}")`, the env's seed
+added: two seeds of a fixed-map env read the same but are two situations):
 
 | mistake                | what it answers                                               |
 | ---------------------- | ------------------------------------------------------------- |
@@ -74,7 +75,8 @@ class OraclePolicy:
         digest = input_digest(agent_input)
         decided = []
         for index in range(count):
-            rng = random.Random(f"{self.seed}:{digest}:{index}")
+            # The env's seed too: envs whose seeds differ may read the same (a fixed map).
+            rng = random.Random(f"{self.seed}:{digest}:{episode.seed}:{index}")
             mistake = self.rates.draw(rng)
             decision = (
                 self._mistaken(mistake, right, episode, agent_input, rng) if mistake else None
