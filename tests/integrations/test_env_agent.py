@@ -1,6 +1,7 @@
 """The shipped agent for any adapter (`gencoach agent serve --env`), on real envs: the
-oracle policy on the text rooms and BabyAI, the LLM policy by tool calls on FrozenLake and
-by JSON answers on the text rooms (a real OpenAI-compatible server on loopback)."""
+oracle policy on the text rooms, BabyAI and FrozenLake, the LLM policy by tool calls on
+FrozenLake and BabyAI and by JSON answers on the text rooms (a real OpenAI-compatible
+server on loopback)."""
 
 from __future__ import annotations
 
@@ -82,14 +83,35 @@ async def test_the_oracle_policy_carries_the_object_in_the_text_rooms(
     assert state == {"adapter": {"max_steps": 30}, "seed": 0, "actions": []}
 
 
-async def test_the_oracle_policy_plays_babyai_from_its_text_alone(redis_url: str) -> None:
-    """BabyAI without planner attributes: the oracle policy replays the situation from
-    extra_keys and reaches the mission's success in both runs."""
+def _babyai() -> GymAdapter:
     from gencoach.integrations.minigrid import BabyAIAdapter
 
-    adapter = BabyAIAdapter("GoToLocal", planner_attributes=False)
-    report = await _campaign(adapter, EnvAgentOptions(), redis_url, 2, "babyai-oracle")
+    return BabyAIAdapter("GoToLocal", planner_attributes=False)
+
+
+@pytest.mark.parametrize("make", [_babyai, FrozenLake], ids=["babyai", "frozenlake"])
+async def test_the_oracle_policy_plays_discrete_envs_from_the_situation(
+    redis_url: str, make: Any
+) -> None:
+    """BabyAI without planner attributes, and FrozenLake: the oracle policy replays the
+    situation from extra_keys and reaches the env's success in both runs."""
+    adapter = make()
+    report = await _campaign(adapter, EnvAgentOptions(), redis_url, 2, f"{adapter.name}-oracle")
     assert report.total.stage_ends == {"success": 2}, report.summary()
+
+
+async def test_the_llm_policy_plays_babyai_by_tool_calls(redis_url: str) -> None:
+    """BabyAI's six tools as functions: the model's calls, one a decision, reach the goal."""
+    adapter = _babyai()
+    path = [call["name"] for call in _oracle_calls(adapter, 0)]
+    with scripted_llm_servers() as start:
+        llm = start()
+        llm.script(*[tool_calls_reply((name, "{}")) for name in path])
+        options = EnvAgentOptions(policy="llm", llm_endpoint=llm.endpoint, model="m")
+        report = await _campaign(adapter, options, redis_url, 1, "babyai-llm")
+        offered = [tool["function"]["name"] for tool in llm.requests[0].body["tools"]]
+    assert report.total.stage_ends == {"success": 1}, report.summary()
+    assert offered == ["turn_left", "turn_right", "forward", "pickup", "drop", "toggle"]
 
 
 async def test_the_llm_policy_walks_the_lake_by_tool_calls(
