@@ -159,6 +159,9 @@ class BackendSettings(Section):
     # auto: json_schema, else json_object with the schema, else the schema in the prompt.
     structured_output: Literal["auto", "json_schema", "json_object", "none"] = "auto"
     max_tokens: Count = 1024  # sent on every call; an answer cut there is an error
+    # An answer longer than this (UTF-8) is refused and kept cut to it: no contract's
+    # answer comes near it, and a broken model or proxy must not fill Redis.
+    max_answer_bytes: Count = 65_536
     temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] = 0.0
 
     _declared_type: str = PrivateAttr(default="openai")
@@ -252,6 +255,11 @@ class WorkerSettings(Section):
     job_timeout_s: Seconds = 300.0
     # A warm stop waits this long for jobs in flight, then cancels them.
     shutdown_grace_s: Seconds = 30.0
+    # What a job keeps of foreign text (UTF-8 bytes), cut beyond with a note: each
+    # coaching log (an LLM exchange, an agent's log), how many logs, and its reason.
+    max_log_bytes: Count = 65_536
+    max_logs_per_job: Count = 8
+    max_reason_bytes: Count = 4_096
 
     @field_validator("queues")
     @classmethod

@@ -39,6 +39,7 @@ from gencoach.protocol.jobs import (
     RewriteJob,
 )
 from gencoach.workers.backends.python import error_summary
+from gencoach.workers.clipping import clip
 from gencoach.workers.context import WorkerContext, current_context
 from gencoach.workers.diagnosis import diagnose
 from gencoach.workers.lease import LeaseHold, hold_lease
@@ -166,7 +167,8 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         pid=os.getpid(),
     )
     started = anyio.current_time()
-    transcript = Transcript()
+    bounds = context.settings.workers
+    transcript = Transcript(bounds.max_log_bytes, bounds.max_logs_per_job)
     outcome: Outcome | None = None
     hold: LeaseHold | None = None
     # A forked work-horse also stops when its worker process dies; an async worker's
@@ -193,7 +195,8 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         diagnosis=outcome.diagnosis,
         coaching=outcome.coaching,
         rewrite=outcome.rewrite,
-        reason=outcome.reason,
+        # An agent's or a backend's words: bounded like the logs.
+        reason=clip(outcome.reason, bounds.max_reason_bytes) if outcome.reason else outcome.reason,
         logs=transcript.logs,
         usage=transcript.usage,
         duration_s=max(0.0, elapsed_s),
@@ -254,8 +257,12 @@ async def _repair(job: RepairJob, resources: JobResources, transcript: Transcrip
     if answer is None:
         reason = f"agent {job.agent_url}: no coaching answer within {job.timeout_s} s"
         return Outcome("error", reason=reason)
-    transcript.logs.extend(answer.logs)
-    return Outcome(_AGENT_STATUS[answer.status], reason=answer.reason, coaching=answer)
+    for agent_log in answer.logs:
+        transcript.keep(agent_log)  # bounded there; the answer need not carry them again
+    max_reason = resources.context.settings.workers.max_reason_bytes
+    said = clip(answer.reason, max_reason) if answer.reason else answer.reason
+    kept = answer.model_copy(update={"logs": [], "reason": said})
+    return Outcome(_AGENT_STATUS[answer.status], reason=said, coaching=kept)
 
 
 def _text(value: object) -> str:

@@ -2,7 +2,10 @@
 
 Each round of `Backend.ask` (the prompt sent and the raw answer, refused or accepted)
 becomes a Markdown `CoachingLog`, also when the answer is finally abandoned, so the
-saved run shows what the backend was asked and what it said.
+saved run shows what the backend was asked and what it said. A job keeps at most
+`max_logs` logs of at most `max_log_bytes` each (`workers.max_logs_per_job`,
+`workers.max_log_bytes`): longer ones are cut with a note, and past the count the last
+log says how many more were not kept (`gencoach.workers.clipping`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.coaching import CoachingLog
 from gencoach.protocol.jobs import Usage
 from gencoach.workers.backends import Backend, ChatMessage, Exchange
+from gencoach.workers.clipping import clip
 
 ContractT = TypeVar("ContractT", bound=ContractModel | ContractRootModel[Any])
 
@@ -65,13 +69,37 @@ def exchange_markdown(
 class Transcript:
     """The coaching logs and token usage a job gathers as it goes."""
 
-    def __init__(self) -> None:
-        self.logs: list[CoachingLog] = []
+    def __init__(self, max_log_bytes: int = 65_536, max_logs: int = 8) -> None:
+        self.max_log_bytes = max_log_bytes
+        self.max_logs = max(1, max_logs)
+        self._logs: list[CoachingLog] = []
+        self._dropped = 0
         self.usage = Usage()
+
+    @property
+    def logs(self) -> list[CoachingLog]:
+        """The logs kept, the last one saying how many were not when there were too many."""
+        if not self._dropped:
+            return list(self._logs)
+        left_out = self._dropped + 1
+        note = (
+            f"{left_out} more coaching log(s) of this job were not kept: a job keeps "
+            f"{self.max_logs} at most (workers.max_logs_per_job)."
+        )
+        dropped = CoachingLog(coaching_type="logs_dropped", content=note)
+        return [*self._logs[: self.max_logs - 1], dropped]
+
+    def keep(self, log: CoachingLog) -> None:
+        """Keep a log (an agent's, say), cut to `max_log_bytes`."""
+        if len(self._logs) >= self.max_logs:
+            self._dropped += 1
+            return
+        content = clip(log.content, self.max_log_bytes)
+        self._logs.append(CoachingLog(coaching_type=log.coaching_type, content=content))
 
     def note(self, coaching_type: str, content: str) -> None:
         """Keep a log written by the job itself (a deterministic diagnosis, say)."""
-        self.logs.append(CoachingLog(coaching_type=coaching_type, content=content))
+        self.keep(CoachingLog(coaching_type=coaching_type, content=content))
 
     def record(self, coaching_type: str, backend: str, exchanges: Sequence[Exchange]) -> None:
         """Keep one log per round of an `ask`, and add the tokens it cost."""

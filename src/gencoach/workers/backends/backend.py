@@ -32,6 +32,7 @@ from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exch
 from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
 from gencoach.workers.backends.usage import UsageLedger
 from gencoach.workers.backends.wakeups import SlotWakeups
+from gencoach.workers.clipping import clip, utf8_size
 
 ContractT = TypeVar("ContractT", bound=ContractModel | ContractRootModel[Any])
 
@@ -44,7 +45,7 @@ DEFAULT_CONCURRENCY = 32
 log = get_logger("backends")
 
 
-def reask_prompt(error: ContractError) -> str:
+def reask_prompt(error: ContractError | str) -> str:
     """The message that asks again after an answer was refused, naming why."""
     return (
         f"Your answer was refused: {error}. Answer again with only the corrected JSON "
@@ -199,12 +200,16 @@ class Backend(ABC):
         except BackendError as error:
             self._count(call_outcome(error), anyio.current_time() - started)
             raise
+        size = utf8_size(reply.text)
+        oversized = size > self.settings.max_answer_bytes
         completion = Completion(
-            text=reply.text,
+            # Cut where it enters: logs, transcripts and re-asks hold the bounded text.
+            text=clip(reply.text, self.settings.max_answer_bytes) if oversized else reply.text,
             model=reply.model,
             usage=reply.usage,
             attempts=reply.attempts,
             latency_s=anyio.current_time() - started,
+            oversized_bytes=size if oversized else 0,
         )
         self._count("ok", completion.latency_s, completion.usage)
         await self._record(completion.usage)
@@ -218,6 +223,16 @@ class Backend(ABC):
             completion_tokens=completion.usage.completion_tokens,
         )
         return completion
+
+    def _oversized(self, completion: Completion) -> str | None:
+        """Why an answer above `max_answer_bytes` is refused, or None."""
+        if not completion.oversized_bytes:
+            return None
+        return (
+            f"the answer is {completion.oversized_bytes:,} bytes, above the "
+            f"{self.settings.max_answer_bytes:,} this backend's answers may have "
+            f"(backends.{self.name}.max_answer_bytes)"
+        )
 
     def _count(self, outcome: str, latency_s: float, usage: Usage | None = None) -> None:
         self.metrics.inc(LLM_CALLS, self.name, outcome)
@@ -257,28 +272,31 @@ class Backend(ABC):
             completion = await self.complete(
                 prompt, schema=contract, model=model, max_tokens=max_tokens, context=context
             )
-            try:
-                value = parse_llm_answer(contract, completion.text)
-            except ContractError as error:
-                self.metrics.inc(LLM_ANSWERS, self.name, "refused")
-                transcript.append(Exchange(tuple(prompt), completion, str(error)))
-                log.warning(
-                    "backend.answer_refused",
-                    backend=self.name,
-                    contract=contract.__name__,
-                    round=round_,
-                    error=str(error),
-                    raw_answer=completion.text,
-                )
-                prompt = [
-                    *prompt,
-                    ChatMessage.assistant(completion.text),
-                    ChatMessage.user(reask_prompt(error)),
-                ]
-                continue
-            self.metrics.inc(LLM_ANSWERS, self.name, "accepted")
-            transcript.append(Exchange(tuple(prompt), completion))
-            return Answer(value, transcript)
+            refusal = self._oversized(completion)
+            if refusal is None:
+                try:
+                    value = parse_llm_answer(contract, completion.text)
+                except ContractError as error:
+                    refusal = str(error)
+                else:
+                    self.metrics.inc(LLM_ANSWERS, self.name, "accepted")
+                    transcript.append(Exchange(tuple(prompt), completion))
+                    return Answer(value, transcript)
+            self.metrics.inc(LLM_ANSWERS, self.name, "refused")
+            transcript.append(Exchange(tuple(prompt), completion, refusal))
+            log.warning(
+                "backend.answer_refused",
+                backend=self.name,
+                contract=contract.__name__,
+                round=round_,
+                error=refusal,
+                raw_answer=completion.text,
+            )
+            prompt = [
+                *prompt,
+                ChatMessage.assistant(completion.text),
+                ChatMessage.user(reask_prompt(refusal)),
+            ]
         raw_answers = [exchange.answer for exchange in transcript]
         log.error(
             "backend.answer_abandoned",

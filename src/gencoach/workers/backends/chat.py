@@ -84,6 +84,9 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     attempts: int = 1
     latency_s: float = 0.0
+    # The answer's size in UTF-8 bytes when it was above the backend's `max_answer_bytes`
+    # (then `text` holds its first bytes only); 0 when it was kept whole.
+    oversized_bytes: int = 0
 
 
 @dataclass(frozen=True)
