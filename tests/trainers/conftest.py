@@ -52,3 +52,11 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from tests.trainers.data import export_all
 
     return export_all(tmp_path_factory.mktemp("saves"))
+
+
+@pytest.fixture(scope="session")
+def text_only(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default chat export of a run whose answers only speak, with reasoning."""
+    from tests.trainers.data import export_text_only
+
+    return export_text_only(tmp_path_factory.mktemp("talk"))

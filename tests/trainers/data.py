@@ -21,6 +21,7 @@ from tests.export.saves import (
     executed,
     press,
     run_config,
+    say,
     situation,
     stage,
     write_run,
@@ -33,6 +34,11 @@ VARIANTS: Final[dict[str, tuple[str, dict[str, Any]]]] = {
     "chat-no-reasoning": ("chat", {"reasoning": False}),
     "chat-axolotl": ("chat", {"flavour": "axolotl"}),
     "chat-prompt-completion": ("chat", {"shape": "prompt_completion"}),
+    "chat-per-turn-no-reasoning": ("chat", {"per_turn": True, "reasoning": False}),
+    "chat-prompt-completion-no-reasoning": (
+        "chat",
+        {"shape": "prompt_completion", "reasoning": False},
+    ),
     "chat-as-child": (
         "chat",
         {
@@ -126,6 +132,27 @@ def export_all(source: Path) -> dict[str, Path]:
         assert outcome.complete, f"{name}: {outcome.failures}"
         folders[name] = folder
     return folders
+
+
+def export_text_only(source: Path) -> Path:
+    """The default chat export of a run whose answers only speak, each with its reasoning:
+    a file with thinking parts and no tool call; its folder."""
+    first = candidate(0, say("which button first?"), "ongoing", {"stage_0": stage(1, 0, 0, 1)},
+                      links=[(1, "next")], internal_steps=thinking(0))  # fmt: skip
+    second = candidate(1, say("done"), "optimal", {"stage_0": stage(1, 0, 0, 1)},
+                       internal_steps=thinking(1))  # fmt: skip
+    write_run(
+        source / "talk",
+        [
+            situation(0, None, [first]),
+            situation(1, 0, [second], content="press sw0 first", kind="user"),
+        ],
+        config=run_config("run-talk"),
+    )
+    settings = ExportSettings(source=source, format="chat", out=source / "datasets" / "chat")
+    outcome = run_export(settings)
+    assert outcome.complete, outcome.failures
+    return source / "datasets" / "chat"
 
 
 def file_names(variant: str) -> list[str]:

@@ -1,10 +1,16 @@
 """tinker-cookbook builds supervised examples from chat exports with its own rendering code.
 
-`FromConversationFileBuilder` needs a tokenizer by name: the GGUF tokenizer is
-registered with tinker-cookbook's own `register_tokenizer`. Its `role_colon` renderer
-renders contents only; the `qwen3` renderer (ChatML, as SmolLM2 uses) renders tool
-calls and tools, but takes `ToolCall` objects where JSON has dicts, so rows go through
-the same conversion as tinker-cookbook's `openai_messages_to_tinker`, keeping `trainable`.
+`FromConversationFileBuilder` hands each row's messages, as `datasets` loads them, to
+its renderer; it needs a tokenizer by name, so the GGUF tokenizer is registered with
+tinker-cookbook's own `register_tokenizer`. What reads which export, as docs/export.md
+states it and these tests hold it to: the builder with `role_colon` (contents only) reads
+an export with string contents (`reasoning: false`, or runs that recorded no reasoning)
+as written; with `qwen3` (thinking parts, tool calls, tools) it reads a default export
+as written when the file holds no tool call, and no file with tool calls, because
+tinker-cookbook's renderers take `ToolCall` objects where JSON has dicts. For those,
+rows go through that one documented step (`ToolCall.model_validate` on each call, as
+tinker-cookbook's `openai_messages_to_tinker` does, keeping `trainable`) and
+`conversation_to_datum`.
 """
 
 from __future__ import annotations
@@ -40,10 +46,10 @@ def registered(tokenizer: Any) -> str:
     return TOKENIZER_NAME
 
 
-def _builder(path: Path, name: str) -> FromConversationFileBuilder:
+def _builder(path: Path, name: str, renderer: str = "role_colon") -> FromConversationFileBuilder:
     common = ChatDatasetBuilderCommonConfig(
         model_name_for_tokenizer=name,
-        renderer_name="role_colon",
+        renderer_name=renderer,
         max_length=None,
         batch_size=1,
         train_on_what=TrainOnWhat.CUSTOMIZED,
@@ -51,8 +57,8 @@ def _builder(path: Path, name: str) -> FromConversationFileBuilder:
     return FromConversationFileBuilder(file_path=str(path), common_config=common)
 
 
-def _datums(path: Path, name: str) -> list[Any]:
-    dataset, _ = _builder(path, name)()
+def _datums(path: Path, name: str, renderer: str = "role_colon") -> list[Any]:
+    dataset, _ = _builder(path, name, renderer)()
     return [datum for index in range(len(dataset)) for datum in dataset.get_batch(index)]
 
 
@@ -69,6 +75,35 @@ def test_the_conversation_file_builder_reads_rows_without_reasoning(
     datums = _datums(path, registered)
     assert len(datums) == len(read_rows(path))
     assert all(sum(_weights(datum)) > 0 for datum in datums)
+
+
+def test_the_builder_reads_a_default_export_without_tool_calls_with_qwen3(
+    text_only: Path, registered: str, tokenizer: Any
+) -> None:
+    """A default export (thinking parts) of a run that only speaks builds as written with
+    `qwen3` under `customized`: each row trains on its last answer's reasoning."""
+    path = text_only / "chat.jsonl"
+    rows = read_rows(path)
+    assert all(isinstance(m["content"], list) for row in rows for m in row["messages"])
+    datums = _datums(path, registered, "qwen3")
+    assert len(datums) == len(rows)
+    for datum in datums:
+        targets = [int(t) for t in datum.loss_fn_inputs["target_tokens"].to_torch()]
+        trained = tokenizer.decode(
+            [t for t, w in zip(targets, _weights(datum), strict=True) if w > 0]
+        )
+        assert "the next button in order" in trained
+
+
+def test_the_builder_cannot_render_tool_calls_from_a_file(
+    exports: dict[str, Path], registered: str
+) -> None:
+    """What docs/export.md states: `qwen3` renders tool calls from `ToolCall` objects and
+    the builder passes JSON dicts, so a file with tool calls does not build with it, with
+    or without reasoning (should a release lift this, the docs' table changes with it)."""
+    for variant in ("chat", "chat-no-reasoning"):
+        with pytest.raises((AttributeError, TypeError)):
+            _datums(exports[variant] / "chat.jsonl", registered, "qwen3")
 
 
 @pytest.mark.parametrize(
