@@ -13,7 +13,13 @@ from gencoach.agents.reference import ReferenceOptions, reference_app
 from gencoach.sim import Episode
 from tests.agents.payloads import request
 from tests.agents.play import ask, situation_input
-from tests.support.llm_server import ScriptedLLMServer, json_reply, reply, tool_calls_reply
+from tests.support.llm_server import (
+    ScriptedLLMServer,
+    error,
+    json_reply,
+    reply,
+    tool_calls_reply,
+)
 from tests.support.processes import free_port
 
 Serve = Callable[[Any], str]
@@ -130,3 +136,44 @@ def test_the_llm_policy_needs_a_model() -> None:
     """Choosing the llm policy without a model fails at start-up, naming the option."""
     with pytest.raises(ValueError, match="--model"):
         ReferenceOptions(policy="llm")
+
+
+PRESS = {"name": "press_button", "arguments": {"id": "sw3"}, "target_robot_name": "ur5"}
+
+
+@pytest.mark.asyncio
+async def test_json_answers_fall_back_as_the_backends_do(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """With `answers="json"`, a server refusing json_schema is asked again with json_object
+    and the schema (the backends' fallback): the JSON answer is the decision."""
+    llm.script(
+        error(400, "response_format json_schema unsupported"),
+        json_reply({"say": "", "tool_calls": [PRESS]}),
+    )
+    options = ReferenceOptions(policy="llm", llm_endpoint=llm.endpoint, model="m", answers="json")
+    output = await ask(serve(reference_app(options)), _input())
+    assert output.status == "completed", output.error
+    assert output.output is not None
+    assert output.output.model_dump(mode="json") == {"say": "", "tool_calls": [PRESS]}
+    formats = [sent.body["response_format"]["type"] for sent in llm.requests]
+    assert formats == ["json_schema", "json_object"]
+    assert all("tools" not in sent.body for sent in llm.requests)
+    assert output.internal_steps[0]["input_elements"] == {"model": "m", "answers": "json"}
+
+
+@pytest.mark.asyncio
+async def test_an_answer_refused_twice_is_a_malformed_output(
+    serve: Serve, llm: ScriptedLLMServer
+) -> None:
+    """JSON that is no decision is re-asked once naming why, then becomes `malformed_output`."""
+    llm.script(json_reply({"do": "it"}), json_reply({"do": "it"}))
+    options = ReferenceOptions(
+        policy="llm", llm_endpoint=llm.endpoint, model="m", answers="json",
+        structured_output="json_schema",
+    )  # fmt: skip
+    output = await ask(serve(reference_app(options)), _input())
+    assert output.status == "error"
+    assert output.error is not None
+    assert output.error.code == "malformed_output"
+    assert "Your answer was refused" in llm.requests[1].body["messages"][-1]["content"]

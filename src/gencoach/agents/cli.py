@@ -113,7 +113,7 @@ def serve(
     ),
     structured_output: Annotated[
         StructuredOutputChoice,
-        typer.Option(help="How the coach asks its session's backends for JSON."),
+        typer.Option(help="How JSON is asked for: the coach's backends, the llm's JSON answers."),
     ] = StructuredOutputChoice.auto,
 ) -> None:
     """Serve the reference agent, or with --env an agent for any adapter (protocol 2.0, every
@@ -154,6 +154,7 @@ def serve(
         model=model,
         agent_id=agent_id,
         structured_output=structured_output.value,
+        answers="json" if answers is AnswersChoice.json else "tools",
     )
     configure_logging("info")
     serve_agent(host, port, options)

@@ -11,7 +11,7 @@ from gencoach.__about__ import __version__
 from gencoach.agents.app import create_agent_app
 from gencoach.agents.defaults import DEFAULT_AGENT_ID, DEFAULT_LLM_ENDPOINT
 from gencoach.agents.policy import Policy
-from gencoach.agents.reference.llm import LLMPolicy
+from gencoach.agents.reference.llm import Answers, LLMPolicy
 from gencoach.agents.reference.mistakes import MistakeRates
 from gencoach.agents.reference.reference_coach import ReferenceCoach
 from gencoach.agents.reference.scripted import ScriptedPolicy
@@ -35,7 +35,9 @@ class ReferenceOptions:
     model: str | None = None
     agent_id: str = DEFAULT_AGENT_ID
     structured_output: StructuredOutput = "auto"
-    """How the coach asks the session's backends for JSON."""
+    """How JSON is asked for: the coach's session backends, and the LLM's JSON answers."""
+    answers: Answers = "tools"
+    """How the LLM policy answers: `tools` (tool calling) or `json` (a JSON decision)."""
 
     def __post_init__(self) -> None:
         if self.policy == "llm" and not self.model:
@@ -59,7 +61,12 @@ def reference_policy(options: ReferenceOptions) -> tuple[Policy, ReferenceCoach]
     again without the seeded mistakes, which no real agent can (`fallback`)."""
     if options.policy == "llm":
         assert options.model is not None
-        llm = LLMPolicy(options.llm_endpoint, options.model)
+        llm = LLMPolicy(
+            options.llm_endpoint,
+            options.model,
+            answers=options.answers,
+            structured_output=options.structured_output,
+        )
         return llm, ReferenceCoach(llm, "repair_model")
     if options.world == "babyai":
         from gencoach.integrations.minigrid.agent import BabyAIPolicy
