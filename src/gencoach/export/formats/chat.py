@@ -2,15 +2,17 @@
 
 Each row is `{"messages", "tools", ...metadata}` in the shape tinker-cookbook's
 conversation files and TRL's SFT trainer read: `messages` with `tool_calls` (JSON-string
-arguments) and `tool` messages answering them by `tool_call_id`, `tools` as the model
-saw them, and the row's lineage in top-level keys trainers ignore (`run_id`, `scenario`,
-`target`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `agent_id`,
-`agent_version`, `score`, `coached`, `whole_run`). A whole-run row runs from the root
-situation to the selected answer and always ends on a training target. Every message
-carries `trainable` (tinker-cookbook's `train_on_what=customized`): true on the
-assistant messages to learn, false elsewhere, and false on an answer that is not a
-target: one whose tool calls all failed (see `gencoach.export.tool_failures`), one
-blamed by a diagnosis, or one the simulator made. Options:
+arguments), each call answered by exactly one `tool` message by `tool_call_id` (see
+`conversation`), `tools` as the model saw them, and the row's lineage in top-level keys
+trainers ignore (`run_id`, `scenario`, `scenario_version`, `generator`, `target`,
+`task_key`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `agent_id`,
+`agent_version`, `decision_source`, `score`, `coached`, `whole_run`). A whole-run row
+runs from the root situation to the selected answer and always ends on a training
+target. Every message carries `trainable` (tinker-cookbook's
+`train_on_what=customized`): true on the assistant messages to learn, false elsewhere,
+and false on an answer that is not a target: one whose tool calls all failed (see
+`gencoach.export.tool_failures`), one blamed by a diagnosis, or one the simulator made.
+Options:
 
 - `per_turn` (false): one row ending at each target turn of the example's trajectory,
   only that last turn trainable, earlier answers without their reasoning (harnesses do
@@ -19,16 +21,19 @@ blamed by a diagnosis, or one the simulator made. Options:
   prompt/completion rows instead, `{"prompt": [...], "completion": [answer]}`, one per
   target turn (as `per_turn`), without training marks;
 - `reasoning` (true): the agent's reasoning as a `thinking` part before the answer's
-  text; rows without reasoning keep string content, unless some row of the file has a
-  thinking part: then every message of the file uses parts (Arrow needs one type);
+  text (a part only when it holds text); rows without reasoning keep string content,
+  unless some row of the file has a thinking part: then every message of the file uses
+  parts (Arrow needs one type);
 - `min_score` (none), `best_of` (none): keep examples scoring at least this; per task,
-  only the k best (of those that give a row; ties to the env's reward, then the newest);
+  only the k best (of those that give a row, identical pairs taking one place with
+  `dedupe`; ties to the env's reward, then the newest);
 - `exclude_fallbacks` (false): leave out examples at or below a fallback-made correction
   (see `gencoach.export.selection`);
 - `dedupe` (true): an identical (context, target) pair is trained once per dataset
   (see `gencoach.export.dedupe`); the manifest counts what was left out;
 - `tool_failures`: per tool, a failure pattern or callable (`gencoach.export.tool_failures`);
-- `as`: write the rows for another agent (`gencoach.export.target`);
+- `as`: write the rows for another agent, with its tools if given
+  (`gencoach.export.target`);
 - `flavour` (`"tinker"`): `"axolotl"` marks messages with Axolotl's per-message
   `weight` (1 or 0, read with `message_field_training: weight`) instead of `trainable`;
 - `system_prompt`: the opening of the system message.
