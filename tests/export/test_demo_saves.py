@@ -97,3 +97,35 @@ def _decision(message: dict[str, object]) -> object:
     calls = message.get("tool_calls") or []
     assert isinstance(calls, list)
     return [message["role"], message["content"], [call["function"] for call in calls]]
+
+
+def test_a_library_of_the_demo_and_its_chat_export_has_no_unanswered_call(
+    demo_saves: Path, tmp_path: Path
+) -> None:
+    """The demo's saves (the two-stage task among them) and their default chat export in
+    one library: no record is refused for a tool call left unanswered, some call cut by a
+    stage end is answered before the next stage's instruction, and each task has one
+    benchmark and one environment across both sources. (After the test, the row
+    validator reads every record and example of the library, and every exported row.)"""
+    from gencoach.library import CanonicalDatasetAdapter
+    from gencoach.library.build import build_library
+
+    _export(demo_saves, tmp_path / "chat")
+    _export(demo_saves, tmp_path / "turns", options={"per_turn": True})
+    run_export(ExportSettings(source=demo_saves, format="preference", out=tmp_path / "pairs"))
+    build_library([demo_saves, tmp_path / "chat" / "chat.jsonl"], tmp_path / "lib", "r1")
+    with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+        records = [record.trajectory for record in lib.iter_records()]
+        by_task: dict[str, set[tuple[str, str]]] = {}
+        for row in lib.select():
+            by_task.setdefault(row.task_key, set()).add((row.benchmark, row.environment_key))
+    reasons = [reason for r in records for reason in r.eligibility["reasons"]]
+    assert not [reason for reason in reasons if "answer" in reason]
+    kinds = [[event["kind"] for event in r.events] for r in records]
+    assert any(
+        k[i : i + 3] == ["tool_feedback", "stage_end", "instruction"]
+        for k in kinds
+        for i in range(len(k))
+    )
+    assert len(by_task) == 4
+    assert all(len(found) == 1 for found in by_task.values()), by_task
