@@ -300,6 +300,10 @@ class ControllerSettings(Section):
     # Terminal candidates handled at once, in all and per run.
     terminals_at_once: Count = 32
     terminals_per_run: Count = 1
+    # Each of the controller's five caches of write-once graph nodes keeps at most this
+    # many, each for at most this long (docs/operations.md, "Bounded state").
+    node_cache_entries: Count = 10_000
+    node_cache_ttl_s: Seconds = 300.0
 
     @model_validator(mode="after")
     def _gaps_outlast_takeover(self) -> ControllerSettings:

@@ -93,7 +93,13 @@ class Controller:
             options.redis_url, api.max_concurrent_requests, api.busy_wait_s
         )
         self.http_client = httpx.AsyncClient(timeout=30.0)
-        self.store = GraphStore(self.client, self.keys, section.gap_timeout_s)
+        self.store = GraphStore(
+            self.client,
+            self.keys,
+            section.gap_timeout_s,
+            cache_entries=section.node_cache_entries,
+            cache_ttl_s=section.node_cache_ttl_s,
+        )
         self.lease = Lease(self.client, self.keys, options.consumer, section.lease_s)
         dispatcher = options.dispatcher()
         self.metrics = ControllerMetrics(
@@ -197,7 +203,13 @@ class Controller:
     def _api_context(self, recorder: MetricsRecorder) -> ApiContext:
         """What the routes work with, on the API's own Redis pool (not the loops')."""
         client = self.api_client
-        store = GraphStore(client, self.keys)
+        section = self._settings.controller
+        store = GraphStore(
+            client,
+            self.keys,
+            cache_entries=section.node_cache_entries,
+            cache_ttl_s=section.node_cache_ttl_s,
+        )
         requests = RequestStore(client, self.keys, recorder)
         limits = StageLimits(client, self.keys)
         budgets = Budgets(client, self.keys, lambda: self._settings.coaching.limits)

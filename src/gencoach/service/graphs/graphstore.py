@@ -26,6 +26,8 @@ from gencoach.protocol import (
     JsonObject,
     RunStarted,
 )
+from gencoach.service.graphs.nodecache import MAX_ENTRIES as CACHE_ENTRIES
+from gencoach.service.graphs.nodecache import TTL_S as CACHE_TTL_S
 from gencoach.service.graphs.nodecache import WriteOnceCache
 from gencoach.service.graphs.nodes import (
     RunGraph,
@@ -107,18 +109,26 @@ class GraphStore:
     """Applies generation events to run graphs in Redis and reads the graphs back."""
 
     def __init__(
-        self, client: Redis, keys: Keys, gap_timeout_s: float = DEFAULT_GAP_TIMEOUT_S
+        self,
+        client: Redis,
+        keys: Keys,
+        gap_timeout_s: float = DEFAULT_GAP_TIMEOUT_S,
+        *,
+        cache_entries: int = CACHE_ENTRIES,
+        cache_ttl_s: float = CACHE_TTL_S,
     ) -> None:
         self.client = client
         self.keys = keys
         self.index = RunIndex(client, keys)
         self.sequencer = Sequencer(client, keys, self.index, gap_timeout_s)
-        # Nodes never change once written: lineage reads remember them.
-        self._started: WriteOnceCache[RunStarted] = WriteOnceCache()
-        self._candidates: WriteOnceCache[StoredCandidate] = WriteOnceCache()
-        self._executions: WriteOnceCache[StoredExecution] = WriteOnceCache()
-        self._situations: WriteOnceCache[StoredSituation] = WriteOnceCache()
-        self._storage_ids: WriteOnceCache[int] = WriteOnceCache()
+        # Nodes never change once written: lineage reads remember them, within bounds
+        # (`controller.node_cache_entries` each, `controller.node_cache_ttl_s`).
+        bounds = (cache_entries, cache_ttl_s)
+        self._started: WriteOnceCache[RunStarted] = WriteOnceCache(*bounds)
+        self._candidates: WriteOnceCache[StoredCandidate] = WriteOnceCache(*bounds)
+        self._executions: WriteOnceCache[StoredExecution] = WriteOnceCache(*bounds)
+        self._situations: WriteOnceCache[StoredSituation] = WriteOnceCache(*bounds)
+        self._storage_ids: WriteOnceCache[int] = WriteOnceCache(*bounds)
 
     def run_keys(self, run_id: str) -> list[str]:
         """Every key holding state of this run."""

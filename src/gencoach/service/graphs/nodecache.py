@@ -6,19 +6,27 @@ lineage several times per request (routing, the repair job, the reinjection, the
 Remembering the parsed nodes spares those reads and their parsing. Entries are keyed by
 the run's start (its id and the server's time of `run.started` to the microsecond,
 `generation` in its meta), so a run id used again after its keys expired
-never meets the nodes of its namesake, and each lives at most `ttl_s`.
+never meets the nodes of its namesake.
+
+Each cache is bounded twice, by `controller.node_cache_entries` entries and by
+`controller.node_cache_ttl_s`: an entry older than that is dropped when it is read and,
+because every entry lives as long, by every `put` from the oldest end, so entries that
+are never read again do not stay until the count pushes them out (docs/operations.md,
+"Bounded state").
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-MAX_ENTRIES = 50_000
-TTL_S = 600.0
+# The defaults of `controller.node_cache_entries` and `controller.node_cache_ttl_s`.
+MAX_ENTRIES = 10_000
+TTL_S = 300.0
 
 
 class WriteOnceCache(Generic[V]):
@@ -33,7 +41,8 @@ class WriteOnceCache(Generic[V]):
         self.max_entries = max_entries
         self.ttl_s = ttl_s
         self.clock = clock
-        self._entries: dict[Hashable, tuple[float, V]] = {}
+        # Oldest first (OrderedDict: taking from the front costs O(1) however many went).
+        self._entries: OrderedDict[Hashable, tuple[float, V]] = OrderedDict()
 
     def get(self, key: Hashable) -> V | None:
         """The value remembered for `key`, or None when absent or too old."""
@@ -47,11 +56,18 @@ class WriteOnceCache(Generic[V]):
         return value
 
     def put(self, key: Hashable, value: V) -> None:
-        """Remember `value` for `key`, forgetting the oldest entry beyond the bound."""
+        """Remember `value` for `key`, forgetting the expired entries and the oldest beyond
+        the bound (entries are kept in the order they expire: each lives `ttl_s`)."""
+        now = self.clock()
         self._entries.pop(key, None)
-        self._entries[key] = (self.clock() + self.ttl_s, value)
+        self._entries[key] = (now + self.ttl_s, value)
         while len(self._entries) > self.max_entries:
-            del self._entries[next(iter(self._entries))]
+            self._entries.popitem(last=False)
+        while self._entries:
+            oldest = next(iter(self._entries))
+            if self._entries[oldest][0] >= now:
+                break
+            self._entries.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._entries)
