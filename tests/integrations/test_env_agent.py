@@ -78,7 +78,11 @@ async def test_the_oracle_policy_carries_the_object_in_the_text_rooms(
     assert report.failure() is None
     created = [e for e in _events(redis_client) if e["type"] == "candidate.created"]
     assert all(call["arguments"] for e in created for call in e["output"]["tool_calls"])
-    situations = [e for e in _events(redis_client) if e["type"] == "situation.created"]
+    situations = [
+        e
+        for e in _events(redis_client)
+        if e["type"] == "situation.created" and e["run_id"] == "rooms-oracle-0"
+    ]
     state = situations[0]["input"]["extra_keys"]["gym_state"]
     assert state == {"adapter": {"max_steps": 30}, "seed": 0, "actions": []}
 
