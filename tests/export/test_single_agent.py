@@ -35,6 +35,8 @@ def _calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_chat_rows_of_a_single_agent_run_name_no_robot(export: Export, source: Path) -> None:
+    """Calls, tools, the default prompt and the recorded results that answer calls cut by
+    a stage end name no robot."""
     _single_agent_run(source)
     export("chat", dedupe=False)
     rows = _rows(source, "chat")
@@ -45,6 +47,8 @@ def test_chat_rows_of_a_single_agent_run_name_no_robot(export: Export, source: P
         calls = _calls(row["messages"])
         assert calls
         assert all(set(call) == {"id"} for call in calls), calls
+        answers = [m["content"] for m in row["messages"] if m["role"] == "tool"]
+        assert all("target_robot_name" not in answer for answer in answers), answers
         assert row["tools"] == [
             {
                 "type": "function",
@@ -60,6 +64,13 @@ def test_chat_rows_of_a_single_agent_run_name_no_robot(export: Export, source: P
                 },
             }
         ]
+    recorded = {"error_flag": "none", "message": ""}  # c2's call, cut by its stage's end
+    assert any(
+        json.loads(m["content"]) == recorded
+        for row in rows
+        for m in row["messages"]
+        if m["role"] == "tool" and m["content"].startswith('{"error_flag"')
+    )
 
 
 def test_an_explicit_system_prompt_is_kept_for_a_single_agent_run(
@@ -102,3 +113,4 @@ def test_the_library_reads_a_single_agent_save_without_robot_names(source: Path)
         assert "target_robot_name" not in json.dumps(payload["tools"])
         messages = [event["message"] for event in payload["events"] if "message" in event]
         assert all("target_robot_name" not in call for call in _calls(messages))
+        assert all("target_robot_name" not in m["content"] for m in messages if m["role"] == "tool")
