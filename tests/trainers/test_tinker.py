@@ -118,9 +118,10 @@ def test_the_builder_cannot_render_tool_calls_from_a_file(
 def test_a_thinking_renderer_trains_on_each_rows_last_reasoning(
     exports: dict[str, Path], tokenizer: Any, tmp_path: Path, variant: str, thought: str
 ) -> None:
-    """Rows with thinking parts (reasoning is on by default) build with `qwen3`, a
-    renderer of thinking, under `customized`: the last answer's reasoning is among the
-    trained tokens (the renderer leaves earlier answers' reasoning out, as sampling does)."""
+    """Rows with thinking parts (reasoning is on by default) and tool calls, through the
+    documented `ToolCall` step, build with `qwen3`, a renderer of thinking, under
+    `customized`: the last answer's reasoning is among the trained tokens (the renderer
+    leaves earlier answers' reasoning out, as sampling does)."""
     loaded = datasets.load_dataset(
         "json",
         data_files=str(exports[variant] / "chat.jsonl"),
@@ -153,7 +154,8 @@ def test_the_demo_export_builds_with_the_conversation_file_builder(
 
 
 def _as_tinker(message: dict[str, Any]) -> dict[str, Any]:
-    """A message as loaded by `datasets`, for tinker: no null keys, `ToolCall` objects."""
+    """The step docs/export.md gives for files with tool calls: a message as `datasets`
+    loads it, without the null keys it fills in, its calls as tinker's `ToolCall`s."""
     converted = {key: value for key, value in message.items() if value is not None}
     if "tool_calls" in converted:
         converted["tool_calls"] = [ToolCall.model_validate(c) for c in converted["tool_calls"]]
