@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gencoach.constants import DEFAULT_PREFIX
 from gencoach.sim.scenarios import SCENARIOS
-from gencoach.sim.verdict import AnswerTally, failure
+from gencoach.sim.verdict import AnswerTally, run_failure
 
 PositiveInt = Annotated[int, Field(ge=1)]
 PositiveFloat = Annotated[float, Field(gt=0)]
@@ -124,7 +124,7 @@ class GenerationReport(BaseModel):
 
     def failure(self) -> str | None:
         """Why the run failed (the agent crashed, no stage ended), or None."""
-        return failure(self.answers.stage_ends, self.answers.first_crash)
+        return run_failure(self.answers.stage_ends, self.answers.first_crash)
 
     def summary(self) -> str:
         """The report on one line."""

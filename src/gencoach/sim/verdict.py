@@ -77,7 +77,7 @@ class AnswerTally:
         )
 
 
-def failure(stage_ends: Mapping[str, int], first_crash: str | None) -> str | None:
+def run_failure(stage_ends: Mapping[str, int], first_crash: str | None) -> str | None:
     """Why the generation failed (the agent crashed, no stage ended), or None."""
     if first_crash is not None:
         return f"the agent crashed: {first_crash}"

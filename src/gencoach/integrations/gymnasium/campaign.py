@@ -28,7 +28,7 @@ from gencoach.integrations.gymnasium.adapter import GymAdapter
 from gencoach.integrations.gymnasium.run import GymRun, RunTally
 from gencoach.orders import Item, OrderReader
 from gencoach.sim.agent_io import AgentAsker
-from gencoach.sim.verdict import failure
+from gencoach.sim.verdict import run_failure
 
 CLIENT_NAME = "gencoach-gym"
 _NEVER_FULL = 1 << 30  # the run flushes after each situation, never the reporter alone
@@ -78,7 +78,7 @@ class CampaignReport:
 
     def failure(self) -> str | None:
         """Why the campaign failed (the agent crashed, no stage ended), or None."""
-        return failure(self.total.stage_ends, self.total.first_crash)
+        return run_failure(self.total.stage_ends, self.total.first_crash)
 
     def summary(self) -> str:
         """The report on one line."""

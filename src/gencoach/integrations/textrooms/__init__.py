@@ -6,10 +6,10 @@ plays it; `teacher` is its oracle teacher (`type: python`, endpoint
 """
 
 from gencoach.integrations.gymnasium import OracleTeacher
-from gencoach.integrations.textrooms.adapter import TOOLS, TextRoomsAdapter, rooms
+from gencoach.integrations.textrooms.adapter import ROOM_TOOLS, TextRoomsAdapter, rooms
 from gencoach.integrations.textrooms.env import TextRoomsEnv
 
 teacher = OracleTeacher(TextRoomsAdapter)
 """A `type: python` backend diagnosing text-rooms runs with the adapter's oracle."""
 
-__all__ = ["TOOLS", "TextRoomsAdapter", "TextRoomsEnv", "rooms", "teacher"]
+__all__ = ["ROOM_TOOLS", "TextRoomsAdapter", "TextRoomsEnv", "rooms", "teacher"]

@@ -25,7 +25,7 @@ from gencoach.integrations.gymnasium import GymAdapter, Tool
 from gencoach.integrations.textrooms.env import House, TextRoomsEnv
 from gencoach.protocol import ToolCall
 
-TOOLS = (
+ROOM_TOOLS = (
     Tool("go", "Walk through a door to the next room.", None, (("room", "the room to go to"),)),
     Tool("take", "Take an object lying in this room.", None, (("object", "the object"),)),
     Tool("drop", "Drop an object you carry in this room.", None, (("object", "the object"),)),
@@ -60,7 +60,7 @@ class TextRoomsAdapter(GymAdapter):
     """Carry the object to its room in a seeded house of five rooms, by text commands."""
 
     name = "textrooms"
-    tools = TOOLS
+    tools = ROOM_TOOLS
     thread_safe = True
 
     def __init__(self, max_steps: int = 30) -> None:
