@@ -84,7 +84,9 @@ def serve(
         AnswersChoice,
         typer.Option(help="How the llm policy answers: tools (tool calling) or json."),
     ] = AnswersChoice.tools,
-    seed: Annotated[int, typer.Option(help="Seed of the scripted policy's mistakes.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the scripted or oracle policy's mistakes.")
+    ] = 0,
     world: Annotated[
         WorldChoice,
         typer.Option(help="The world the scripted policy plays (babyai needs the gym extra)."),
@@ -108,9 +110,10 @@ def serve(
         str, typer.Option(help="The llm policy's full chat-completions URL.")
     ] = DEFAULT_LLM_ENDPOINT,
     model: Annotated[str | None, typer.Option(help="The llm policy's model.")] = None,
-    agent_id: Annotated[str, typer.Option(help="The agent_id /v1/info announces.")] = (
-        DEFAULT_AGENT_ID
-    ),
+    agent_id: Annotated[
+        str,
+        typer.Option(help="The agent_id /v1/info announces (with --env: gencoach-env-<adapter>)."),
+    ] = (DEFAULT_AGENT_ID),
     structured_output: Annotated[
         StructuredOutputChoice,
         typer.Option(help="How JSON is asked for: the coach's backends, the llm's JSON answers."),
