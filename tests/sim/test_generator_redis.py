@@ -114,11 +114,16 @@ async def test_a_branch_order_restores_its_anchor_and_continues(
     tmp_path: Path,
     kind: str,
 ) -> None:
-    """The coached decision runs on the anchor's state; the branch goes on with the attempt id."""
+    """The coached decision runs on the anchor's state; the branch goes on with the attempt id;
+    the summary counts it as coached, apart from the candidates the agent was asked for."""
     scripted_agent.answer = buttons_player("wrong_button")
     log = tmp_path / "run.jsonl"
     report = await run_with_order(scripted_agent, redis_url, redis_client, log, kind)
     assert report.orders_executed == 1
+    # The order's candidate is counted as coached, apart from the candidates asked.
+    assert report.answers.coached == 1
+    assert report.candidates == len(scripted_agent.response_requests) * 2
+    assert "candidates asked, 1 coached" in report.summary()
     tree = Tree.of(read_log(log))
     assert "coached:s" not in tree.situations  # gencoach records the coached nodes
     assert "coached:c" not in tree.candidates
