@@ -30,6 +30,7 @@ from gencoach.service.coaching.lifecycle import (
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import ATTEMPTS, GraphStore
 from gencoach.service.pipeline import CoachingPipeline
+from tests.support.requests import force_admit, force_move, force_prove
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
 LEASE_S = 60.0
@@ -67,7 +68,7 @@ async def _queued(requests: RequestStore, job: JobName) -> CoachingRequest:
     opportunity = _request("opportunity")
     await requests.create(opportunity)
     queued = opportunity.moved("admitted").moved("queued", job=job)
-    assert await requests.admit(opportunity, queued, LIMITS, LEASE_S) is not None
+    assert await force_admit(requests, opportunity, queued, LIMITS, LEASE_S) is not None
     return queued
 
 
@@ -88,13 +89,13 @@ async def test_every_transition_of_the_table_is_stored_and_counted_once(
     if target == "proven":
         limits = StageLimits(async_redis, Keys())
         await limits.complete("r1", 0, current.request_id, 7)
-        assert await requests.prove(current, moved, 7)
+        assert await force_prove(requests, current, moved, 7)
     elif source == "opportunity" and target == "admitted":
-        admission = await requests.admit(current, moved, LIMITS, LEASE_S)
+        admission = await force_admit(requests, current, moved, LIMITS, LEASE_S)
         assert admission is not None
         assert admission.outcome == "admitted"
     else:
-        assert await requests.move(current, moved)
+        assert await force_move(requests, current, moved)
     stored = await requests.get("r1", current.request_id)
     assert stored == moved
     assert _arrivals(metrics, target) == 1
@@ -110,7 +111,7 @@ async def test_a_transition_the_table_does_not_list_is_refused_and_writes_nothin
     current = _request(source)
     await _leave(async_redis, current)
     with pytest.raises(IllegalTransition) as refused:
-        await requests.move(current, current.moved(target, "not allowed"))
+        await force_move(requests, current, current.moved(target, "not allowed"))
     assert f"{source} cannot move to {target} (allowed: " in str(refused.value)
     if source in TERMINAL:
         assert "nothing, it is terminal" in str(refused.value)
@@ -125,7 +126,7 @@ async def test_a_path_through_several_states_is_checked_step_by_step(async_redis
     current = _request("opportunity")
     await _leave(async_redis, current)
     with pytest.raises(IllegalTransition, match="admitted cannot move to reinjected"):
-        await requests.move(current, current.moved("admitted").moved("reinjected"))
+        await force_move(requests, current, current.moved("admitted").moved("reinjected"))
     with pytest.raises(IllegalTransition, match=r"\(new\) cannot move to queued"):
         await requests.create(_request("queued", candidate_id=2))
     assert await requests.get("r1", current.request_id) == current
@@ -142,12 +143,12 @@ async def test_a_result_handled_meanwhile_wins_over_a_stale_retry(async_redis: R
     limits = StageLimits(async_redis, Keys())
     queued = await _queued(requests, "repair")
     repairing = queued.moved("repairing")
-    assert await requests.move(queued, repairing)
+    assert await force_move(requests, queued, repairing)
     snapshot = repairing  # what the reconciler read
 
-    assert await requests.move(repairing, repairing.moved("corrected"))
+    assert await force_move(requests, repairing, repairing.moved("corrected"))
     retried = snapshot.moved("queued", "retry: the repair worker's lease lapsed", attempt=2)
-    assert await requests.admit(snapshot, retried, LIMITS, LEASE_S) is None
+    assert await force_admit(requests, snapshot, retried, LIMITS, LEASE_S) is None
 
     stored = await requests.get("r1", queued.request_id)
     assert stored is not None
@@ -180,7 +181,7 @@ async def test_a_result_read_before_its_request_showed_running_still_applies(
     requests = _ReadBeforeAMove(async_redis, Keys())
     limits = StageLimits(async_redis, Keys())
     queued = await _queued(requests, "diagnosis")
-    assert await requests.move(queued, queued.moved("diagnosing", "a worker took the job"))
+    assert await force_move(requests, queued, queued.moved("diagnosing", "a worker took the job"))
     requests.snapshot = queued
     # A declined diagnosis moves the request through the store alone: the stages a
     # correction is handed to (jobs, reinjection, routing) are not reached.
@@ -228,12 +229,12 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     store = GraphStore(async_redis, keys)
     queued = await _queued(requests, "repair")
     corrected = queued.moved("corrected")
-    assert await requests.move(queued, corrected)
+    assert await force_move(requests, queued, corrected)
     await limits.complete("r1", 0, queued.request_id, 7)
     await async_redis.hset(keys.run("r1", ATTEMPTS), "#7", f"{queued.request_id}|point")
     reinjected = corrected.moved("reinjected", attempt_ids=[7])
-    assert await requests.move(corrected, reinjected)
-    assert await requests.move(reinjected, reinjected.moved("executed"))
+    assert await force_move(requests, corrected, reinjected)
+    assert await force_move(requests, reinjected, reinjected.moved("executed"))
     requests.snapshot = reinjected
     # Proving touches the store, the limits and the recorder alone: the agent, the
     # budgets, the examples and the registry are not reached for a run with no graph.
@@ -257,12 +258,12 @@ async def test_an_end_gives_the_slot_back_in_the_same_step(async_redis: Redis) -
     opportunity = _request("opportunity")
     await requests.create(opportunity)
     queued = opportunity.moved("admitted").moved("queued", job="diagnosis")
-    await requests.admit(opportunity, queued, LIMITS, LEASE_S)
+    await force_admit(requests, opportunity, queued, LIMITS, LEASE_S)
     assert (await limits.counts("r1", 0)).pending == 1
     # A stale end changes neither the record nor the slot.
-    assert not await requests.move(opportunity, opportunity.moved("skipped", "stale"))
+    assert not await force_move(requests, opportunity, opportunity.moved("skipped", "stale"))
     assert (await limits.counts("r1", 0)).pending == 1
-    assert await requests.move(queued, queued.moved("declined", "nothing to correct"))
+    assert await force_move(requests, queued, queued.moved("declined", "nothing to correct"))
     assert (await limits.counts("r1", 0)).pending == 0
 
 
@@ -273,7 +274,7 @@ async def test_a_refused_admission_leaves_the_request_as_it_was(async_redis: Red
         opportunity = _request("opportunity", candidate_id)
         await requests.create(opportunity)
         admitted = opportunity.moved("admitted").moved("queued", job="diagnosis")
-        admission = await requests.admit(opportunity, admitted, LIMITS, LEASE_S)
+        admission = await force_admit(requests, opportunity, admitted, LIMITS, LEASE_S)
         assert admission is not None
         if candidate_id <= LIMITS.max_pending_per_stage:
             assert admission.outcome == "admitted"
@@ -288,11 +289,11 @@ async def test_an_attempt_is_proven_once(async_redis: Redis) -> None:
     limits = StageLimits(async_redis, Keys())
     executed = _request("executed")
     await _leave(async_redis, executed)
-    assert not await requests.prove(executed, executed.moved("proven"), 7)  # never completed
+    assert not await force_prove(requests, executed, executed.moved("proven"), 7)  # never completed
     assert await requests.get("r1", executed.request_id) == executed
     await limits.complete("r1", 0, executed.request_id, 7)
-    assert await requests.prove(executed, executed.moved("proven"), 7)
-    assert not await requests.prove(executed, executed.moved("proven"), 7)  # stale now
+    assert await force_prove(requests, executed, executed.moved("proven"), 7)
+    assert not await force_prove(requests, executed, executed.moved("proven"), 7)  # stale now
     assert (await limits.counts("r1", 0)).proven == 1
 
 
@@ -303,10 +304,10 @@ async def test_a_note_without_a_transition_is_a_compare_and_set_too(async_redis:
     executed = _request("executed")
     await _leave(async_redis, executed)
     noted = executed.model_copy(update={"reason": "attempt 7: a trajectory ended in failure"})
-    assert await requests.move(executed, noted)
+    assert await force_move(requests, executed, noted)
     unproven = noted.moved("unproven", "the run finished")
-    assert await requests.move(noted, unproven)
-    assert not await requests.move(noted, noted.model_copy(update={"reason": "late"}))
+    assert await force_move(requests, noted, unproven)
+    assert not await force_move(requests, noted, noted.model_copy(update={"reason": "late"}))
     assert await requests.get("r1", executed.request_id) == unproven
 
 
@@ -320,10 +321,10 @@ async def test_a_copy_in_the_same_state_and_attempt_but_older_is_stale(
     opportunity = _request("opportunity")
     await requests.create(opportunity)
     diagnosis = opportunity.moved("admitted").moved("queued", job="diagnosis")
-    await requests.admit(opportunity, diagnosis, LIMITS, LEASE_S)
+    await force_admit(requests, opportunity, diagnosis, LIMITS, LEASE_S)
     repair = diagnosis.moved("queued", "diagnosed step 1", job="repair")
-    assert await requests.move(diagnosis, repair)
-    assert not await requests.move(diagnosis, diagnosis.moved("diagnosing"))
+    assert await force_move(requests, diagnosis, repair)
+    assert not await force_move(requests, diagnosis, diagnosis.moved("diagnosing"))
     assert await requests.get("r1", opportunity.request_id) == repair
 
 
@@ -351,10 +352,10 @@ async def test_a_run_is_on_the_open_runs_until_every_request_of_it_ended(
     await requests.create(first)
     await requests.create(second)
     assert await requests.open_runs() == ["r1"]
-    assert await requests.move(first, first.moved("skipped", "not coached"))
+    assert await force_move(requests, first, first.moved("skipped", "not coached"))
     assert not await requests.close_run("r1")  # the second is still open
     assert await requests.open_runs() == ["r1"]
-    assert await requests.move(second, second.moved("skipped", "not coached"))
+    assert await force_move(requests, second, second.moved("skipped", "not coached"))
     assert await requests.close_run("r1")
     assert await requests.open_runs() == []
     await async_redis.sadd(Keys().open_request_runs, "gone")

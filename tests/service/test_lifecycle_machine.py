@@ -1,7 +1,8 @@
-"""A hypothesis state machine: writers holding copies of requests, some stale, move them
-through the lifecycle table on a real Redis. Only a move from the stored state wins; the
-records, the funnel's counts and the stage limits always match a plain model, so no
-transition is lost or counted twice and no slot leaks."""
+"""A hypothesis state machine: writers holding copies of requests, some stale, report
+events about them on a real Redis, one after the other and two at once. Each event is
+decided on the request as stored (a stale copy changes nothing by itself); the records,
+the funnel's counts and the stage limits always match a plain model, so no transition
+is lost or counted twice and no slot leaks."""
 
 from __future__ import annotations
 
@@ -22,12 +23,41 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
-from gencoach.service.coaching.lifecycle import IN_FLIGHT, TRANSITIONS, RequestState
-from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.protocol import CoachingProposal
+from gencoach.protocol.jobs import Diagnosis, JobName
+from gencoach.service.coaching.decider import (
+    Admitted,
+    BranchesRecorded,
+    CandidateExecuted,
+    Decision,
+    Event,
+    JobAnswered,
+    JobTaken,
+    Refused,
+    RunEnded,
+    StageEnded,
+    Unbranchable,
+    WorkerLost,
+    decide,
+)
+from gencoach.service.coaching.lifecycle import IN_FLIGHT, RequestState
+from gencoach.service.coaching.requests import (
+    AdmissionTerms,
+    Applied,
+    CoachingRequest,
+    JobRecord,
+    RequestStore,
+)
 
 T = TypeVar("T")
 LIMITS = Limits(max_pending_per_stage=3, max_unproven_per_stage=6)
 LEASE_S = 600.0
+TERMS = AdmissionTerms(LIMITS, LEASE_S)
+JOBS: tuple[JobName, ...] = ("diagnosis", "repair", "rewrite")
+ANSWERS = ("done", "corrected", "declined", "abandoned", "error")
+PROPOSAL = CoachingProposal(
+    reinjection_point_id="replacement", extra_keys={"kind": "replace_say", "text": "42"}
+)
 CANDIDATES = st.integers(0, 2)
 WRITERS = st.integers(0, 1)
 HOLDING: frozenset[RequestState] = IN_FLIGHT | {"corrected"}
@@ -83,54 +113,93 @@ class LifecycleMachine(RuleBasedStateMachine):
         if found is not None:
             self.copies[writer, candidate] = found
 
+    def _event(self, data: st.DataObject, candidate: int) -> Event:
+        job = data.draw(st.sampled_from(JOBS))
+        attempt = data.draw(st.integers(1, 2))
+        return data.draw(
+            st.sampled_from(
+                [
+                    Refused("not coached"),
+                    Admitted(job),
+                    JobTaken(job, attempt),
+                    _answered(job, attempt, data.draw(st.sampled_from(ANSWERS))),
+                    WorkerLost("the lease lapsed"),
+                    BranchesRecorded((100 + candidate,)),
+                    BranchesRecorded(()),
+                    Unbranchable("the run is saved"),
+                    CandidateExecuted(),
+                    StageEnded(100 + candidate, data.draw(st.booleans()), "success"),
+                    RunEnded(),
+                ]
+            )
+        )
+
+    def _prepare(self, event: Event, candidate: int) -> None:
+        """What the reinjector does before reporting its branches: the slot becomes the
+        attempt (only for a request still corrected, as it reads it)."""
+        stored = self.stored[candidate]
+        if (
+            isinstance(event, BranchesRecorded)
+            and event.attempt_ids
+            and stored.state == "corrected"
+        ):
+            attempt = event.attempt_ids[0]
+            self._run(self.limits.complete(self.run_id, 0, stored.request_id, attempt))
+            self.completed_by[candidate] = attempt
+
+    def _expect(self, candidate: int, event: Event) -> RequestState | None:
+        """The state the model says the event leads to, None when it is refused."""
+        decided = decide(self.stored[candidate], event)
+        return decided.request.state if isinstance(decided, Decision) else None
+
     @rule(writer=WRITERS, candidate=CANDIDATES, data=st.data())
-    def move(self, writer: int, candidate: int, data: st.DataObject) -> None:
+    def report(self, writer: int, candidate: int, data: st.DataObject) -> None:
+        """A writer reports an event from its copy, fresh or stale: it is decided on the
+        request as stored, whatever the copy said."""
         if candidate not in self.stored:
             self.open(candidate)
         copy = self.copies.setdefault((writer, candidate), self.stored[candidate])
-        if not TRANSITIONS[copy.state]:
-            return
-        target = data.draw(st.sampled_from(sorted(TRANSITIONS[copy.state])))
-        current = self.stored[candidate]
-        fresh = copy.history == current.history and copy.attempt == current.attempt
-        changes: dict[str, object] = {}
-        if target == "queued" and data.draw(st.booleans()):  # a retry, else the next job
-            changes["attempt"] = copy.attempt + 1
-        moved = copy.moved(target, f"to {target}", **changes)
-        if target == "admitted":  # with its first job, as the coach does
-            moved = moved.moved("queued", job="diagnosis")
-        if data.draw(st.integers(0, 9)) == 0:  # a note on the request, no transition
-            moved, target = copy.model_copy(update={"reason": "a note"}), copy.state
-        stored = self._move(copy, moved, candidate, fresh)
-        if stored:
-            assert fresh
-            self.stored[candidate] = moved
+        event = self._event(data, candidate)
+        self._prepare(event, candidate)
+        expected = self._expect(candidate, event)
+        applied = self._run(self.requests.apply(copy, event, TERMS))
+        if applied.stored:
+            assert applied.request.state == expected
+            self.stored[candidate] = applied.request
         else:
-            assert not fresh or target in ("admitted", "queued", "proven")  # refused by limits
-        self.copies[writer, candidate] = moved if stored else copy
+            refused_by_limits = applied.admission is not None and not applied.admission.admitted
+            assert expected is None or refused_by_limits, (event, expected, applied.refusal)
+        self.copies[writer, candidate] = applied.request
 
-    def _move(
-        self, copy: CoachingRequest, moved: CoachingRequest, candidate: int, fresh: bool
-    ) -> bool:
-        if len(moved.history) == len(copy.history):
-            return self._run(self.requests.move(copy, moved))
-        if moved.history[len(copy.history)].state in ("admitted", "queued"):
-            admission = self._run(self.requests.admit(copy, moved, LIMITS, LEASE_S))
-            if admission is None:
-                return False
-            if fresh and not admission.admitted:
-                assert admission.refused_by in ("pending", "unproven"), admission
-            return admission.admitted
-        if moved.state == "reinjected":
-            if fresh:  # the reinjector completes the slot into an attempt, then moves
-                attempt = 100 + candidate
-                self._run(self.limits.complete(self.run_id, 0, copy.request_id, attempt))
-                self.completed_by[candidate] = attempt
-            return self._run(self.requests.move(copy, moved))
-        if moved.state == "proven":
-            attempt = self.completed_by.get(candidate, 999)
-            return self._run(self.requests.prove(copy, moved, attempt))
-        return self._run(self.requests.move(copy, moved))
+    @rule(candidate=CANDIDATES, data=st.data())
+    def report_at_once(self, candidate: int, data: st.DataObject) -> None:
+        """Two writers report events on the same request concurrently: the stored request
+        is what one order of the two gives, never a mix or a lost write."""
+        if candidate not in self.stored:
+            self.open(candidate)
+        before = self.stored[candidate]
+        first, second = self._event(data, candidate), self._event(data, candidate)
+        if any(isinstance(e, BranchesRecorded | StageEnded) for e in (first, second)):
+            return  # their side effects (a completed slot) are the reinjector's, in turn
+
+        async def both() -> list[Applied]:
+            return list(
+                await asyncio.gather(
+                    self.requests.apply(before, first, TERMS),
+                    self.requests.apply(before, second, TERMS),
+                )
+            )
+
+        applied = self._run(both())
+        found = self._run(self.requests.get(self.run_id, before.request_id))
+        assert found is not None
+        orders = [_states_after(before, (first, second)), _states_after(before, (second, first))]
+        stored = [step.state for step in found.history]
+        assert any(stored in order for order in orders), (first, second, stored, orders)
+        assert sum(a.stored for a in applied) <= 2
+        self.stored[candidate] = found
+        for writer in (0, 1):
+            self.copies[writer, candidate] = found
 
     @invariant()
     def records_and_counts_match_the_model(self) -> None:
@@ -167,3 +236,33 @@ def test_lifecycle_machine(redis_url: str) -> None:
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def _answered(job: JobName, attempt: int, status: str) -> JobAnswered:
+    diagnosis = Diagnosis(step_id=1, decision_index=1, explanation="x")
+    proposals = (PROPOSAL,) if status == "corrected" else ()
+    return JobAnswered(
+        job=job,
+        attempt=attempt,
+        record=JobRecord(job=job, attempt=attempt, status=status),
+        tokens=1,
+        status=status,
+        reason=None if status in ("done", "corrected") else "why",
+        diagnosis=diagnosis if job == "diagnosis" else None,
+        proposals=proposals,
+    )
+
+
+def _states_after(before: CoachingRequest, events: tuple[Event, ...]) -> list[list[str]]:
+    """The state histories the events may leave, applied in this order, each one stored
+    or refused (by the limits too: an admission may be refused as a whole)."""
+    outcomes = [before]
+    for event in events:
+        grown = []
+        for request in outcomes:
+            decided = decide(request, event)
+            grown.append(request)
+            if isinstance(decided, Decision):
+                grown.append(decided.request)
+        outcomes = grown
+    return [[step.state for step in request.history] for request in outcomes]

@@ -178,33 +178,23 @@ class Refusal:
     reason: str
 
 
-# Each event, the states it applies in, and where it takes them ("same": the state stays,
-# a detail changes; "decided": by the event's content, see `decide`).
-EVENT_TABLE: Final[dict[str, dict[str, str]]] = {
-    "Refused": {"opportunity": "skipped"},
-    "Admitted": {"opportunity": "queued (through admitted)"},
-    "PersonDecided": {"opportunity": "corrected (through admitted)"},
-    "JobTaken": {"queued": "diagnosing, repairing or rewriting (the job's running state)"},
-    "JobAnswered": {
-        "queued, diagnosing, repairing, rewriting": (
-            "queued (repair), corrected, declined, abandoned or error"
-        ),
-    },
-    "WorkerLost": {
-        "admitted, queued, diagnosing, repairing, rewriting": (
-            "queued (next attempt), or abandoned after max_attempts or without a graph"
-        ),
-    },
-    "BranchesRecorded": {"corrected": "reinjected, or abandoned when no branch was recorded"},
-    "Unbranchable": {"corrected": "abandoned or error"},
-    "CandidateExecuted": {"reinjected": "executed"},
-    "StageEnded": {"reinjected, executed": "proven on success (through executed), else same"},
-    "RunEnded": {
-        "opportunity": "skipped",
-        "admitted, queued, diagnosing, repairing, rewriting, corrected, reinjected": "abandoned",
-        "executed": "unproven",
-    },
+_OPEN: Final = frozenset(TRANSITIONS) - TERMINAL
+EVENT_TABLE: Final[dict[str, frozenset[RequestState]]] = {
+    "Refused": frozenset({"opportunity"}),
+    "Admitted": frozenset({"opportunity"}),
+    "PersonDecided": frozenset({"opportunity"}),
+    "JobTaken": frozenset({"queued"}),
+    "JobAnswered": frozenset({"queued", *RUNNING.values()}),
+    "WorkerLost": IN_FLIGHT,
+    "BranchesRecorded": frozenset({"corrected"}),
+    "Unbranchable": frozenset({"corrected"}),
+    "CandidateExecuted": frozenset({"reinjected"}),
+    "StageEnded": frozenset({"reinjected", "executed"}),
+    "RunEnded": _OPEN,
 }
+"""The states each event may apply in (its own content decides the rest: the job and
+attempt a result answers, the attempt a stage end proves); in any other, `decide`
+refuses it. docs/coaching.md's "Events" table shows the same."""
 
 
 def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
@@ -223,8 +213,8 @@ def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
             queued = _queued(request.moved("admitted"), job)
             return Decision(queued, "admit", (Dispatch(),))
         case PersonDecided():
-            if state != "opportunity" or not request.human:
-                return _not_in(event, state)
+            if state != "opportunity" or not request.human or not request.proposals:
+                return _not_in(event, state, "a person's request carrying their decision")
             admitted = request.moved("admitted", "a person's intervention, outside the limits")
             corrected = admitted.moved("corrected", "a person gave the decision")
             return Decision(corrected, "admit", (Reinject(),))

@@ -1,6 +1,6 @@
 """A coaching request's life: its states and the transitions allowed between them, written
-down once (`TRANSITIONS`). `RequestStore.move` (`gencoach.service.coaching.requests`) is the only
-writer of a request's state and refuses any transition the table does not list;
+down once (`TRANSITIONS`). The decider (`gencoach.service.coaching.decider`) chooses every
+move, and `RequestStore.apply` refuses, before writing, any the table does not list;
 `docs/coaching.md` shows the same table (a test keeps the two the same).
 
 A job's result may arrive while its request is still `queued` (a fast job, seen ended
@@ -91,9 +91,3 @@ def check_path(request_id: str, states: list[RequestState]) -> None:
     for source, target in itertools.pairwise(states):
         if target not in TRANSITIONS[source]:
             raise IllegalTransition(request_id, source, target, TRANSITIONS[source])
-
-
-def limits_part(source: RequestState, target: RequestState) -> Literal["", "release"]:
-    """What the stage limits do when a request moves from `source` to `target`: an end
-    gives back any slot the request still holds (an opportunity holds none)."""
-    return "release" if target in TERMINAL and source != "opportunity" else ""

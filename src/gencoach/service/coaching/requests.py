@@ -1,9 +1,10 @@
 """Coaching requests: each one's visible life, kept in Redis beside its run's graph.
 
 Its states and the transitions between them are `gencoach.service.coaching.lifecycle`'s table;
-`RequestStore` is the only writer, one compare-and-set per transition; a request that
-stops being able to publish a branch order checks whether its run is now settled
-(`gencoach.settling`).
+what moves it is the decider's (`gencoach.service.coaching.decider`). `RequestStore` is the
+only writer: `apply` stores a decision in one compare-and-set that carries its stage limits'
+part; a request that stops being able to publish a branch order checks whether its run is
+now settled (`gencoach.settling`).
 
 `queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
 controller moves it to the job's running state when a worker starts it.
@@ -54,7 +55,6 @@ from gencoach.service.coaching.lifecycle import (
     RequestState,
     check_opening,
     check_path,
-    limits_part,
 )
 from gencoach.service.coaching.router import AgentKind, Route
 from gencoach.service.graphs.nodes import as_text
@@ -218,13 +218,14 @@ def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
 
 class RequestStore:
     """Reads requests, and writes them: creation is idempotent, and every later write is
-    one transition of the table (`gencoach.service.coaching.lifecycle`), a compare-and-set that
-    carries the stage limits' part of it (`lua/limits_move.lua`).
+    a decision of the decider on an event (`apply`), a compare-and-set that carries the
+    stage limits' part of it (`lua/limits_move.lua`).
 
-    A move states the request it starts from: when the stored record has moved on since
-    (another writer's transition, a re-delivered result, a stale snapshot), nothing is
-    written and the move answers so. Each transition is counted once, when it is stored
-    (`gencoach_requests_total`), including those a move passes through.
+    Each write states the request it starts from: when the stored record has moved on
+    since (another writer's transition, a re-delivered result, a stale snapshot), nothing
+    is written, and `apply` decides the event again on the request as stored. Each
+    transition is counted once, when it is stored (`gencoach_requests_total`), including
+    those a decision passes through.
     """
 
     def __init__(self, client: Redis, keys: Keys, metrics: MetricsRecorder | None = None) -> None:
@@ -268,6 +269,11 @@ class RequestStore:
         for _ in range(APPLY_TRIES):
             decided = decide(request, event)
             if isinstance(decided, Refusal):
+                # Refused on the reporter's copy: on the stored request, if it moved on?
+                stored = await self.get(request.run_id, request.request_id)
+                if stored is not None and stored.history != request.history:
+                    request = stored
+                    continue
                 log.debug("request.event_refused", request_id=request.request_id,
                           kind=type(event).__name__, reason=decided.reason)  # fmt: skip
                 return Applied(request, refusal=decided.reason)
@@ -287,44 +293,6 @@ class RequestStore:
                 return Applied(request, refusal="the request is gone")
             request = stored
         return Applied(request, refusal=f"moved by other writers {APPLY_TRIES} times in a row")
-
-    async def move(self, current: CoachingRequest, moved: CoachingRequest) -> bool:
-        """Store `moved` if the stored request is still `current`; True if it was. An end
-        gives the request's pending slot back in the same step."""
-        part = limits_part(current.state, moved.state)
-        reply = await self._call(current, moved, [part])
-        return reply.outcome == "moved"
-
-    async def admit(
-        self,
-        current: CoachingRequest,
-        moved: CoachingRequest,
-        limits: Limits,
-        lease_s: float,
-    ) -> Admission | None:
-        """Take (or renew) the request's pending slot under `limits` and store `moved`, in
-        one step; None (nothing done) if the stored request is no longer `current`. A
-        refused admission leaves the request as it is."""
-        args: list[str | int] = [
-            "admit",
-            lease_ms(lease_s),
-            limits.max_pending_per_stage,
-            limits.max_unproven_per_stage,
-            int(moved.human),
-            moved.stage_id,
-        ]
-        reply = await self._call(current, moved, args)
-        if reply.outcome == "stale":
-            return None
-        if reply.outcome == "moved":
-            reply = replace(reply, outcome=reply.detail, detail="")
-        return admission_of(reply, limits)
-
-    async def prove(self, current: CoachingRequest, moved: CoachingRequest, attempt: int) -> bool:
-        """Count `attempt` proven and store `moved`, in one step; True only the first time
-        for that attempt, and only if the stored request is still `current`."""
-        reply = await self._call(current, moved, ["prove", attempt])
-        return reply.outcome == "moved"
 
     async def _call(
         self, current: CoachingRequest, moved: CoachingRequest, part: list[str | int]
