@@ -9,15 +9,17 @@ one shape, `{type: "function", function: {name, description, parameters}}`, what
 the source.
 
 `check_outputs(root)` finds what the suites wrote below `root`: export folders (an
-`export_manifest.json` beside chat and preference files) and libraries (`manifest.json`
-beside `index.sqlite`), and checks every row, every record's tools, every structurally
-eligible record's events and every example of both views. The export and library
+`export_manifest.json` beside chat and preference files), libraries (`manifest.json`
+beside `index.sqlite`) and canonical record files (`gencoach library canonical`), and
+checks every row, every record's tools, every structurally eligible record's events and
+every example of both views. The export and library
 suites run it after each test (their `conftest.py`); `check_rows` and `check_file` serve
 rows written elsewhere.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -187,16 +189,31 @@ def check_file(path: Path) -> int:
     return check_rows(_rows(path), str(path))
 
 
-def check_record(record: Any) -> None:
-    """Assert a canonical record's tools are function tools and, when it is marked
-    structurally eligible, that its conversation (system, then its events' messages)
-    is valid."""
-    problems = tool_problems(record.tools)
-    if record.eligibility["structural"]:
-        messages = [{"role": "system", "content": record.system}] if record.system else []
-        messages += [event["message"] for event in record.events if "message" in event]
+def record_problems(record: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a canonical record (a payload, as shards and `canonical` files
+    hold it whole): its tools must be function tools and, when it is marked structurally
+    eligible, its conversation (system, then its events' messages) valid."""
+    problems = tool_problems(record["tools"])
+    if record["eligibility"]["structural"]:
+        messages = [{"role": "system", "content": record["system"]}] if record["system"] else []
+        messages += [event["message"] for event in record["events"] if "message" in event]
         problems += conversation_problems(messages)
-    assert not problems, f"record {record.id} ({record.source_id}):\n" + "\n".join(problems)
+    return problems
+
+
+def check_record(record: Mapping[str, Any]) -> None:
+    """Assert a canonical record is valid (see `record_problems`)."""
+    problems = record_problems(record)
+    where = f"record {record['id']} ({record['source_id']})"
+    assert not problems, f"{where}:\n" + "\n".join(problems)
+
+
+def check_canonical_file(path: Path) -> int:
+    """Assert every record of a canonical file (`gencoach library canonical`) is valid."""
+    records = _rows(path)
+    for record in records:
+        check_record(record)
+    return len(records)
 
 
 def check_library(path: Path) -> int:
@@ -215,7 +232,7 @@ def check_library(path: Path) -> int:
     with lib:
         readable = DatasetQuery(content_availability=("hosted", "overlay"))
         for record in lib.iter_records(readable):
-            check_record(record.trajectory)
+            check_record(dataclasses.asdict(record.trajectory))
         eligible = DatasetQuery(
             content_availability=("hosted", "overlay"), structurally_eligible=True
         )
@@ -233,7 +250,25 @@ def check_outputs(root: Path) -> int:
         for path in sorted(manifest.parent.iterdir()):
             if path.suffix in (".jsonl", ".json") and path.name not in _NOT_ROWS:
                 checked += check_file(path)
+    libraries = []
     for manifest in sorted(root.rglob(LIBRARY_MANIFEST)):
         if (manifest.parent / LIBRARY_INDEX).is_file():
+            libraries.append(manifest.parent)
             checked += check_library(manifest.parent)
+    for path in sorted(root.rglob("*.jsonl")):
+        inside = any(path.is_relative_to(library) for library in libraries)
+        if path.is_file() and not inside and _first_is_record(path):
+            checked += check_canonical_file(path)
     return checked
+
+
+def _first_is_record(path: Path) -> bool:
+    """Whether a `.jsonl` file opens with a canonical record (what `canonical` writes)."""
+    from gencoach.library.sources.canonical_file import is_canonical
+
+    with path.open("rb") as handle:
+        first = next((line for line in handle if line.strip()), b"")
+    try:
+        return is_canonical(json.loads(first))
+    except ValueError:
+        return False
