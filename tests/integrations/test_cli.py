@@ -55,7 +55,8 @@ def test_a_wrong_adapter_is_named_on_one_line(adapter: str, message: str) -> Non
 def test_sim_gym_plays_runs_and_reports_them(
     redis_url: str, redis_client: redis.Redis, scripted_agent: ScriptedAgent
 ) -> None:
-    """Three FrozenLake runs from the command line: each run's events, its summary line."""
+    """Three FrozenLake runs from the command line: each run's events, its summary line;
+    the same campaign again exits 0, its runs already finished."""
     scripted_agent.answer = walker
     done = gencoach(
         "sim", "gym", "tests.integrations.frozenlake:FrozenLake",
@@ -70,6 +71,14 @@ def test_sim_gym_plays_runs_and_reports_them(
     ]
     finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
     assert finished == {"cli-0", "cli-1", "cli-2"}
+    # Run again, the campaign finds its runs finished: no stage ends now, and no failure.
+    again = gencoach(
+        "sim", "gym", "tests.integrations.frozenlake:FrozenLake",
+        "--agent", scripted_agent.url, "--redis-url", redis_url, "--runs", "3",
+        "--campaign", "cli",
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "3 already finished" in again.stdout
 
 
 class PoppingPolicy:

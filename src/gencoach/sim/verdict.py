@@ -77,11 +77,17 @@ class AnswerTally:
         )
 
 
-def run_failure(stage_ends: Mapping[str, int], first_crash: str | None) -> str | None:
-    """Why the generation failed (the agent crashed, no stage ended), or None."""
+def run_failure(
+    stage_ends: Mapping[str, int], first_crash: str | None, *, resumed: bool = False
+) -> str | None:
+    """Why the generation failed (the agent crashed, no stage ended), or None.
+
+    `resumed`: some runs were taken up after an earlier invocation, whose stage ends are
+    not counted here, so ending none now is no failure.
+    """
     if first_crash is not None:
         return f"the agent crashed: {first_crash}"
-    if not any(stage_ends.values()):
+    if not resumed and not any(stage_ends.values()):
         return (
             "no stage ended: every branch stopped on an invalid or error answer, or the run "
             "was cut short (see the counts above)"

@@ -78,7 +78,8 @@ class CampaignReport:
 
     def failure(self) -> str | None:
         """Why the campaign failed (the agent crashed, no stage ended), or None."""
-        return run_failure(self.total.stage_ends, self.total.first_crash)
+        resumed = bool(self.resumed or self.already_finished)
+        return run_failure(self.total.stage_ends, self.total.first_crash, resumed=resumed)
 
     def summary(self) -> str:
         """The report on one line."""
