@@ -151,3 +151,49 @@ def test_the_row_validator_catches_each_defect(
     assert conversation_problems(messages, tools) == [problem]
     target = [USER, ASKS]
     assert conversation_problems(target, [TOOL]) == []
+
+
+def _status(robot: str, flag: str, message: str) -> dict[str, Any]:
+    return {"robot_name": robot, "mess": message, "result": flag == "none", "error_flag": flag,
+            "mess_is_public": False}  # fmt: skip
+
+
+def test_calls_to_one_robot_are_answered_by_their_own_statuses(
+    export: Export, source: Path
+) -> None:
+    """MAGMA-GEN's step summary lists one status per executed call: three presses by one
+    robot, the first done and the others refused, are each judged by their own status (the
+    answer is no failed step: one call succeeded), and the second call's tool message is
+    its own status, not the robot's last."""
+    calls = [
+        {"name": "press_button", "arguments": {"id": button}, "target_robot_name": "panda"}
+        for button in ("sw0", "sw9", "sw8")
+    ]
+    summary = {
+        "per_robot_status": [
+            _status("panda", "none", "sw0 pressed"),
+            _status("panda", "bad_call", "sw9 does not exist"),
+            _status("panda", "bad_call", "sw8 does not exist"),
+        ],
+        "stage_success": 0,
+        "stage_state": 0,
+    }
+    first = candidate(0, {"say": "", "tool_calls": calls}, "ongoing", OK, links=[(1, "next")],
+                      execution=summary)  # fmt: skip
+    last = candidate(1, {"say": "done", "tool_calls": []}, "optimal", OK)
+    write_run(
+        source / "run",
+        [situation(0, None, [first]), situation(1, 0, [last], content=FEEDBACK, kind="env")],
+        run_config(),
+    )
+    export("chat")
+    row = read_rows(source / "datasets" / "chat" / "chat.jsonl")[0]
+    assert row["candidate_id"] == 0  # a target: not every call failed
+    export("chat", options={"per_turn": True})
+    second = read_rows(source / "datasets" / "chat" / "chat.jsonl")[-1]
+    (answer,) = [m for m in second["messages"] if m.get("tool_call_id") == "call_0_1"]
+    assert json.loads(answer["content"]) == {
+        "target_robot_name": "panda",
+        "error_flag": "bad_call",
+        "message": "sw9 does not exist",
+    }

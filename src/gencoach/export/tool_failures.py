@@ -119,6 +119,21 @@ def robot_results(execution: Mapping[str, JsonValue]) -> dict[str, Mapping[str, 
     return {robot: result for robot, result in by_robot.items() if isinstance(result, dict)}
 
 
+def call_result(
+    execution: Mapping[str, JsonValue], index: int, robot: str
+) -> Mapping[str, JsonValue] | None:
+    """The recorded result of an answer's call `index`, sent to `robot`: MAGMA-GEN's step
+    summary lists one status per executed call, in order, so the call's own entry when it
+    names that robot (several calls to one robot each have theirs); else the robot's
+    result (gencoach's shape keeps one per robot); None when nothing was recorded."""
+    statuses = execution.get("per_robot_status")
+    if isinstance(statuses, list) and index < len(statuses):
+        entry = statuses[index]
+        if isinstance(entry, dict) and entry.get("robot_name") == robot:
+            return entry
+    return robot_results(execution).get(robot)
+
+
 def result_text(result: Mapping[str, JsonValue]) -> str:
     """The text of a robot's result: its failure reason or message, else empty."""
     for key in _MESSAGE_KEYS:
@@ -132,9 +147,8 @@ def step_failed(candidate: CandidateRecord, failures: ToolFailures = NO_PREDICAT
     """Whether the answer called tools and every call failed (see the module's doc)."""
     if candidate.output is None or not candidate.output.tool_calls:
         return False
-    results = robot_results(candidate.execution)
-    for call in candidate.output.tool_calls:
-        result = results.get(call.target_robot_name)
+    for index, call in enumerate(candidate.output.tool_calls):
+        result = call_result(candidate.execution, index, call.target_robot_name)
         if result is None:
             return False
         flag = result.get("error_flag")

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from gencoach.export.history import Step
 from gencoach.export.inputs import RULES_KEY, JsonObject, ModelInput
-from gencoach.export.tool_failures import result_text, robot_results
+from gencoach.export.tool_failures import call_result, result_text
 from gencoach.protocol import (
     AgentDecision,
     AgentInput,
@@ -135,11 +135,12 @@ def opening_key(prompt: str, source: AgentInput) -> list[Any]:
     return [prompt, source.attributes, rules if isinstance(rules, list) else [], source.tools]
 
 
-def recorded_result(candidate: CandidateRecord, call: ToolCall, *, robots: bool = True) -> str:
-    """A call's result as the simulator recorded it in the answer's execution, as JSON:
-    `{"robot"?, "error_flag", "message"}` (the robot's flag and failure reason or message;
-    `"error_flag": null, "message": "no result recorded"` when the execution holds none)."""
-    result = robot_results(candidate.execution).get(call.target_robot_name)
+def recorded_result(candidate: CandidateRecord, index: int, call: ToolCall, robots: bool) -> str:
+    """The result of the answer's call `index` as the simulator recorded it in its
+    execution (`call_result`), as JSON: `{"target_robot_name"?, "error_flag", "message"}`
+    (the flag and the failure reason or message; `"error_flag": null, "message": "no
+    result recorded"` when the execution holds none)."""
+    result = call_result(candidate.execution, index, call.target_robot_name)
     record: dict[str, Any] = {ROBOT_ARGUMENT: call.target_robot_name} if robots else {}
     if result is None:
         record.update(error_flag=None, message="no result recorded")
@@ -168,7 +169,7 @@ def instruction_messages(
             "name": call.name,
             "content": instruction.content
             if feedback and index == 0
-            else recorded_result(previous, call, robots=robots),
+            else recorded_result(previous, index, call, robots),
         }
         for index, call in enumerate(calls)
     ]
