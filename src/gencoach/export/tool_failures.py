@@ -1,8 +1,10 @@
 """Whether an answer's step failed: every call a harness error or one its tool's own
 failure predicate recognises.
 
-An answer that called tools failed when every call failed. A call fails when its robot's
-execution result carries an `error_flag` other than `none` (the executor's verdict), or
+An answer that called tools failed when every call failed. A call's result is its own
+status in MAGMA-GEN's step summary (one per executed call, in order), else its robot's
+(`call_result`). A call fails when its result carries an `error_flag` other than `none`
+(the executor's verdict), or
 when its tool declares a failure predicate that recognises the result's text (a rejected
 input the executor ran without complaint). A predicate is a regular expression searched
 in the result text (RE2 syntax: linear time in the text, no backreferences nor
