@@ -111,7 +111,12 @@ events: st.SearchStrategy[Event] = st.one_of(
         st.booleans(),
     ),
     st.builds(WorkerLost, st.just("the lease lapsed"), st.booleans()),
-    st.builds(BranchesRecorded, st.sampled_from(((), (7,), (7, 8))), st.none()),
+    st.builds(
+        BranchesRecorded,
+        st.sampled_from(((), (7,), (7, 8))),
+        st.sampled_from(((), ("replacement",), ("replacement", "recovery"))),
+        st.none(),
+    ),
     st.builds(Unbranchable, st.just("the run is saved"), st.booleans()),
     st.just(CandidateExecuted()),
     st.builds(StageEnded, st.sampled_from((7, 9)), st.booleans(), st.just("success")),
@@ -145,6 +150,10 @@ def test_every_event_in_every_state_is_decided_or_refused(
     if decided.slot == "prove":
         assert moved.state == "proven"
         assert decided.proven_attempt in request.attempt_ids
+    if decided.slot == "complete":
+        assert moved.state == "reinjected"
+        assert [attempt for _, attempt in decided.completions] == moved.attempt_ids
+        assert decided.completions[0][0] == request.request_id
     if Dispatch() in decided.effects:
         assert moved.state == "queued"
         assert moved.job is not None

@@ -21,6 +21,7 @@ from gencoach.protocol.events import StageEnd
 from gencoach.protocol.jobs import JobName, JobResult
 from gencoach.service.branching.coached_branches import BranchRecorder
 from gencoach.service.branching.reinjection import Reinjector
+from gencoach.service.coaching.decider import BranchesRecorded
 from gencoach.service.coaching.lifecycle import (
     TERMINAL,
     TRANSITIONS,
@@ -236,11 +237,11 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     assert await force_move(requests, corrected, reinjected)
     assert await force_move(requests, reinjected, reinjected.moved("executed"))
     requests.snapshot = reinjected
-    # Proving touches the store, the limits and the recorder alone: the agent, the
+    # Proving touches the store and the recorder alone: the agent, the
     # budgets, the examples and the registry are not reached for a run with no graph.
     unused: Any = None
     recorder = BranchRecorder(async_redis, keys, store)
-    reinjector = Reinjector(store, requests, limits, recorder, unused, unused, unused, unused)
+    reinjector = Reinjector(store, requests, recorder, unused, unused, unused, unused)
     await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"), 0)
     reinjector._corrected_in.close()  # the submissions `run` would read: none here
     reinjector._corrected_out.close()
@@ -361,3 +362,27 @@ async def test_a_run_is_on_the_open_runs_until_every_request_of_it_ended(
     await async_redis.sadd(Keys().open_request_runs, "gone")
     assert await requests.close_run("gone")  # its keys expired: nothing is open
     assert await requests.open_runs() == []
+
+
+@pytest.mark.asyncio
+async def test_recorded_branches_complete_their_slots_in_the_step_that_moves_the_request(
+    async_redis: Redis,
+) -> None:
+    """Reporting a correction's branches moves it to `reinjected` and, in the same script
+    call, turns its pending slot into the first branch's completed attempt and records
+    the second branch as an attempt of its own; reported again, it changes nothing."""
+    requests = RequestStore(async_redis, Keys())
+    limits = StageLimits(async_redis, Keys())
+    queued = await _queued(requests, "repair")
+    corrected = queued.moved("corrected")
+    assert await force_move(requests, queued, corrected)
+    assert (await limits.counts("r1", 0)).pending == 1
+    recorded = BranchesRecorded((7, 8), ("replacement", "recovery"))
+    applied = await requests.apply(corrected, recorded)
+    assert applied.stored
+    assert (applied.request.state, applied.request.attempt_ids) == ("reinjected", [7, 8])
+    counts = await limits.counts("r1", 0)
+    assert (counts.pending, counts.completed) == (0, 2)
+    again = await requests.apply(corrected, recorded)
+    assert not again.stored
+    assert (await limits.counts("r1", 0)).completed == 2

@@ -124,7 +124,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                     JobTaken(job, attempt),
                     _answered(job, attempt, data.draw(st.sampled_from(ANSWERS))),
                     WorkerLost("the lease lapsed"),
-                    BranchesRecorded((100 + candidate,)),
+                    BranchesRecorded((100 + candidate,), ("replacement",)),
                     BranchesRecorded(()),
                     Unbranchable("the run is saved"),
                     CandidateExecuted(),
@@ -133,19 +133,6 @@ class LifecycleMachine(RuleBasedStateMachine):
                 ]
             )
         )
-
-    def _prepare(self, event: Event, candidate: int) -> None:
-        """What the reinjector does before reporting its branches: the slot becomes the
-        attempt (only for a request still corrected, as it reads it)."""
-        stored = self.stored[candidate]
-        if (
-            isinstance(event, BranchesRecorded)
-            and event.attempt_ids
-            and stored.state == "corrected"
-        ):
-            attempt = event.attempt_ids[0]
-            self._run(self.limits.complete(self.run_id, 0, stored.request_id, attempt))
-            self.completed_by[candidate] = attempt
 
     def _expect(self, candidate: int, event: Event) -> RequestState | None:
         """The state the model says the event leads to, None when it is refused."""
@@ -160,12 +147,14 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.open(candidate)
         copy = self.copies.setdefault((writer, candidate), self.stored[candidate])
         event = self._event(data, candidate)
-        self._prepare(event, candidate)
         expected = self._expect(candidate, event)
         applied = self._run(self.requests.apply(copy, event, TERMS))
         if applied.stored:
             assert applied.request.state == expected
             self.stored[candidate] = applied.request
+            assert applied.decision is not None
+            for _, attempt in applied.decision.completions:  # the branches' slots
+                self.completed_by[candidate] = attempt
         else:
             refused_by_limits = applied.admission is not None and not applied.admission.admitted
             assert expected is None or refused_by_limits, (event, expected, applied.refusal)
@@ -179,8 +168,6 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.open(candidate)
         before = self.stored[candidate]
         first, second = self._event(data, candidate), self._event(data, candidate)
-        if any(isinstance(e, BranchesRecorded | StageEnded) for e in (first, second)):
-            return  # their side effects (a completed slot) are the reinjector's, in turn
 
         async def both() -> list[Applied]:
             return list(
@@ -197,6 +184,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         stored = [step.state for step in found.history]
         assert any(stored in order for order in orders), (first, second, stored, orders)
         assert sum(a.stored for a in applied) <= 2
+        for done in applied:
+            for _, attempt in done.decision.completions if done.decision else ():
+                self.completed_by[candidate] = attempt
         self.stored[candidate] = found
         for writer in (0, 1):
             self.copies[writer, candidate] = found

@@ -119,3 +119,38 @@ local function prove(attempt)
   end
   return 'duplicate'
 end
+
+-- Why `request` cannot complete as `attempt` (it completed as another attempt, or the
+-- attempt belongs to another request), or nil.
+local function completion_conflict(request, attempt)
+  local recorded = redis.call('HGET', attempts_key, request)
+  if recorded and recorded ~= attempt then
+    return 'request ' .. request .. ' already completed as attempt ' .. recorded
+  end
+  if not recorded and redis.call('SISMEMBER', completed_key, attempt) == 1 then
+    return 'attempt ' .. attempt .. ' already completed another request'
+  end
+  return nil
+end
+
+-- Turn the request's lease into the completed `attempt` (a reinjected branch), once; the
+-- caller checked `completion_conflict` first. 'completed'; 'late' when the request held
+-- no live lease (it expired or was released): the branch exists all the same, so the
+-- attempt is recorded; 'duplicate' when it already completed as this attempt.
+local function complete(request, attempt, stage, now)
+  if redis.call('HGET', attempts_key, request) == attempt then
+    return 'duplicate'
+  end
+  local outcome = 'late'
+  local key, expiry = lease_of(request)
+  if key then
+    if expiry > now then
+      outcome = 'completed'
+    end
+    redis.call('ZREM', key, request)
+  end
+  redis.call('SADD', completed_key, attempt)
+  redis.call('HSET', attempts_key, request, attempt)
+  redis.call('SADD', stages_key, stage)
+  return outcome
+end

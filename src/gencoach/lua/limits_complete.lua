@@ -16,27 +16,8 @@ if problem then
 end
 
 local now = now_ms()
-local recorded = redis.call('HGET', attempts_key, request)
-if recorded == attempt then
-  return reply('duplicate', '', now)
+local conflict = completion_conflict(request, attempt)
+if conflict then
+  return reply('conflict', conflict, now)
 end
-if recorded then
-  return reply('conflict', 'request ' .. request .. ' already completed as attempt '
-    .. recorded, now)
-end
-if redis.call('SISMEMBER', completed_key, attempt) == 1 then
-  return reply('conflict', 'attempt ' .. attempt .. ' already completed another request', now)
-end
-
-local outcome = 'late'
-local key, expiry = lease_of(request)
-if key then
-  if expiry > now then
-    outcome = 'completed'
-  end
-  redis.call('ZREM', key, request)
-end
-redis.call('SADD', completed_key, attempt)
-redis.call('HSET', attempts_key, request, attempt)
-redis.call('SADD', stages_key, stage)
-return reply(outcome, '', now)
+return reply(complete(request, attempt, stage, now), '', now)

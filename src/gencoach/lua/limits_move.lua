@@ -6,10 +6,14 @@
 --       stored record must still have (else another writer moved it first), 5 the new
 --       JSON record, 6 the limits' part: '' (none), 'release' (the request ended: its
 --       lease goes), 'admit' (7 lease ms, 8 max pending, 9 max unproven, 10 '1' for a
---       human intervention, 11 stage id) or 'prove' (7 the attempt id).
+--       human intervention, 11 stage id), 'prove' (7 the attempt id) or 'complete' (7
+--       the stage id, then pairs of a slot (the request id, or another slot of it) and
+--       the attempt id its branch was recorded as: each slot's lease becomes that
+--       completed attempt; one that conflicts is left as it is).
 -- Outcomes: 'moved' (detail: the admission's 'admitted' or 'renewed', the release's
--- 'released' or 'absent', 'proven'); 'stale' (the record moved on, or is missing: detail
--- 'missing'); 'refused' (the admission or the proof said no, detail as theirs: the record
+-- 'released' or 'absent', 'proven', or each completion's outcome, comma-separated:
+-- 'completed', 'late', 'duplicate' or 'conflict'); 'stale' (the record moved on, or is
+-- missing: detail 'missing'); 'refused' (the admission or the proof said no, detail as theirs: the record
 -- is unchanged). Nothing is written unless the outcome is 'moved'. The stage's counts in
 -- the reply are taken only for an admission (0 otherwise): a move costs two commands
 -- beside its limits' part.
@@ -25,6 +29,14 @@ if part == 'admit' then
     or not_integer(ARGV[11], 'the stage id', 0)
 elseif part == 'prove' then
   problem = problem or not_integer(ARGV[7], 'the attempt id', 0)
+elseif part == 'complete' then
+  problem = problem or not_integer(ARGV[7], 'the stage id', 0)
+  if #ARGV < 9 or (#ARGV - 7) % 2 ~= 0 then
+    problem = problem or 'ERR a completion needs pairs of a slot and an attempt id'
+  end
+  for i = 8, #ARGV, 2 do
+    problem = problem or not_request(ARGV[i]) or not_integer(ARGV[i + 1], 'the attempt id', 0)
+  end
 elseif part ~= '' and part ~= 'release' then
   problem = 'ERR unknown limits part ' .. tostring(part)
 end
@@ -67,6 +79,16 @@ elseif part == 'prove' then
   end
 elseif part == 'release' then
   detail = release(request, now_ms())
+elseif part == 'complete' then
+  local outcomes, at = {}, now_ms()
+  for i = 8, #ARGV, 2 do
+    if completion_conflict(ARGV[i], ARGV[i + 1]) then
+      outcomes[#outcomes + 1] = 'conflict'
+    else
+      outcomes[#outcomes + 1] = complete(ARGV[i], ARGV[i + 1], ARGV[7], at)
+    end
+  end
+  detail = table.concat(outcomes, ',')
 end
 redis.call('HSET', KEYS[7], request, record)
 return answer('moved', detail, now)

@@ -122,7 +122,6 @@ class Controller:
         self.reinjector = Reinjector(
             self.store,
             self.requests,
-            self.limits,
             self.recorder,
             self.http_client,
             self.budgets,

@@ -20,7 +20,6 @@ from anyio.abc import TaskStatus
 from gencoach.agent_client import AgentClient
 from gencoach.errors import AgentCallError
 from gencoach.funnel import funnel_row
-from gencoach.limits import StageLimits
 from gencoach.logs import bound, get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import PROOFS, REINJECTIONS
@@ -75,7 +74,6 @@ class Reinjector:
         self,
         store: GraphStore,
         requests: RequestStore,
-        limits: StageLimits,
         recorder: BranchRecorder,
         http: httpx.AsyncClient,
         budgets: Budgets,
@@ -88,7 +86,6 @@ class Reinjector:
         self.metrics = metrics or MetricsRecorder()
         self.store = store
         self.requests = requests
-        self.limits = limits
         self.recorder = recorder
         self.http = http
         self.budgets = budgets
@@ -151,8 +148,9 @@ class Reinjector:
         if any(p.reinjection_point_id == RECOVERY_POINT for p in request.proposals):
             await self.store.add_following(graph, request.selected_id)
         attempts: list[int] = []
+        points: list[str] = []
         reasons: list[str] = []
-        for index, proposal in enumerate(request.proposals):
+        for proposal in request.proposals:
             point = proposal.reinjection_point_id
             anchor = anchor_of(graph, request, point)
             if anchor is None:
@@ -174,12 +172,10 @@ class Reinjector:
                 reasons.append(str(refused))
                 continue
             self.metrics.inc(REINJECTIONS, request.route, "branched")
-            # The first branch turns the request's pending slot into its completed attempt;
-            # any further one is recorded as an attempt of its own.
-            slot = request.request_id if index == 0 else f"{request.request_id}|{point}"
-            await self.limits.complete(request.run_id, request.stage_id, slot, attempt)
             attempts.append(attempt)
-        recorded = BranchesRecorded(tuple(attempts), "; ".join(reasons) or None)
+            points.append(point)
+        # The branches' slots become completed attempts in the same step (`decider`).
+        recorded = BranchesRecorded(tuple(attempts), tuple(points), "; ".join(reasons) or None)
         applied = await self._report(request, recorded)
         if applied.stored and attempts:
             log.info("coaching.reinjected", attempts=attempts, route=request.route)

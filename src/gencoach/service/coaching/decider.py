@@ -33,9 +33,10 @@ from gencoach.service.coaching.lifecycle import (
 if TYPE_CHECKING:
     from gencoach.service.coaching.requests import CoachingRequest, JobRecord
 
-SlotPart = Literal["", "admit", "release", "prove"]
+SlotPart = Literal["", "admit", "release", "prove", "complete"]
 """What the stage limits do in the step that stores a decision: nothing, take (or renew)
-the request's pending slot, give it back, or count an attempt proven."""
+the request's pending slot, give it back, count an attempt proven, or turn the slots of
+recorded branches into completed attempts."""
 
 
 # --- Events: what happened ---------------------------------------------------------------
@@ -97,9 +98,10 @@ class WorkerLost:
 @dataclass(frozen=True)
 class BranchesRecorded:
     """The reinjection ended: the attempts of the branches it recorded (none when every
-    proposal failed), and why any proposal failed."""
+    proposal failed), the reinjection point of each, and why any proposal failed."""
 
     attempt_ids: tuple[int, ...]
+    points: tuple[str, ...] = ()
     reason: str | None = None
 
 
@@ -169,6 +171,10 @@ class Decision:
     slot: SlotPart = ""
     effects: tuple[Effect, ...] = ()
     proven_attempt: int | None = None
+    completions: tuple[tuple[str, int], ...] = ()
+    """For `complete`: each recorded branch's slot and attempt. The first branch turns the
+    request's pending slot into its completed attempt; any further one is an attempt of
+    its own (slot `request id|point`)."""
 
 
 @dataclass(frozen=True)
@@ -226,13 +232,18 @@ def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
             return _answered(request, event)
         case WorkerLost(reason, retry):
             return _lost(request, reason, retry)
-        case BranchesRecorded(attempt_ids, reason):
+        case BranchesRecorded(attempt_ids, points, reason):
             if state != "corrected":
                 return _not_in(event, state)
             if not attempt_ids:
                 return _end(request, "abandoned", reason or "no proposal to reinject")
+            if len(points) != len(attempt_ids):
+                return Refusal("each recorded branch needs its reinjection point")
             moved = request.moved("reinjected", reason, attempt_ids=list(attempt_ids))
-            return Decision(moved)
+            slots = [request.request_id, *(f"{request.request_id}|{p}" for p in points[1:])]
+            return Decision(
+                moved, "complete", completions=tuple(zip(slots, attempt_ids, strict=True))
+            )
         case Unbranchable(reason, error):
             if state != "corrected":
                 return _not_in(event, state)

@@ -187,7 +187,17 @@ def _part(decision: Decision, terms: AdmissionTerms | None) -> list[str | int]:
         ]
     if decision.slot == "prove":
         return ["prove", decision.proven_attempt or 0]
+    if decision.slot == "complete":
+        pairs = [item for slot, attempt in decision.completions for item in (slot, attempt)]
+        return ["complete", decision.request.stage_id, *pairs]
     return [decision.slot]
+
+
+def _note_late(request: CoachingRequest, outcomes: str) -> None:
+    """Warn of completions that were not on time: a lease that lapsed before its branch
+    was recorded (the branch counts all the same), or a slot completed as another attempt."""
+    if set(outcomes.split(",")) - {"completed", "duplicate"}:
+        log.warning("limits.late_completion", request_id=request.request_id, outcomes=outcomes)
 
 
 def blame_of(request: CoachingRequest) -> Blame | None:
@@ -279,6 +289,8 @@ class RequestStore:
                 return Applied(request, refusal=decided.reason)
             reply = await self._call(request, decided.request, _part(decided, terms))
             if reply.outcome == "moved":
+                if decided.slot == "complete":
+                    _note_late(request, reply.detail)
                 admission = None
                 if decided.slot == "admit" and terms is not None:
                     admission = admission_of(replace(reply, outcome=reply.detail), terms.limits)
