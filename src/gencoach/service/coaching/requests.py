@@ -338,7 +338,7 @@ class RequestStore:
                 await self._settled_check(current.run_id)
         else:
             log.info(
-                "request.move_refused",
+                "request.write_refused",
                 request_id=current.request_id,
                 source=current.state,
                 target=moved.state,
