@@ -7,12 +7,11 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 
 from gencoach.client import AsyncReporter, Reporter
-from tests.support.graphs import known_run_events
+from tests.support.graphs import known_run_events, own_coaching
 
 SUCCESS = {"event": "success", "state": "optimal"}
 
@@ -28,12 +27,6 @@ class LoadReport:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _own_coaching(fields: dict[str, Any]) -> bool:
-    """The known run's coached alternative (S_e and c8) that a generator reports itself:
-    no request of gencoach's made it, so the campaign's saves could not pass the audit."""
-    return fields.get("situation_id") == "S_e" or fields.get("candidate_id") == "c8"
-
-
 def generate(
     run_id: str, redis_url: str, agent_url: str, report: LoadReport, branch_window_s: float
 ) -> None:
@@ -42,7 +35,7 @@ def generate(
     try:
         with Reporter(run_id, redis_url=redis_url, batch_size=1, retry_timeout_s=60) as gen:
             for kind, fields in known_run_events()[:-1]:
-                if _own_coaching(fields):
+                if own_coaching(fields):
                     continue
                 if kind == "run.started":
                     fields = {**fields, "agent_url": agent_url}
@@ -75,7 +68,7 @@ async def _generate_async(
     rng = random.Random(run_id)
     async with AsyncReporter(run_id, redis_url=redis_url, batch_size=1, retry_timeout_s=60) as gen:
         for kind, fields in known_run_events()[:-1]:
-            if _own_coaching(fields):
+            if own_coaching(fields):
                 continue
             if kind == "run.started":
                 fields = {**fields, "agent_url": agent_url}

@@ -7,8 +7,8 @@ prove) is lost with it; then it is started again. `admitted` is stored in the sa
 as `queued` (admission takes the slot and queues the first job in one step), so a kill
 there is a kill at `queued`. The worker is killed while its job runs (`diagnosing`,
 `repairing`): the pool replaces it and the request's lease lapses. Every time, the request
-ends where it would have without the kill, with one branch order, and its stage holds no
-pending slot.
+ends where it would have without the kill, with one branch order, its stage holds no
+pending slot, and the run's save passes the audit (`gencoach audit`).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     REINJECTED_IN_KNOWN_RUN,
     coaching_settings,
+    complete_save,
     report_known,
     requests_of,
     succeed_after,
@@ -41,6 +42,7 @@ from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, held, json_reply
 from tests.support.processes import child_pids, log_tail
+from tests.support.saves import assert_audit_clean
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -115,6 +117,13 @@ def _no_slot_held(controller: ControllerProcess, run_id: str) -> None:
     )
 
 
+def _saved_and_audited(controller: ControllerProcess, redis_url: str, run_id: str) -> None:
+    """Finish the run; its save holds the coaching invariants (`gencoach audit`)."""
+    with Reporter(run_id, redis_url=redis_url, start_seq=900) as generator:
+        generator.emit("run.finished")
+    assert_audit_clean(complete_save(controller, run_id, timeout_s=RECOVERY_S).folder)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("state", FAILURE_PATH)
 def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
@@ -141,7 +150,7 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     controller.start()
     controller.start_workers()
     run_id = f"kill-{state}"
-    report_known(redis_url, run_id, scripted_agent.url)
+    report_known(redis_url, run_id, scripted_agent.url, with_own_coaching=False)
     with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
         executed_before = state in ("executed", "proven")
         if executed_before:  # the branch is executed before the kill
@@ -160,6 +169,7 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     assert history[-3:] == ["reinjected", "executed", "proven"], history
     assert redis_client.xlen(KEYS.branches(run_id)) == 1, "one branch order"
     _no_slot_held(controller, run_id)
+    _saved_and_audited(controller, redis_url, run_id)
 
 
 @pytest.mark.timeout(300)
@@ -191,6 +201,7 @@ def test_a_controller_killed_while_rewriting_loses_nothing(
     assert "rewriting" in [step["state"] for step in request["history"]]
     assert redis_client.xlen(KEYS.branches("kill-text")) == 1, "one branch order"
     _no_slot_held(controller, "kill-text")
+    _saved_and_audited(controller, redis_url, "kill-text")
 
 
 def _worker_of(redis_url: str, pool: int) -> int:
@@ -227,7 +238,7 @@ def test_a_worker_killed_while_its_job_runs_loses_nothing(
     controller.start()
     pool = controller.start_workers()
     run_id = f"worker-{state}"
-    report_known(redis_url, run_id, scripted_agent.url)
+    report_known(redis_url, run_id, scripted_agent.url, with_own_coaching=False)
     wait_for(_state(controller, run_id, "failure", state), timeout_s=60, what=state)
     os.kill(_worker_of(redis_url, pool.pid), signal.SIGKILL)
     gate.set()  # the killed job's connection is gone; the retried job is answered at once
@@ -237,3 +248,4 @@ def test_a_worker_killed_while_its_job_runs_loses_nothing(
     assert any("lease lapsed" in reason for reason in reasons), request["history"]
     assert redis_client.xlen(KEYS.branches(run_id)) == 1, "one branch order"
     _no_slot_held(controller, run_id)
+    _saved_and_audited(controller, redis_url, run_id)

@@ -12,7 +12,7 @@ from gencoach.client import Reporter
 from gencoach.graph import SavedGraph, read_save
 from gencoach.protocol import BranchOrder
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import known_run_events
+from tests.support.graphs import known_run_events, own_coaching
 from tests.support.llm_server import ScriptedLLMServer
 
 PRESS_SW4 = {
@@ -59,10 +59,15 @@ def reinjection_states(found: dict[str, dict[str, Any]]) -> dict[str, str]:
     }
 
 
-def report_known(redis_url: str, run_id: str, agent_url: str) -> None:
-    """Report the known run (not finished) with the given agent."""
+def report_known(
+    redis_url: str, run_id: str, agent_url: str, *, with_own_coaching: bool = True
+) -> None:
+    """Report the known run (not finished) with the given agent; without its own coached
+    alternative (S_e, c8) for a run whose save is audited."""
     with Reporter(run_id, redis_url=redis_url) as reporter:
         for kind, fields in known_run_events()[:-1]:
+            if not with_own_coaching and own_coaching(fields):
+                continue
             if kind == "run.started":
                 fields = {**fields, "agent_url": agent_url}
             reporter.emit(kind, **fields)
@@ -117,9 +122,15 @@ def succeed_after(generator: Reporter, order: BranchOrder) -> None:
     generator.flush()
 
 
-def complete_save(controller: ControllerProcess, run_id: str) -> SavedGraph:
+def complete_save(
+    controller: ControllerProcess, run_id: str, timeout_s: float = 60.0
+) -> SavedGraph:
     """The run's save, once the controller wrote it whole (`export_complete`)."""
     folder = controller.output_dir / run_id
     config = folder / "config.json"
-    wait_for(lambda: config.is_file() and json.loads(config.read_text())["export_complete"])
+    wait_for(
+        lambda: config.is_file() and json.loads(config.read_text())["export_complete"],
+        timeout_s=timeout_s,
+        what=f"the save of {run_id}",
+    )
     return read_save(folder)

@@ -81,6 +81,13 @@ SUCCESS_ACCEPTABLE = {"event": "success", "state": "acceptable"}
 FAILURE = {"event": "failure", "state": "exceeded"}
 
 
+def own_coaching(fields: dict[str, Any]) -> bool:
+    """Whether an event of the known run is its own coached alternative (S_e and c8), which
+    the generator reports itself: no request of gencoach's made it, so a campaign whose
+    saves are audited leaves it out."""
+    return fields.get("situation_id") == "S_e" or fields.get("candidate_id") == "c8"
+
+
 def known_run_events() -> list[tuple[str, dict[str, Any]]]:
     """The events of the known run, in an order a generator could report them."""
     return [
