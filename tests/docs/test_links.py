@@ -1,4 +1,4 @@
-"""The README and the reference docs link only to files in the repository."""
+"""The README, BENCHMARKS.md and the reference docs link only to files in the repository."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
 # A Markdown link or image target: `](target)`, without a scheme (not http:, mailto:).
 LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:)([^)#\s]+)(?:#[^)]*)?\)")
 

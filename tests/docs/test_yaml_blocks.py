@@ -1,5 +1,6 @@
 """Every YAML block of the README and the reference docs loads as shown, and a block of
-gencoach settings loads as gencoach's configuration (the README's shows every key)."""
+gencoach settings loads as gencoach's configuration (docs/configuration.md's shows every
+key)."""
 
 from __future__ import annotations
 
@@ -65,14 +66,14 @@ def _shown(data: dict[str, Any], prefix: str = "") -> set[str]:
     return keys
 
 
-def test_the_readme_example_shows_every_key() -> None:
-    """The README's configuration example (its first block of settings) names every key."""
-    readme = next(
+def test_the_configuration_example_shows_every_key() -> None:
+    """docs/configuration.md's example (its first block of settings) names every key."""
+    example = next(
         yaml.safe_load(text) for page, _, text in BLOCKS
-        if page.name == "README.md" and _is_settings(yaml.safe_load(text))
+        if page.name == "configuration.md" and _is_settings(yaml.safe_load(text))
     )  # fmt: skip
     from gencoach.config.settings import BackendSettings
 
-    backend = next(iter(readme["backends"].values()))
-    assert _keys(Settings) - {"backends"} <= _shown(readme)
+    backend = next(iter(example["backends"].values()))
+    assert _keys(Settings) - {"backends"} <= _shown(example)
     assert set(BackendSettings.model_fields) <= set(backend)

@@ -1,7 +1,7 @@
-"""The README's "Running it for real" block, run as written with real processes on
-loopback: it reaches proven corrections, an export and a library query; and on the
-controller it leaves running, the funnel adds up and is the same in `gencoach status`,
-the console and `/metrics`."""
+"""The shell block of docs/running.md's "The whole loop, process by process", run as
+written with real processes on loopback: it reaches proven corrections, an export and a
+library query; and on the controller it leaves running, the funnel adds up and is the
+same in `gencoach status`, the console and `/metrics`."""
 
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ BASH = shutil.which("bash") or "/bin/bash"
 
 
 def operator_block() -> str:
-    """The first shell block of the README's "Running it for real" section."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Running it for real\n", 1)[1].split("\n## ", 1)[0]
+    """The first shell block of docs/running.md's "The whole loop, process by process"."""
+    page = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    section = page.split("\n## The whole loop, process by process\n", 1)[1].split("\n## ", 1)[0]
     found = re.search(r"^```sh\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
-    assert found, "no ```sh block in the README's Running it for real"
+    assert found, "no ```sh block in docs/running.md's The whole loop, process by process"
     return found.group(1)
 
 
@@ -77,7 +77,7 @@ def _stop(session: int) -> None:
 
 def test_the_operator_section_runs_as_written_to_proven_corrections(tmp_path: Path) -> None:
     """Run the block (up to its last line, which stops the background jobs: the test stops
-    them itself after reading the controller). When another process holds the README's
+    them itself after reading the controller). When another process holds the page's
     ports, the controller's is moved by GENCOACH_API__PORT and the agent's in the text."""
     *lines, last = operator_block().rstrip().splitlines()
     assert last.startswith(STOP_LINE), last

@@ -1,4 +1,4 @@
-"""The README's reporting example runs as written and produces a save."""
+"""docs/reporting.md's example runs as written and produces a save."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tests.support.controller import ControllerProcess, wait_for
 
 pytestmark = pytest.mark.slow
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "reporting.md"
 
 
 def _complete(folder: Path) -> SavedGraph | None:
@@ -25,10 +25,10 @@ def _complete(folder: Path) -> SavedGraph | None:
 
 def test_reporting_example_is_saved(controller: ControllerProcess, redis_url: str) -> None:
     """The example's events are accepted and its run is saved with one situation."""
-    match = re.search(r"```python\n(from gencoach\.client.*?)```", README.read_text(), re.S)
+    match = re.search(r"```python\n(from gencoach\.client.*?)```", PAGE.read_text(), re.S)
     assert match is not None
     code = match.group(1).replace("redis://127.0.0.1:6379/0", redis_url)
-    exec(compile(code, str(README), "exec"), {})  # noqa: S102 - our own README
+    exec(compile(code, str(PAGE), "exec"), {})  # noqa: S102 - our own docs
     folder = controller.output_dir / "run-1"
     save = wait_for(lambda: _complete(folder), what="the save")
     assert len(save.situations) == 1
