@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import httpx
@@ -40,6 +41,9 @@ from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
 from gencoach.sim.scenarios import SCENARIOS
 from gencoach.terminal import fit_to_output
+
+if TYPE_CHECKING:  # gymnasium is an extra: imported only where an env is played
+    from gencoach.integrations.gymnasium import GymAdapter
 
 TEACHER = "gencoach.sim.teacher:diagnose"
 BABYAI_TEACHER = "gencoach.integrations.minigrid:teacher"
@@ -218,27 +222,13 @@ async def _generate(options: DemoOptions, redis_url: str, agent_url: str) -> lis
 
 async def _generate_babyai(options: DemoOptions, redis_url: str, agent_url: str) -> list[str]:
     """The BabyAI levels (PickupDist strict, so a wrong pickup fails), `envs` runs each."""
-    from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
     from gencoach.integrations.minigrid import LEVELS, BabyAIAdapter
 
     summaries: list[str] = []
 
     async def one(level: str) -> None:
         adapter = BabyAIAdapter(level, strict=level == "PickupDist")
-        campaign = CampaignOptions(
-            adapter=adapter,
-            agent_url=agent_url,
-            redis_url=redis_url,
-            runs=options.envs,
-            concurrency=options.envs,
-            seed=options.seed,
-            branches=options.branches,
-            settle_timeout_s=options.pacing.branch_grace_s,
-            timeout_s=options.pacing.agent_timeout_s,
-            campaign=f"demo-{adapter.name}-{uuid.uuid4().hex[:6]}",
-        )
-        report = await run_campaign(campaign)
-        summaries.append(f"{adapter.name}: {report.summary()}")
+        summaries.append(await _campaign(adapter, options, redis_url, agent_url))
 
     async with anyio.create_task_group() as tg:
         for level in LEVELS:
@@ -248,10 +238,17 @@ async def _generate_babyai(options: DemoOptions, redis_url: str, agent_url: str)
 
 async def _generate_adapter(path: str, options: DemoOptions, redis_url: str, agent_url: str) -> str:
     """`envs` runs of the adapter's env (a campaign); its summary line."""
-    from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
     from gencoach.integrations.gymnasium.cli import load_adapter
 
-    adapter = load_adapter(path)
+    return await _campaign(load_adapter(path), options, redis_url, agent_url)
+
+
+async def _campaign(
+    adapter: GymAdapter, options: DemoOptions, redis_url: str, agent_url: str
+) -> str:
+    """`envs` runs of one adapter's env, as the demo paces them; its summary line."""
+    from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
+
     campaign = CampaignOptions(
         adapter=adapter,
         agent_url=agent_url,
