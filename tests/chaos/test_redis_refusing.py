@@ -132,12 +132,13 @@ def test_maxmemory_with_jobs_in_flight_then_coaching_resumes(
     try:
         during = LoadReport()
         wave = start_generators(
-            [f"m{i}" for i in range(6)], server.url, scripted_agent.url, during, 25.0
+            [f"m{i}" for i in range(6)], server.url, scripted_agent.url, during, 5.0
         )
         wait_for(lambda: llm.requests, STARTUP_S, "a diagnosis in flight")
-        used = int(client.info("memory")["used_memory"])
+        # Full at once (a maxmemory below what Redis holds): every write is refused, the
+        # workers' RQ heartbeats and takes, the jobs' results, the generators' batches.
         client.config_set("maxmemory-policy", "noeviction")
-        client.config_set("maxmemory", str(used + 256 * 1024))
+        client.config_set("maxmemory", "1")
         deadline = time.monotonic() + FULL_S
         while time.monotonic() < deadline:
             _alive(controller)
@@ -145,14 +146,13 @@ def test_maxmemory_with_jobs_in_flight_then_coaching_resumes(
         refused = _oom_errors(client)
         assert refused > 0, "Redis never refused a write: the phase tested nothing"
         client.config_set("maxmemory", "0")
+        after = LoadReport()
+        next_wave = start_generators(
+            [f"n{i}" for i in range(6)], server.url, scripted_agent.url, after, 20.0
+        )
         _join(wave, controller, RECOVERY_S)
         assert during.errors == [], "a generator failed"
-
-        after = LoadReport()
-        wave = start_generators(
-            [f"n{i}" for i in range(6)], server.url, scripted_agent.url, after, 25.0
-        )
-        counts = _coaching_resumes(controller, after, wave)
+        counts = _coaching_resumes(controller, after, next_wave)
         _alive(controller)
         print(f"\nmaxmemory: {FULL_S:.0f} s full, writes refused={refused}, after: {counts}")
     finally:
