@@ -76,6 +76,25 @@ class FileSource(SourceAdapter):
         """SHA-256 of the file's bytes."""
         return files_digest(self.path.parent, [self.path], self.location)
 
+    def json_lines(self) -> Iterator[tuple[int, Any]]:
+        """Each non-blank line of a JSONL file, decoded, with its number; a line that is
+        not JSON, or a file that cannot be read, raises `SourceError` naming it."""
+        from gencoach.library.errors import SourceError
+
+        try:
+            handle = self.path.open("rb")
+        except OSError as error:
+            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
+        with handle:
+            for number, raw in enumerate(handle, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    value = json.loads(raw)
+                except (ValueError, UnicodeDecodeError) as error:
+                    raise SourceError(self.location, f"line {number}: {error}") from None
+                yield number, value
+
 
 @dataclass(frozen=True)
 class Unusable:

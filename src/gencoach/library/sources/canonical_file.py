@@ -12,7 +12,6 @@ stops the file, as a bad line of any source does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -51,25 +50,14 @@ class CanonicalFileSource(FileSource):
         return SourceContent(str(first[1]["source_id"]), self._payloads(first[1]))
 
     def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        try:
-            handle = self.path.open("rb")
-        except OSError as error:
-            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
-        with handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as error:
-                    raise SourceError(self.location, f"line {number}: {error}") from None
-                if not is_canonical(record):
-                    missing = ", ".join(sorted(RECORD_KEYS - set(record)))
-                    reason = f"line {number}: is not a canonical record (missing {missing})"
-                    if not isinstance(record, dict):
-                        reason = f"line {number}: is not a JSON object"
-                    raise SourceError(self.location, reason)
-                yield number, record
+        for number, record in self.json_lines():
+            if not is_canonical(record):
+                missing = ", ".join(sorted(RECORD_KEYS - set(record)))
+                reason = f"line {number}: is not a canonical record (missing {missing})"
+                if not isinstance(record, dict):
+                    reason = f"line {number}: is not a JSON object"
+                raise SourceError(self.location, reason)
+            yield number, record
 
     def _payloads(self, first: dict[str, Any]) -> Iterator[dict[str, Any]]:
         source = (first["source_id"], first["source_revision"])

@@ -264,19 +264,12 @@ class ChatFileSource(FileSource):
 
     def _payloads(self, source_id: str) -> Iterator[dict[str, Any]]:
         revision = self.revision
-        try:
-            handle = self.path.open("rb")
-        except OSError as error:
-            raise SourceError(self.location, f"cannot be read: {error.strerror}") from None
-        with handle:
-            for number, raw in enumerate(handle, start=1):
-                if not raw.strip():
-                    continue
-                try:
-                    row = json.loads(raw)
-                    if not isinstance(row, dict):
-                        raise ValueError("is not a JSON object")
-                    locator = {"kind": "chat", "file": self.location, "line": number}
-                    yield conversation_payload(row, source_id, revision, locator)
-                except (ValueError, UnicodeDecodeError) as error:
-                    raise SourceError(self.location, f"line {number}: {error}") from None
+        for number, row in self.json_lines():
+            try:
+                if not isinstance(row, dict):
+                    raise ValueError("is not a JSON object")
+                locator = {"kind": "chat", "file": self.location, "line": number}
+                payload = conversation_payload(row, source_id, revision, locator)
+            except ValueError as error:
+                raise SourceError(self.location, f"line {number}: {error}") from None
+            yield payload
