@@ -244,8 +244,8 @@ class CoachingPipeline:
 
     async def started(self, request: CoachingRequest) -> None:
         """Show a queued request as running once a worker has taken its job."""
-        if request.job is None:
-            return
+        if request.state != "queued" or request.job is None:
+            return  # already shown running (each pass sees the job started)
         applied = await self.requests.apply(request, JobTaken(request.job, request.attempt))
         if applied.stored:
             log.info("coaching.started", job=request.job, attempt=request.attempt)
