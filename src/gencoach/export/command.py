@@ -126,6 +126,9 @@ def summary(outcome: ExportOutcome) -> str:
             line += f" ({_count(dropped, 'row')} left out)"
     elif dropped:  # rows of one target each (full-history)
         line += f"; {_count(dropped, 'duplicate row')} left out"
+    cut = outcome.counts.get("split_rows", 0)
+    if cut:
+        line += f"; {_count(cut, 'whole-run row')} split where the system message or tools changed"
     if outcome.tokens is not None:
         line += f"; {outcome.tokens.summary()}"
     return line

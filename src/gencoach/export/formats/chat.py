@@ -8,7 +8,12 @@ trainers ignore (`run_id`, `scenario`, `scenario_version`, `generator`, `target`
 `task_key`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `agent_id`,
 `agent_version`, `decision_source`, `score`, `coached`, `whole_run`). A whole-run row
 runs from the root situation to the selected answer and always ends on a training
-target. Every message carries `trainable` (tinker-cookbook's
+target. Its one system message and tool list are its last situation's, so it trains only
+the targets whose situation showed the same attributes, rules and tools; when a run's
+situations open differently (per-step state in the attributes), each other group of
+alike targets gets a whole-run row of its own, ending at the last of them, and no turn
+is trained under a later situation's attributes (the manifest counts `split_rows`).
+Every message carries `trainable` (tinker-cookbook's
 `train_on_what=customized`): true on the assistant messages to learn, false elsewhere,
 and false on an answer that is not a target: one whose tool calls all failed (see
 `gencoach.export.tool_failures`), one blamed by a diagnosis, or one the simulator made.
@@ -42,7 +47,7 @@ Options:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
@@ -147,6 +152,8 @@ class ChatExporter(Exporter):
         self.target = None if target is None else Target.parse(target)
         self._reader.finish()
         self._one_target = self.per_turn or self.shape == "prompt_completion"
+        if not self._one_target:
+            self.counts["split_rows"] = 0
         self._parts = {"with": 0, "without": 0}
         self._targets_of: SavedGraph | None = None
         self._targets: dict[int, bool] = {}
@@ -199,18 +206,35 @@ class ChatExporter(Exporter):
             steps = trajectory(graph, example.candidate_id)
             if not self._one_target:
                 if self._target(graph, steps[-1].candidate):
-                    row = self._row(graph, steps, known, shuffle)
-                    if row is not None:
-                        yield row
+                    yield from self._whole_run(graph, steps, known, shuffle)
                 continue
             for end, step in enumerate(steps):
                 if step.candidate.id in written:
                     continue
                 if self._target(graph, step.candidate):
                     written.add(step.candidate.id)
-                    row = self._row(graph, steps[: end + 1], known, shuffle)
+                    row = self._row(graph, steps[: end + 1], known, shuffle, {end})
                     if row is not None:
                         yield row
+
+    def _whole_run(
+        self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn], shuffle: Shuffle
+    ) -> Iterator[Row | RowFailure]:
+        """The whole-run rows of an example: a row has one system message and one tool
+        list, so it trains only the targets whose situation opened as its last did (same
+        attributes, rules and tools); the others are trained in rows of their own, each
+        ending at the last target that opened alike, earlier ones first."""
+        prompt = self._prompt(graph.config)
+        alike: dict[bytes, list[int]] = {}
+        for index, step in enumerate(steps):
+            if self._target(graph, step.candidate):
+                alike.setdefault(self._head(prompt, step.situation), []).append(index)
+        if len(alike) > 1:
+            self.counts["split_rows"] += 1
+        for indices in sorted(alike.values(), key=lambda group: group[-1]):
+            row = self._row(graph, steps[: indices[-1] + 1], known, shuffle, set(indices))
+            if row is not None:
+                yield row
 
     def _mark(self, message: Message, trainable: bool) -> Message:
         """A copy of the message with the flavour's training mark."""
@@ -230,15 +254,24 @@ class ChatExporter(Exporter):
             converted.append(function)
         return converted
 
+    def _head(self, prompt: str, situation: SituationRecord) -> bytes:
+        """The pair form of what a situation's system message and tools show (keyed on
+        the input as given, unshuffled: the shuffles vary the order, not the decision),
+        encoded once per save."""
+        head = self._forms.get(("head", situation.id))
+        if head is None:
+            head = self._forms[("head", situation.id)] = pair_form(
+                opening_key(prompt, situation.input)
+            )
+        return head
+
     def _forms_of(
         self, prompt: str, last: SituationRecord, body: list[Message], keys: list[Key]
     ) -> tuple[bytes, list[bytes]]:
-        """The pair forms of a conversation: its head (the context's opening, keyed on the
-        input as given, unshuffled: the shuffles vary the order, not the decision) and
-        each message after the system one. Each is encoded once per save, by its key."""
-        head = self._forms.get(("head", last.id))
-        if head is None:
-            head = self._forms[("head", last.id)] = pair_form(opening_key(prompt, last.input))
+        """The pair forms of a conversation: its head (the context's opening, see
+        `_head`) and each message after the system one. Each is encoded once per save, by
+        its key."""
+        head = self._head(prompt, last)
         forms: list[bytes] = []
         for message, key in zip(body, keys, strict=True):
             form = self._forms.get(key)
@@ -255,7 +288,7 @@ class ChatExporter(Exporter):
         self._use(graph)
         steps = trajectory(graph, example.candidate_id)
         prompt = self._prompt(graph.config)
-        body = self._body(graph, steps, {})
+        body = self._body(graph, steps, {}, {len(steps) - 1})
         if isinstance(body, RowFailure):
             return None
         head, forms = self._forms_of(prompt, steps[-1].situation, body.messages, body.keys)
@@ -275,16 +308,21 @@ class ChatExporter(Exporter):
         return default_system_prompt(config.single_agent)
 
     def _body(
-        self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn]
+        self,
+        graph: SavedGraph,
+        steps: Sequence[Step],
+        known: dict[int, Turn],
+        trained: Container[int],
     ) -> _Body | RowFailure:
-        """The conversation after the system message, its messages' keys, its targets."""
+        """The conversation after the system message, its messages' keys, its targets:
+        the answers of the steps at `trained` that are targets."""
         body = _Body([], [], set(), False)
         pairs = turns(steps, known, robots=not graph.config.single_agent)
         for index, ((opening, answer), step) in enumerate(zip(pairs, steps, strict=True)):
             final = index == len(steps) - 1
             body.messages.extend(opening)
             body.keys.extend((step.candidate.id, 0, place) for place in range(len(opening)))
-            if self._target(graph, step.candidate) and (final or not self._one_target):
+            if index in trained and self._target(graph, step.candidate):
                 body.targets.add(len(body.messages))
             if self.reasoning and (final or not self._one_target):
                 try:
@@ -300,15 +338,21 @@ class ChatExporter(Exporter):
         return body
 
     def _row(
-        self, graph: SavedGraph, steps: Sequence[Step], known: dict[int, Turn], shuffle: Shuffle
+        self,
+        graph: SavedGraph,
+        steps: Sequence[Step],
+        known: dict[int, Turn],
+        shuffle: Shuffle,
+        trained: Container[int],
     ) -> Row | RowFailure | None:
+        """The row ending at the last step, its targets among the steps at `trained`."""
         last = steps[-1]
         config = graph.config
         rng = shuffle.rng(config.run_id, last.situation.id, last.candidate.id)
         seen = model_input(last.situation.input, rng)
         robots = not config.single_agent
         prompt = self._prompt(config)
-        body = self._body(graph, steps, known)
+        body = self._body(graph, steps, known, trained)
         if isinstance(body, RowFailure):
             return body
         thinking = body.thinking
