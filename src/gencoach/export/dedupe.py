@@ -2,7 +2,7 @@
 
 Whole-run rows all start at the root, so the same early decision is a target in every
 row that passes through it (the whole-run rows of one default `gencoach demo` run held
-381 trainable turns for 160 distinct decisions). A pair is the conversation up to an
+342 trainable turns for 58 distinct decisions). A pair is the conversation up to an
 assistant message (with the tools) and that message, tool-call ids aside (they number
 the answers of a save). The first row to hold a pair trains on it; later rows keep the
 message as context only (not trainable), and a row left with no target is not written.
