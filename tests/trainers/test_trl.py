@@ -3,7 +3,7 @@ prepare them: `SFTTrainer` and `DPOTrainer` tokenize the datasets before any tra
 
 SmolLM2's own chat template ignores tools and content parts, so the rows are rendered
 with a ChatML template that declares the tools, writes tool calls and renders each
-content part, a thinking part as `<think>` (docs/exporting.md names this setting: a chat
+content part, a thinking part as `<think>` (docs/export.md names this setting: a chat
 template that renders tools and content parts; the chat rows carry thinking parts, as
 reasoning is on by default). The trainers get a tiny model built from a config,
 random weights, nothing downloaded; only their dataset preparation is exercised.
