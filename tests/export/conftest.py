@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gencoach.export import ExportOutcome, ExportSettings, run_export
-from tests.support.rows import check_outputs
+from tests.support.rows import rows_trainers_can_trust  # noqa: F401 - an autouse fixture
 
 Export = Callable[..., ExportOutcome]
 
@@ -63,13 +63,3 @@ def run_demo(output: Path, *arguments: str) -> Path:
 def demo_saves(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The saves of a default `gencoach demo` run: four tasks, two environments each."""
     return run_demo(tmp_path_factory.mktemp("demo"))
-
-
-@pytest.fixture(autouse=True)
-def _rows_trainers_can_trust(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After each test, every row it exported and every library it built below its
-    `tmp_path` passes the row validator (`tests.support.rows`)."""
-    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
-    yield
-    if root is not None:
-        check_outputs(root)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 from gencoach.library import CanonicalDatasetAdapter
 from gencoach.library.build import build_library
 from tests.library.sources import coached_save, human_save, magma_save
-from tests.support.rows import check_outputs
+from tests.support.rows import rows_trainers_can_trust  # noqa: F401 - an autouse fixture
 
 
 @pytest.fixture
@@ -32,13 +31,3 @@ def library(saves: Path, tmp_path: Path) -> CanonicalDatasetAdapter:
     adapter = CanonicalDatasetAdapter(tmp_path / "lib")
     yield adapter  # type: ignore[misc]
     adapter.close()
-
-
-@pytest.fixture(autouse=True)
-def _rows_trainers_can_trust(request: pytest.FixtureRequest) -> Iterator[None]:
-    """After each test, every row it exported and every library it built below its
-    `tmp_path` passes the row validator (`tests.support.rows`)."""
-    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
-    yield
-    if root is not None:
-        check_outputs(root)

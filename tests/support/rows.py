@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
+
+import pytest
 
 EXPORT_MANIFEST: Final = "export_manifest.json"
 LIBRARY_MANIFEST: Final = "manifest.json"
@@ -272,3 +274,13 @@ def _first_is_record(path: Path) -> bool:
         return is_canonical(json.loads(first))
     except ValueError:
         return False
+
+
+@pytest.fixture(autouse=True)
+def rows_trainers_can_trust(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test, every row it exported and every library it built below its
+    `tmp_path` passes the row validator (imported by the suites' conftest.py)."""
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is not None:
+        check_outputs(root)
