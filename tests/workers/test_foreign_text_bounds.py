@@ -11,6 +11,7 @@ import redis
 
 from gencoach.config.settings import Settings
 from gencoach.constants import RESULT_FIELD, Keys
+from gencoach.workers.clipping import clip
 from gencoach.workers.context import WorkerContext, worker_context
 from gencoach.workers.job_functions import run_diagnosis, run_repair
 from tests.support.agent_server import ScriptedAgent
@@ -93,3 +94,14 @@ def test_an_agents_huge_logs_and_reason_are_cut_and_counted(
     assert result.coaching.reason == result.reason
     assert result.coaching.logs == []
     assert _stream_bytes(redis_client) < 3 * MAX_LOG + 3 * MAX_REASON + 8192
+
+
+def test_cutting_keeps_whole_characters_and_stays_within_the_bound() -> None:
+    """Text of multi-byte characters is cut between characters, note included, within the
+    bound; text that fits is kept as it is."""
+    text = "é€😀" * 1000
+    cut = clip(text, 1000)
+    assert len(cut.encode()) <= 1000
+    assert cut.endswith(f"[... {len(text.encode()):,} bytes in all, cut to 1,000]")
+    assert text.startswith(cut.split("\n[...")[0])
+    assert clip("short", 1000) == "short"
