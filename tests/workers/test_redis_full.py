@@ -88,6 +88,28 @@ def test_running_workers_wait_out_maxmemory_without_restarting(
         client.close()
 
 
+def test_a_forking_pool_waits_out_maxmemory_and_serves_again(
+    tmp_path: Path, private_redis: RestartableRedis, llm_server: ScriptedLLMServer
+) -> None:
+    """In fork mode (RQ's own worker loop) a heartbeat refused at maxmemory ends the worker
+    process: the pool starts it again later without counting it as a death, the new one
+    waits for Redis to take writes, and jobs are taken once memory is freed."""
+    client = redis.Redis.from_url(private_redis.url)
+    pool = _pool(tmp_path, private_redis, llm_server)
+    try:
+        pool.start(QUEUE_DIAGNOSIS, processes=1, mode="fork")
+        pool.wait_workers(client, QUEUE_DIAGNOSIS)
+        private_redis.refuse_writes()
+        wait_until(lambda: _waiting(pool), STARTUP_S, "a worker waiting for Redis")
+        private_redis.refuse_writes(False)
+        _takes_a_job(pool, client, private_redis)
+        assert pool.events("pool.gave_up") == []
+        assert pool.events("worker.restarted") == []
+    finally:
+        pool.stop()
+        client.close()
+
+
 def test_a_pool_whose_workers_keep_dying_gives_up_while_redis_takes_writes(
     tmp_path: Path, private_redis: RestartableRedis, llm_server: ScriptedLLMServer
 ) -> None:
