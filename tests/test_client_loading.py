@@ -21,8 +21,8 @@ from tests.support.processes import STARTUP_S
 
 pytestmark = pytest.mark.slow
 
-# Padding keys: each loads 1 ms late, so a restart answers LOADING for about 3 s.
-PADDING_KEYS = 3000
+# Padding keys: each loads 1 ms late, so a restart answers LOADING for about 5 s.
+PADDING_KEYS = 5000
 
 
 @pytest.fixture

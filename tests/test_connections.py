@@ -72,7 +72,7 @@ def test_a_server_loading_its_aof_counts_as_reachable(tmp_path: Path) -> None:
     server = SlowLoadingRedis(tmp_path / "redis")
     server.start()
     try:
-        server.pad(3000)
+        server.pad(5000)
         server.restart()
         assert server.loading()
         with resolve_redis_url(server.url, tmp_path) as url:

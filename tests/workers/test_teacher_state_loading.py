@@ -24,7 +24,7 @@ def test_teacher_states_are_read_once_redis_has_loaded(tmp_path: Path) -> None:
         client = server.client()
         client.hset(Keys().teacher_state("r1"), "3", '{"seed": 3}')
         client.close()
-        server.pad(2000)
+        server.pad(5000)
         server.restart()
         assert server.loading()
 
