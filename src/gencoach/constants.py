@@ -133,9 +133,10 @@ class Keys:
         return f"{self.prefix}:attempts"
 
     @property
-    def open_request_runs(self) -> str:
-        """Set of the runs that have a request not yet ended: what reconciliation visits."""
-        return f"{self.prefix}:requests:open_runs"
+    def request_deadlines(self) -> str:
+        """Sorted set of the requests not yet ended, each scored with when reconciliation
+        looks at it next (ms since the epoch): a pass reads only those due."""
+        return f"{self.prefix}:requests:deadlines"
 
     @property
     def budgets(self) -> str:
@@ -150,12 +151,6 @@ class Keys:
         `{index}` keeps them in one Redis Cluster slot, for the index's scripts.
         """
         return f"{self.prefix}:runs:{{index}}:{part}"
-
-    @property
-    def legacy_runs(self) -> str:
-        """The sorted set of run ids earlier versions kept as the runs index; adopted, then
-        dropped."""
-        return f"{self.prefix}:runs"
 
     @property
     def metrics(self) -> str:

@@ -342,26 +342,33 @@ def test_the_docs_show_the_table_the_code_enforces() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_run_is_on_the_open_runs_until_every_request_of_it_ended(
+async def test_a_request_is_looked_at_only_once_its_deadline_comes_and_until_it_ends(
     async_redis: Redis,
 ) -> None:
-    """Opening a request puts its run on the open runs; the run cannot be taken off while
-    a request is open, and is taken off once every request ended (or its requests are
-    gone), so a reconciliation pass visits only runs with something to do."""
+    """Opening a request gives it a deadline `watch_s` ahead; each move that leaves it open
+    pushes the deadline back (a request that moves on is never due), an end removes it,
+    and a write refused as stale still leaves it watched; `due` answers only the requests
+    whose deadline came, so a reconciliation pass costs what is due, not what is open."""
     requests = RequestStore(async_redis, Keys())
+    requests.watch_s = 0.0  # due at once: what a pass sees once the deadline came
     first, second = _request("opportunity"), _request("opportunity", candidate_id=2)
     await requests.create(first)
     await requests.create(second)
-    assert await requests.open_runs() == ["r1"]
-    assert await force_move(requests, first, first.moved("skipped", "not coached"))
-    assert not await requests.close_run("r1")  # the second is still open
-    assert await requests.open_runs() == ["r1"]
+    assert sorted(await requests.due(10)) == [("r1", first.request_id), ("r1", second.request_id)]
+    requests.watch_s = 60.0
+    queued = first.moved("admitted").moved("queued", job="diagnosis")
+    assert await force_admit(requests, first, queued, LIMITS, LEASE_S) is not None
+    assert await requests.due(10) == [("r1", second.request_id)]  # pushed back by the move
+    assert not await force_move(requests, first, first.moved("skipped", "stale"))
     assert await force_move(requests, second, second.moved("skipped", "not coached"))
-    assert await requests.close_run("r1")
-    assert await requests.open_runs() == []
-    await async_redis.sadd(Keys().open_request_runs, "gone")
-    assert await requests.close_run("gone")  # its keys expired: nothing is open
-    assert await requests.open_runs() == []
+    assert await requests.due(10) == []
+    assert await async_redis.zcard(Keys().request_deadlines) == 1  # the queued one, ahead
+    await requests.watch(queued, 0.0)
+    assert await requests.due(10) == [("r1", queued.request_id)]
+    assert await force_move(requests, queued, queued.moved("declined", "nothing to correct"))
+    assert await async_redis.zcard(Keys().request_deadlines) == 0
+    await requests.watch(queued, 0.0, xx=True)  # ended: not watched again
+    assert await async_redis.zcard(Keys().request_deadlines) == 0
 
 
 @pytest.mark.asyncio

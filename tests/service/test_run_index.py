@@ -57,21 +57,6 @@ async def test_an_entry_left_behind_its_run_is_repaired_and_a_vanished_run_dropp
 
 
 @pytest.mark.asyncio
-async def test_the_index_of_earlier_versions_is_adopted_then_dropped(async_redis: Redis) -> None:
-    """Runs listed only in the sorted set earlier versions kept are indexed, and it goes."""
-    store = GraphStore(async_redis, KEYS)
-    await store.apply(known_events("old", finished=True))
-    await async_redis.delete(*await _index_keys(async_redis))
-    await async_redis.zadd(KEYS.legacy_runs, {"old": 1_700_000_000, "expired-long-ago": 1})
-
-    assert await store.index.adopt_legacy() == 1
-
-    assert not await async_redis.exists(KEYS.legacy_runs)
-    assert await store.index.run_ids() == ["old"]
-    assert await store.index.counts() == {"active": 0, "finished": 1, "saved": 0}
-
-
-@pytest.mark.asyncio
 async def test_a_saved_run_leaves_the_counts_when_its_keys_expire(async_redis: Redis) -> None:
     """The counts drop an expired save at the next read, before any pass runs."""
     store = GraphStore(async_redis, KEYS)

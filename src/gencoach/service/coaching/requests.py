@@ -15,14 +15,14 @@ opportunity seen twice (a re-delivered event, a second controller) is one reques
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, replace
-from importlib import resources
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from gencoach.config import Limits
 from gencoach.config.scrubbing import scrub
@@ -57,7 +57,6 @@ from gencoach.service.coaching.lifecycle import (
     check_path,
 )
 from gencoach.service.coaching.router import AgentKind, Route
-from gencoach.service.graphs.nodes import as_text
 from gencoach.settling import Settling
 
 log = get_logger("requests")
@@ -74,7 +73,9 @@ REQUESTS = "requests"  # the part of `Keys.requests`
 APPLY_TRIES = 3
 
 _MOVE: Final = script_text("move")
-_CLOSE: Final = resources.files("gencoach.service").joinpath("lua/requests_close.lua")
+# How soon reconciliation looks at a request after it moved (it moves on before then
+# when all goes well, which pushes the look back).
+WATCH_S: Final = 2.0
 
 
 class Transition(BaseModel):
@@ -200,6 +201,22 @@ def _note_late(request: CoachingRequest, outcomes: str) -> None:
         log.warning("limits.late_completion", request_id=request.request_id, outcomes=outcomes)
 
 
+def deadline_member(run_id: str, request_id: str) -> str:
+    """A request's member in `Keys.request_deadlines`: its run id and id, as JSON (a run id
+    may hold any character the id rule allows)."""
+    return json.dumps([run_id, request_id])
+
+
+def _from_member(member: bytes | str) -> tuple[str, str]:
+    run_id, request_id = json.loads(member)
+    return str(run_id), str(request_id)
+
+
+def _due(after_s: float) -> int:
+    """The deadline `after_s` seconds from now, in ms since the epoch."""
+    return int((time.time() + after_s) * 1000)
+
+
 def blame_of(request: CoachingRequest) -> Blame | None:
     """How the request's diagnosis compares with the truth; None when there is no truth to
     compare with, no diagnosis to make (format, rewrite, a person), or it was skipped."""
@@ -243,7 +260,7 @@ class RequestStore:
         self.keys = keys
         self.metrics = metrics or MetricsRecorder()
         self._move = client.register_script(_MOVE)
-        self._close = client.register_script(_CLOSE.read_text())
+        self.watch_s = WATCH_S
         self._settling = Settling(client, keys)
 
     def _arrived(self, request: CoachingRequest, recorded: int) -> None:
@@ -261,7 +278,11 @@ class RequestStore:
         check_opening(request.request_id, request.state)
         pipe = self.client.pipeline(transaction=True)
         pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(request.model_dump_json()))
-        pipe.sadd(self.keys.open_request_runs, request.run_id)
+        pipe.zadd(
+            self.keys.request_deadlines,
+            {deadline_member(request.run_id, request.request_id): _due(self.watch_s)},
+            nx=True,
+        )
         created, _ = await pipe.execute()
         if created:
             self._arrived(request, 0)
@@ -329,7 +350,25 @@ class RequestStore:
             scrub(moved.model_dump_json()),
             *part,
         ]
-        reply = parse_reply(await self._move(keys=keys, args=args))
+        if moved.state in TERMINAL:
+            reply = parse_reply(await self._move(keys=keys, args=args))
+            if reply.outcome == "moved":  # a crash before this leaves a look that finds it ended
+                await self.unwatch(moved.run_id, moved.request_id)
+        else:
+            # Looked at soon whatever the write's outcome: a look at a request that did not
+            # move finds it as it is, while a deadline written after the move could be lost.
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zadd(
+                self.keys.request_deadlines,
+                {deadline_member(moved.run_id, moved.request_id): _due(self.watch_s)},
+            )
+            pipe.evalsha(self._move.sha, len(keys), *keys, *args)
+            _, raw = await pipe.execute(raise_on_error=False)
+            if isinstance(raw, NoScriptError):  # a Redis restarted since the script loaded
+                raw = await self._move(keys=keys, args=args)
+            elif isinstance(raw, Exception):
+                raise raw
+            reply = parse_reply(raw)
         if reply.outcome == "moved":
             self._arrived(moved, recorded)
             for step in moved.history[recorded:]:
@@ -361,17 +400,23 @@ class RequestStore:
         raw = await self.client.hget(self._key(run_id), request_id)
         return CoachingRequest.model_validate_json(raw) if raw is not None else None
 
-    async def open_runs(self) -> list[str]:
-        """The runs that may have a request not yet ended (every run with one is there)."""
-        members = await self.client.smembers(self.keys.open_request_runs)
-        return sorted(as_text(run_id) for run_id in members)
-
-    async def close_run(self, run_id: str) -> bool:
-        """Take the run off the open runs if none of its requests is open; True if it was."""
-        closed = await self._close(
-            keys=[self._key(run_id), self.keys.open_request_runs], args=[run_id, *TERMINAL]
+    async def due(self, limit: int) -> list[tuple[str, str]]:
+        """The requests reconciliation should look at now (run id, request id), soonest
+        first, at most `limit`."""
+        members = await self.client.zrangebyscore(
+            self.keys.request_deadlines, "-inf", _due(0.0), start=0, num=limit
         )
-        return bool(closed)
+        return [_from_member(cast(bytes, member)) for member in members]
+
+    async def watch(self, request: CoachingRequest, after_s: float, *, xx: bool = False) -> None:
+        """Have reconciliation look at `request` again in `after_s` seconds (with `xx`, only
+        if it is still watched: a request that ended meanwhile stays unwatched)."""
+        member = deadline_member(request.run_id, request.request_id)
+        await self.client.zadd(self.keys.request_deadlines, {member: _due(after_s)}, xx=xx)
+
+    async def unwatch(self, run_id: str, request_id: str) -> None:
+        """Stop looking at a request (it ended, or nothing is lost while it waits)."""
+        await self.client.zrem(self.keys.request_deadlines, deadline_member(run_id, request_id))
 
     async def all(self, run_id: str) -> list[CoachingRequest]:
         """Every request of a run, oldest first."""

@@ -299,13 +299,3 @@ class RunIndex:
         before = {as_text(run_id): json.loads(entry)[0] for run_id, entry in found.items()}
         after = await self.repair(list(before))
         return sum(1 for run_id, state in after.items() if state != before[run_id])
-
-    async def adopt_legacy(self) -> int:
-        """Index the runs of the index earlier versions kept, then drop it; how many."""
-        legacy = self.keys.legacy_runs
-        adopted = 0
-        while batch := [as_text(item) for item in await self.client.zrange(legacy, 0, 499)]:
-            found = await self.repair(batch)
-            adopted += sum(1 for state in found.values() if state is not None)
-            await self.client.zrem(legacy, *batch)
-        return adopted

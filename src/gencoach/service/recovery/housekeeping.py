@@ -5,7 +5,7 @@ Every `every_s` the controller:
   to the oldest entry some group has not acknowledged (`XTRIM MINID`): an entry is
   dropped only once every group has acknowledged it, and an entry not yet delivered
   is never dropped;
-- on the first pass and every `LEFTOVERS_EVERY`-th after it, gives every per-run key
+- every `LEFTOVERS_EVERY`-th pass (the first one after as many), gives every per-run key
   left without an expiry an expiry of `saved_ttl_s` when its run is saved (a key
   written after the save), or when its run is gone and nobody wrote it for
   `ORPHAN_IDLE_S` (a run whose state was lost), so nothing of a run outlives it for
@@ -72,8 +72,10 @@ class Housekeeper:
             if self._stopping.is_set():
                 return
             try:
-                await self.pass_once(leftovers=passes % LEFTOVERS_EVERY == 0)
                 passes += 1
+                # Not at start: a campaign starting costs no pass over every key; what a
+                # crash left without an expiry waits a few minutes more.
+                await self.pass_once(leftovers=passes % LEFTOVERS_EVERY == 0)
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as error:
                 log.warning("housekeeping.redis_unavailable", error=str(error))
             except Exception:  # the next pass tries again
@@ -89,11 +91,10 @@ class Housekeeper:
         await self.check_index()
 
     async def check_index(self) -> int:
-        """Drop expired runs from the runs index, adopt an earlier version's index, and
-        repair a slice of it (`_SCAN_COUNT` entries); how many entries were wrong."""
+        """Drop expired runs from the runs index and repair a slice of it (`_SCAN_COUNT`
+        entries); how many entries were wrong."""
         await self.index.sweep()
-        fixed = await self.index.adopt_legacy()
-        fixed += await self.index.check_slice(_SCAN_COUNT)
+        fixed = await self.index.check_slice(_SCAN_COUNT)
         if fixed:
             log.info("runs_index.repaired", runs=fixed)
         return fixed

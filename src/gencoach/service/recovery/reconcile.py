@@ -1,15 +1,16 @@
 """Reconciliation: requests whose worker died are retried or abandoned, never lost.
 
-Workers renew their request's lease while they work. Every `every_s` (at most a third
-of a lease) the controller looks at the runs that have a request not yet ended (a set
-kept beside the requests: a request's creation adds its run, and a pass takes off a run
-none of whose requests is open): one in flight keeps its slot while its holder lives and
-is dispatched again when it does not (see `gencoach.service.recovery.holding`); one
-answered and awaiting reinjection keeps its pending slot, so the controller renews its
-lease, and is handed to the reinjector, which reinjects it in a task of its own as it
-does a fresh correction; one left as a bare opportunity by a crash is routed again.
-Queues whose jobs wait unclaimed too long are reported once each. RQ's own recovery of
-a killed job is far slower and is not waited for.
+Workers renew their request's lease while they work. Every request not yet ended has
+a deadline in a sorted set (`Keys.request_deadlines`): each move of the request puts it a
+couple of seconds ahead, so a request that moves on as it should is never looked at, and
+every `every_s` (at most a third of a lease) the controller looks at those whose deadline
+came, and only those. One in flight keeps its slot while its holder lives and is
+dispatched again when it does not (see `gencoach.service.recovery.holding`); one answered
+and awaiting reinjection keeps its pending slot, so the controller renews its lease, and
+is handed to the reinjector, which reinjects it in a task of its own as it does a fresh
+correction; one left as a bare opportunity by a crash is routed again. Each look sets
+the next one. Queues whose jobs wait unclaimed too long are reported once each. RQ's own
+recovery of a killed job is far slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`), and
 saved runs for `RECHECK_FOR_S` after their save. Every `controller.sweep_s` (120 s) a
@@ -18,8 +19,8 @@ whose agent was never asked is registered, and a run seen open but missing from 
 index is indexed again. Every `REPAIRS`-th sweep, and at once after Redis restarted (its `run_id`
 changed), every open run's entry in the index is checked against its own state (runs
 whose keys expired leave it), and runs whose state vanished while still active or
-unsaved are named in the log. So a pass costs the runs with something to do; only a
-sweep costs every open run.
+unsaved are named in the log. So a pass costs the requests whose deadline came and the
+finished runs; only a sweep costs every open run.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ RECHECK_FOR_S = 300.0
 # Every REPAIRS-th sweep reads every open run's own state against the runs index (and
 # finds runs whose state was lost); so does the first sweep after Redis restarted.
 REPAIRS = 5
+# The most requests one pass looks at (the soonest due first; the rest the next pass).
+DUE_PER_PASS = 1_000
 
 
 class Reconciler:
@@ -154,13 +157,12 @@ class Reconciler:
                     if state == "finished":
                         await self.runs.unsaved(run_id)
         self._settled = {r: at for r, at in self._settled.items() if r in states}
-        # A run with open requests that is neither finished nor recently saved is active
-        # (or gone: it then has no request left, and leaves the open runs).
-        for run_id in await self.requests.open_runs():
-            state = states.get(run_id, "active")
-            with bound(run_id=run_id):
-                async with isolated("reconcile.run_failed", state=state):
-                    await self._requests(run_id, state == "active", lease_s)
+        for run_id, request_id in await self.requests.due(DUE_PER_PASS):
+            with bound(run_id=run_id, request_id=request_id):
+                async with isolated("reconcile.request_failed"):
+                    # A run neither finished nor recently saved is active (or gone: its
+                    # requests are too, and are no longer looked at).
+                    await self._due(run_id, request_id, states.get(run_id, "active"), lease_s)
 
     async def _states(self, saved_ttl_s: int, sweep: bool, repair: bool) -> dict[str, str | None]:
         """The runs a pass looks at, each in its state: the finished ones and those saved
@@ -215,19 +217,35 @@ class Reconciler:
         if started is not None:
             self.runs.register(run_id, started.agent_url)
 
-    async def _requests(self, run_id: str, active: bool, lease_s: float) -> None:
-        """Move on an active run's open requests that wait on something lost; take a run
-        none of whose requests is open off the open runs."""
-        requests = await self.requests.all(run_id)
-        if all(request.state in TERMINAL for request in requests):
-            await self.requests.close_run(run_id)
+    async def _due(
+        self, run_id: str, request_id: str, run_state: str | None, lease_s: float
+    ) -> None:
+        """Look at a request whose deadline came: move it on if it waits on something lost,
+        and set when to look again (`_next_look_s`)."""
+        request = await self.requests.get(run_id, request_id)
+        if request is None or request.state in TERMINAL or request.state == "executed":
+            # Ended, gone with its run, or waiting for an outcome that needs no watch.
+            await self.requests.unwatch(run_id, request_id)
             return
-        if not active:
-            return  # a finished run's requests are ended by `_settle`
-        for request in requests:
-            with bound(request_id=request.request_id):
-                async with isolated("reconcile.request_failed", state=request.state):
-                    await self._reconcile(request, lease_s)
+        if run_state != "active":  # a finished run's requests are ended by `_settle`
+            await self.requests.watch(request, lease_s)
+            return
+        await self._reconcile(request, lease_s)
+        # Only while still watched: a request the look ended is not watched again.
+        await self.requests.watch(request, self._next_look_s(request, lease_s), xx=True)
+
+    def _next_look_s(self, request: CoachingRequest, lease_s: float) -> float:
+        """How long until a request in its state needs a look: a job's slot is renewed, or
+        found lapsed, within a third of a lease; a correction not yet reinjected is handed
+        over after `STALE_S`; a branch is checked for its execution every pass; a bare
+        opportunity is routed again after a lease."""
+        if request.state in IN_FLIGHT:
+            return lease_s / 3
+        if request.state == "corrected":
+            return min(STALE_S, lease_s / 3)
+        if request.state == "reinjected":
+            return self.every_s
+        return lease_s
 
     async def _note_lost(self, states: dict[str, str | None]) -> None:
         missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
