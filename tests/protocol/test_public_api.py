@@ -51,5 +51,5 @@ def test_public_surface_is_pinned() -> None:
             "parse_branch_order",
         "parse_branch_order_json", "parse_coaching_payload", "parse_event", "parse_event_json",
         "parse_llm_answer", "parse_tagged", "terminal_of", "without_coaching", "COACHING_KEY",
-        "execution_items", "single_bad_call",
+        "execution_items", "single_bad_call", "DECISION_SOURCE_CAPABILITY", "payload_sent",
     }  # fmt: skip
