@@ -300,6 +300,7 @@ def run(plan: Plan, out: Path) -> dict[str, Any]:
                         Arm(name, len(rows), tokens, loss, scores, time.monotonic() - since)
                     )
                     now = lap(f"evaluate {name}", now)
+                    print(row(arms[-1]), flush=True)
                 wait_saved(api)
         finally:
             agent.should_exit = True
