@@ -227,7 +227,6 @@ def run(plan: Plan, out: Path) -> dict[str, Any]:
     tokenizer = load_tokenizer()
     chat = ChatModel(load_model(), tokenizer, MODEL)
     now = lap("load SmolLM2", now)
-    options = EnvAgentOptions(policy="llm", model=MODEL)
     with (
         ChatServer(chat) as server,
         EmbeddedRedis(out / "redis", persist=False) as redis_server,

@@ -42,7 +42,6 @@ class Decision:
     actions: list[Any]
     decision: AgentDecision | None
     error: str | None
-    coached_branch: bool
 
 
 @dataclass
@@ -70,7 +69,6 @@ class Recorder:
                     actions=list(state.get("actions", [])),
                     decision=candidate.decision,
                     error=error,
-                    coached_branch="coaching" in str(agent_input.extra_keys),
                 )
             )
         return decided
