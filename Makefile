@@ -128,16 +128,17 @@ interop: $(STAMP) $(MAGMA_STAMP)
 	INTEROP_GENCOACH_VENV=$(abspath $(VENV)) $(MAGMA_VENV)/bin/python -m pytest \
 		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
 
-# The process-level tests of the service and workers suites (those marked slow: real
-# controllers, workers and peers), on two test workers, then the chaos suite, while two
-# CPU-bound processes run beside them (started here, killed however the suites end):
-# start-up waits and the ordering of races must hold on a loaded machine.
+# The chaos suite and the process-level tests of the service and workers suites (those
+# marked slow: real controllers, workers and peers), on two test workers (the chaos files
+# first, the longest), while two CPU-bound processes run beside them (started here,
+# killed however the suites end): start-up waits and the ordering of races must hold on
+# a loaded machine.
 test-loaded: $(STAMP)
 	@$(BIN)/python -c 'while True: pass' & burner1=$$!; \
 	$(BIN)/python -c 'while True: pass' & burner2=$$!; \
 	trap 'kill $$burner1 $$burner2 2>/dev/null || true' EXIT INT TERM; \
-	GC_TEST_REDIS=embedded $(BIN)/pytest -n 2 --dist loadfile -m slow tests/service tests/workers -q $(ARGS) && \
-	GC_TEST_REDIS=embedded $(BIN)/pytest tests/chaos --chaos -q $(ARGS)
+	GC_TEST_REDIS=embedded $(BIN)/pytest -n 2 --dist loadfile -m slow --chaos \
+		tests/chaos tests/service tests/workers -q $(ARGS)
 
 # Kills the controller and workers, restarts Redis empty and from its AOF, drops
 # connections, under load, then requires proven corrections on new runs (~2 min).

@@ -62,15 +62,7 @@ class SlotHolder:
         state = await self.dispatcher.job_state(request_id, job, request.attempt)
         key = (request_id, job, request.attempt)
         if state == "waiting":
-            # A renewal is the common case and costs a third of an admission, which
-            # also counts the stage; only a lapsed lease is admitted again.
-            if await self.limits.renew(run_id, stage_id, request_id, lease_s):
-                return
-            admission = await self.coach.admit_lease(request)
-            if admission.outcome == "admitted":
-                log.warning("holding.slot_retaken", job=job, reason="the lease lapsed in queue")
-            elif not admission.admitted:
-                log.warning("holding.slot_lost", job=job, reason=admission.reason)
+            await self.keep(request, lease_s, "the lease lapsed in queue")
             return
         if state == "started":
             await self.coach.started(request)
@@ -84,6 +76,20 @@ class SlotHolder:
         if not await self.limits.lease_alive(run_id, stage_id, request_id):
             reason = f"the {RUNNING[job]} worker's lease lapsed"
             await self.coach.retry(request, reason)
+
+    async def keep(self, request: CoachingRequest, lease_s: float, lapsed: str) -> None:
+        """Renew the slot of a request nothing else holds (its job waits on its queue, or
+        its correction waits to be reinjected); a lapsed one (a controller down longer
+        than a lease) is admitted again, or its loss logged when the stage is full."""
+        # A renewal is the common case and costs a third of an admission, which also
+        # counts the stage; only a lapsed lease is admitted again.
+        if await self.limits.renew(request.run_id, request.stage_id, request.request_id, lease_s):
+            return
+        admission = await self.coach.admit_lease(request)
+        if admission.outcome == "admitted":
+            log.warning("holding.slot_retaken", state=request.state, reason=lapsed)
+        elif not admission.admitted:
+            log.warning("holding.slot_lost", state=request.state, reason=admission.reason)
 
     def forget_old(self) -> None:
         """Drop hand-over times too old to matter (called once per pass)."""

@@ -267,7 +267,7 @@ class Reconciler:
         if request.state in IN_FLIGHT:
             await self.holder.check(request, lease_s)
         elif request.state == "corrected":
-            await self.limits.renew(run_id, request.stage_id, request.request_id, lease_s)
+            await self.holder.keep(request, lease_s, "the lease lapsed awaiting reinjection")
             if _older_than(request, STALE_S):
                 # Its own task, beside every other run's: one slow agent never holds up
                 # the pass, nor another run's recovery, nor the leases it renews.
