@@ -285,7 +285,6 @@ class CoachingPipeline:
             self.counters.skipped += 1
         else:
             self.counters.ended += 1
-        log.info("coaching.ended", state=request.state, reason=request.reason, route=request.route)
 
     async def on_results(self, entries: Sequence[Entry]) -> None:
         """Handle a batch of the results stream, then acknowledge it."""

@@ -45,13 +45,11 @@ from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.decider import (
     BranchesRecorded,
     CandidateExecuted,
-    Event,
     StageEnded,
     Unbranchable,
 )
-from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry
-from gencoach.service.coaching.requests import Applied, CoachingRequest, RequestStore
+from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.graphs.nodes import RunGraph
 from gencoach.service.graphs.trajectory import trajectory
@@ -139,11 +137,11 @@ class Reinjector:
     async def _reinject(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
         if graph is None:
-            await self._report(request, Unbranchable("the run's graph is gone", error=True))
+            await self.requests.apply(request, Unbranchable("the run's graph is gone", error=True))
             return
         if graph.state != "active":
             why = f"the run is {graph.state}: no branch to add"
-            await self._report(request, Unbranchable(why))
+            await self.requests.apply(request, Unbranchable(why))
             return
         if any(p.reinjection_point_id == RECOVERY_POINT for p in request.proposals):
             await self.store.add_following(graph, request.selected_id)
@@ -176,7 +174,7 @@ class Reinjector:
             points.append(point)
         # The branches' slots become completed attempts in the same step (`decider`).
         recorded = BranchesRecorded(tuple(attempts), tuple(points), "; ".join(reasons) or None)
-        applied = await self._report(request, recorded)
+        applied = await self.requests.apply(request, recorded)
         if applied.stored and attempts:
             log.info("coaching.reinjected", attempts=attempts, route=request.route)
 
@@ -236,13 +234,6 @@ class Reinjector:
                 )
                 await anyio.sleep(wait_s)
         raise AssertionError("unreachable")
-
-    async def _report(self, request: CoachingRequest, event: Event) -> Applied:
-        applied = await self.requests.apply(request, event)
-        moved = applied.request
-        if applied.stored and moved.state in TERMINAL:
-            log.info("coaching.ended", state=moved.state, reason=moved.reason, route=moved.route)
-        return applied
 
     async def outcome(
         self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int

@@ -310,6 +310,11 @@ class RequestStore:
                 return Applied(request, refusal=decided.reason)
             reply = await self._call(request, decided.request, _part(decided, terms))
             if reply.outcome == "moved":
+                ended = decided.request
+                # Every end but a proof (logged as `coaching.proven`, with its attempt).
+                if ended.state in TERMINAL and ended.state != "proven":
+                    log.info("coaching.ended", state=ended.state, reason=ended.reason,
+                             route=ended.route)  # fmt: skip
                 if decided.slot == "complete":
                     _note_late(request, reply.detail)
                 admission = None

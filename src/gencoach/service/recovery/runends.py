@@ -76,9 +76,6 @@ class RunEnds:
                 if ended.state == "unproven":
                     row = funnel_row(ended.route, ended.human)
                     self.requests.metrics.inc(PROOFS, row, "unproven")
-                log.info(
-                    "coaching.ended", state=ended.state, reason=ended.reason, route=ended.route
-                )
         return True
 
     async def abandon_if_idle(self, run_id: str, idle_s: float) -> bool:
