@@ -15,7 +15,6 @@ of it (`slot`); the caller then carries out the other effects (`Dispatch`, `Rein
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -359,10 +358,3 @@ def _end(request: CoachingRequest, state: RequestState, reason: str) -> Decision
 def _not_in(event: Event, state: RequestState, detail: str = "") -> Refusal:
     why = f"{type(event).__name__} does not apply to a request {state}"
     return Refusal(f"{why}: {detail}" if detail else why)
-
-
-def follows_the_graph(before: CoachingRequest, decision: Decision) -> bool:
-    """Whether every state the decision passes through may follow the one before it."""
-    added = decision.request.history[len(before.history) :]
-    states = [before.state, *(step.state for step in added)]
-    return all(b in TRANSITIONS[a] for a, b in itertools.pairwise(states))
