@@ -27,7 +27,7 @@ from gencoach.console.graphview import graph_view
 from gencoach.console.sources import LiveSource
 from gencoach.constants import Keys
 from gencoach.service.coaching.requests import RequestStore
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import chain_run_events
 
 RUN = "bench-console"

@@ -33,8 +33,8 @@ from benchmarks.common import FLUSHED_URL_HELP, bench_redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.metrics import MetricsRecorder
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.intake import Intake, IntakeOptions
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.intake import Intake, IntakeOptions
 from tests.support.graphs import known_run_events
 
 

@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
 from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, parse_event
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import RUN_STARTED
 

@@ -25,8 +25,8 @@ from redis.asyncio import Redis
 from benchmarks.common import SHARED_URL_HELP, bench_redis, p50, percentile
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.saving.persist import Persister
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import chain_run_events
 

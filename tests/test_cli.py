@@ -19,7 +19,7 @@ from gencoach.cli import app
 from gencoach.constants import Keys
 from gencoach.graph import read_save
 from gencoach.protocol import parse_event
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import known_run_events
 from tests.support.processes import free_port
 
@@ -181,7 +181,7 @@ main()
 _SERVER_PACKAGES = {"fastapi", "starlette", "uvicorn", "rq"}
 _SERVER_CODE = (
     "gencoach.service.controller", "gencoach.service.web.api", "gencoach.service.web.httpserver",
-    "gencoach.service.pipeline", "gencoach.service.graphs.intake", "gencoach.workers",
+    "gencoach.service.pipeline", "gencoach.service.store.intake", "gencoach.workers",
     "gencoach.console", "gencoach.demo",
 )  # fmt: skip
 

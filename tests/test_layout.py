@@ -83,7 +83,7 @@ def test_recorder_means_one_thing() -> None:
 
 # The controller's stage folders, each importing only those before it (a request's life
 # from the graph it starts in to its recovery); saving and the web API stand above them.
-STAGES = ("graphs", "coaching", "dispatching", "branching", "recovery")
+STAGES = ("store", "coaching", "dispatching", "branching", "recovery")
 
 
 def _stages_imported(path: Path) -> set[str]:

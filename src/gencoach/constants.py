@@ -46,7 +46,7 @@ class Keys:
     @property
     def gaps(self) -> str:
         """Sorted set of runs whose events wait for a missing seq
-        (gencoach.service.graphs.sequencing): run id scored by when the wait times out
+        (gencoach.service.store.sequencing): run id scored by when the wait times out
         (Redis time, s)."""
         return f"{self.prefix}:gaps"
 
@@ -144,7 +144,7 @@ class Keys:
         return f"{self.prefix}:budgets"
 
     def runs_index(self, part: str) -> str:
-        """One key of the runs index (see gencoach.service.graphs.runindex).
+        """One key of the runs index (see gencoach.service.store.runindex).
 
         The parts are `entries`, `combinations`, `counts`, `expiries` and, per
         combination of state, scenario and agent, `by:<JSON of the three>`. The hash tag

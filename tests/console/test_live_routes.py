@@ -16,7 +16,7 @@ from gencoach.console.sources import LiveSource
 from gencoach.constants import Keys
 from gencoach.protocol import CoachingLog
 from gencoach.service.coaching.requests import RequestStore
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_events, known_run_events
 

@@ -16,8 +16,8 @@ from gencoach.errors import SaveError
 from gencoach.graph import read_save
 from gencoach.limits import StageLimits
 from gencoach.protocol import parse_event
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.saving.persist import Persister
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import EXPECTED_SCORES, known_run_events
 
 

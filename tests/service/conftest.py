@@ -12,7 +12,7 @@ import redis
 from redis.asyncio import Redis as AsyncRedis
 
 from gencoach.constants import Keys
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from gencoach.service.graphs.consumer import ConsumerOptions, Entry, StreamConsumer
+from gencoach.service.store.consumer import ConsumerOptions, Entry, StreamConsumer
 
 pytestmark = pytest.mark.asyncio
 

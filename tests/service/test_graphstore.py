@@ -9,8 +9,8 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, CoachingMarker, parse_event
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.trajectory import (
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.trajectory import (
     UnknownNodeError,
     children,
     diagnosable,

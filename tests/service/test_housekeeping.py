@@ -11,8 +11,8 @@ from redis.asyncio import Redis
 
 from gencoach.client import Reporter
 from gencoach.constants import Keys
-from gencoach.service.graphs.graphstore import META, GraphStore
 from gencoach.service.recovery.housekeeping import Housekeeper
+from gencoach.service.store.graphstore import META, GraphStore
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_events, known_run_events
 

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.protocol import parse_event
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED

@@ -14,7 +14,7 @@ import redis
 from gencoach.client import Reporter
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.graph import read_save
-from gencoach.service.graphs.graphstore import META
+from gencoach.service.store.graphstore import META
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.metrics import scrape

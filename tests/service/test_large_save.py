@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import chain_run_events
 

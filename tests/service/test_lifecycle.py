@@ -29,8 +29,8 @@ from gencoach.service.coaching.lifecycle import (
     RequestState,
 )
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import ATTEMPTS, GraphStore
 from gencoach.service.pipeline import CoachingPipeline
+from gencoach.service.store.graphstore import ATTEMPTS, GraphStore
 from tests.support.requests import force_admit, force_move, force_prove
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gencoach.service.graphs.nodecache import WriteOnceCache
+from gencoach.service.store.nodecache import WriteOnceCache
 
 
 def test_the_oldest_entry_goes_beyond_the_bound() -> None:

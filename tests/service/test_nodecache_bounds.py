@@ -9,7 +9,7 @@ import pytest
 
 from gencoach.config import load_settings
 from gencoach.errors import ConfigError
-from gencoach.service.graphs.nodecache import WriteOnceCache
+from gencoach.service.store.nodecache import WriteOnceCache
 
 
 def test_entries_never_read_again_expire_as_new_ones_come() -> None:

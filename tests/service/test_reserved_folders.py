@@ -16,8 +16,8 @@ from gencoach.export.destination import DATASETS_DIR
 from gencoach.graph import run_folder_name
 from gencoach.graph.writer import RESERVED_FOLDERS
 from gencoach.limits import StageLimits
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.saving.persist import Persister
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import known_events
 
 

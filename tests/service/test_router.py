@@ -9,9 +9,9 @@ import pytest
 from gencoach.config import RouteSwitches
 from gencoach.protocol import CoachingMarker, StageEnd
 from gencoach.service.coaching.router import AgentCoaching, Routed, Skip, route
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph
-from gencoach.service.graphs.trajectory import Step, trajectory
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph
+from gencoach.service.store.trajectory import Step, trajectory
 from tests.support.graphs import apply_known
 
 pytestmark = pytest.mark.asyncio

@@ -15,8 +15,8 @@ from gencoach.constants import Keys
 from gencoach.limits import StageLimits
 from gencoach.service.coaching.lifecycle import RequestState
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import META, GraphStore
 from gencoach.service.recovery.runends import RunEnds
+from gencoach.service.store.graphstore import META, GraphStore
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known, requests_of
 from tests.support.controller import ControllerProcess, wait_for

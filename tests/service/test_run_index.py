@@ -8,9 +8,9 @@ import pytest
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.service.graphs.graphstore import META, GraphStore
-from gencoach.service.graphs.runindex import RunQuery
 from gencoach.service.recovery.housekeeping import Housekeeper
+from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.runindex import RunQuery
 from tests.support.graphs import known_events
 
 KEYS = Keys()

@@ -13,9 +13,9 @@ from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import run_folder_name
 from gencoach.limits import StageLimits
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
+from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import known_events
 
 

@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, parse_event
-from gencoach.service.graphs.graphstore import META, GraphStore
-from gencoach.service.graphs.sequencing import PARKED, RELEASED, Applying
+from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.sequencing import PARKED, RELEASED, Applying
 from tests.support.graphs import apply_known, known_events
 
 pytestmark = pytest.mark.asyncio

@@ -17,8 +17,8 @@ from redis.asyncio import Redis as AsyncRedis
 from gencoach.client import AsyncReporter
 from gencoach.constants import Keys
 from gencoach.graph import read_save
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph
 from gencoach.sim import EpisodeState
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport

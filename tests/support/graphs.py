@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from gencoach.protocol import AnyEvent, parse_event
 
 if TYPE_CHECKING:
-    from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph
+    from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph
 
 RUN_STARTED: dict[str, Any] = {
     "agent_url": "http://127.0.0.1:8751",

@@ -17,9 +17,9 @@ from gencoach.constants import Keys
 from gencoach.protocol import RunStarted, TaskDescription
 from gencoach.service.coaching.lifecycle import ENDED, IN_FLIGHT
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest
-from gencoach.service.graphs.graphstore import CANDIDATES, META, SITUATIONS
-from gencoach.service.graphs.nodes import as_text
-from gencoach.service.graphs.runindex import RunIndex, RunPage, RunQuery
+from gencoach.service.store.graphstore import CANDIDATES, META, SITUATIONS
+from gencoach.service.store.nodes import as_text
+from gencoach.service.store.runindex import RunIndex, RunPage, RunQuery
 
 
 def coaching_counts(requests: list[CoachingRequest]) -> dict[str, int]:

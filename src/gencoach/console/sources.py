@@ -18,9 +18,9 @@ from gencoach.export.sources import find_folders
 from gencoach.graph import CONFIG_FILE, read_config, read_save
 from gencoach.protocol import RunConfig, SituationRecord, StageEnd
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import MARKERS, META, SEQS, SOURCES, GraphStore
-from gencoach.service.graphs.runindex import RUN_STATES, CursorError, RunPage, RunQuery
 from gencoach.service.saving.persist import build_config, build_records
+from gencoach.service.store.graphstore import MARKERS, META, SEQS, SOURCES, GraphStore
+from gencoach.service.store.runindex import RUN_STATES, CursorError, RunPage, RunQuery
 
 # Graphs kept in memory between polls, per source (the most recently read ones).
 CACHED_GRAPHS = 8

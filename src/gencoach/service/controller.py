@@ -34,9 +34,6 @@ from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.lanes import TerminalLanes
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import RequestStore
-from gencoach.service.graphs.consumer import ConsumerOptions, StreamConsumer
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.intake import Intake, IntakeOptions
 from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.pipeline import CoachingPipeline, Dispatcher
@@ -46,6 +43,9 @@ from gencoach.service.recovery.reconcile import Reconciler
 from gencoach.service.runlife import RunLife
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
+from gencoach.service.store.consumer import ConsumerOptions, StreamConsumer
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.intake import Intake, IntakeOptions
 from gencoach.service.web.api import ApiContext, create_app
 from gencoach.service.web.httpserver import BodyLimit, Concurrency, ConnectionLimits, HttpServer
 

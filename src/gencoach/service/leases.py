@@ -3,7 +3,7 @@
 Each controller holds a key named after its stream consumer (`Keys.lease`), written with
 an expiry of `lease_s` and renewed every quarter of it while the controller runs; a
 graceful stop deletes it. A consumer whose lease has expired is dead: the survivors take
-over the stream entries it held (`gencoach.service.graphs.consumer`), without waiting for them
+over the stream entries it held (`gencoach.service.store.consumer`), without waiting for them
 to idle out. The key holds a token of the process, so two controllers that were given
 the same consumer name find each other out, and say so.
 

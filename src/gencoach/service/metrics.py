@@ -23,8 +23,8 @@ from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.exposition import Gauge, render, stored
 from gencoach.rq_adapter import Backlog
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import as_text
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import as_text
 from gencoach.service.writable import write_refusal
 
 BacklogSource = Callable[[], Awaitable[list[Backlog]]]

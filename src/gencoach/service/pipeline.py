@@ -60,11 +60,11 @@ from gencoach.service.dispatching.job_building import (
     repair_job,
     rewrite_job,
 )
-from gencoach.service.graphs.consumer import Entry
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph, as_text
-from gencoach.service.graphs.trajectory import Step, path_attempts, trajectory
 from gencoach.service.isolation import isolated
+from gencoach.service.store.consumer import Entry
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph, as_text
+from gencoach.service.store.trajectory import Step, path_attempts, trajectory
 
 log = get_logger("coach")
 

@@ -16,9 +16,9 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from gencoach.config import Settings
 from gencoach.service.coaching.registry import AgentRegistry
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.isolation import guarded
 from gencoach.service.saving.saves import SaveLoop
+from gencoach.service.store.graphstore import GraphStore
 
 
 class RunLife:

@@ -38,7 +38,7 @@ from gencoach.protocol import (
     coached_input,
 )
 from gencoach.service.coaching.requests import CoachingRequest
-from gencoach.service.graphs.graphstore import (
+from gencoach.service.store.graphstore import (
     ALTERNATIVES,
     ATTEMPTS,
     MARKERS,
@@ -46,8 +46,8 @@ from gencoach.service.graphs.graphstore import (
     SOURCES,
     GraphStore,
 )
-from gencoach.service.graphs.nodes import RunGraph, StoredSituation, as_text
-from gencoach.service.graphs.trajectory import feedback_situation
+from gencoach.service.store.nodes import RunGraph, StoredSituation, as_text
+from gencoach.service.store.trajectory import feedback_situation
 
 ALTERNATIVES_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/alternatives.lua")
 

@@ -25,9 +25,9 @@ from gencoach.logs import get_logger
 from gencoach.protocol.jobs import ExampleCase
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.service.dispatching.job_building import job_steps
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph
-from gencoach.service.graphs.trajectory import Step
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph
+from gencoach.service.store.trajectory import Step
 from gencoach.workers.prompts import format_trajectory
 
 log = get_logger("examples")

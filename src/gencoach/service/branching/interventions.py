@@ -30,7 +30,7 @@ from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.decider import PersonDecided
 from gencoach.service.coaching.requests import AdmissionTerms, CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import GraphStore
+from gencoach.service.store.graphstore import GraphStore
 
 log = get_logger("interventions")
 

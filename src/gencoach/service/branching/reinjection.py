@@ -50,11 +50,11 @@ from gencoach.service.coaching.decider import (
 )
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.nodes import RunGraph
-from gencoach.service.graphs.trajectory import trajectory
 from gencoach.service.isolation import guarded, isolated
 from gencoach.service.leases import Lease
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.nodes import RunGraph
+from gencoach.service.store.trajectory import trajectory
 
 log = get_logger("reinjection")
 

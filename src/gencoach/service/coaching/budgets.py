@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.service.graphs.nodes import as_text
+from gencoach.service.store.nodes import as_text
 
 FIELDS = tuple(Limits.model_fields)
 

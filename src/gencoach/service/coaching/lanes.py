@@ -29,9 +29,9 @@ from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.logs import bound, get_logger
 from gencoach.metrics.exposition import Gauge
 from gencoach.service.coaching.registry import AgentRegistry
-from gencoach.service.graphs.consumer import Entry
-from gencoach.service.graphs.nodes import as_text
 from gencoach.service.isolation import REDIS_UNAVAILABLE, isolated
+from gencoach.service.store.consumer import Entry
+from gencoach.service.store.nodes import as_text
 from gencoach.settling import Settling
 
 log = get_logger("lanes")

@@ -34,9 +34,9 @@ from gencoach.protocol import (
     CoachingSessionConfig,
 )
 from gencoach.service.coaching.router import AgentCoaching
-from gencoach.service.graphs.graphstore import META
-from gencoach.service.graphs.nodes import as_text
-from gencoach.service.graphs.runindex import RunIndex
+from gencoach.service.store.graphstore import META
+from gencoach.service.store.nodes import as_text
+from gencoach.service.store.runindex import RunIndex
 
 log = get_logger("registry")
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gencoach.config import RouteSwitches
-from gencoach.service.graphs.trajectory import Step, diagnosable
+from gencoach.service.store.trajectory import Step, diagnosable
 
 Route = Literal["format", "failure", "no_action", "exceeded", "suboptimal", "text_rewrite"]
 AgentKind = Literal["format", "failure", "suboptimal"]

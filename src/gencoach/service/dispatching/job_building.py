@@ -26,8 +26,8 @@ from gencoach.protocol.jobs import (
     RewriteJob,
 )
 from gencoach.service.coaching.requests import CoachingRequest
-from gencoach.service.graphs.nodes import RunGraph
-from gencoach.service.graphs.trajectory import Step, feedback_situation
+from gencoach.service.store.nodes import RunGraph
+from gencoach.service.store.trajectory import Step, feedback_situation
 
 
 def stage_of(step: Step) -> CoachingStage:

@@ -17,7 +17,7 @@ Every `every_s` the controller:
 The dead-letter stream is capped when written (`controller.dead_letters_kept`). The runs
 index loses runs whose keys expired, and a slice of it is checked against the runs' own
 state each pass; a run key whose run has no entry gets one (see
-gencoach.service.graphs.runindex).
+gencoach.service.store.runindex).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.logs import get_logger
-from gencoach.service.graphs.graphstore import META
-from gencoach.service.graphs.nodes import as_text
-from gencoach.service.graphs.runindex import RunIndex
+from gencoach.service.store.graphstore import META
+from gencoach.service.store.nodes import as_text
+from gencoach.service.store.runindex import RunIndex
 
 log = get_logger("housekeeping")
 

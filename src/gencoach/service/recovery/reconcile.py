@@ -41,12 +41,12 @@ from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.dispatching.backlog import BacklogWatch
-from gencoach.service.graphs.graphstore import GraphStore, RunActivity
 from gencoach.service.isolation import isolated
 from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.recovery.holding import SlotHolder
 from gencoach.service.recovery.runends import RunEnds
 from gencoach.service.runlife import RunLife
+from gencoach.service.store.graphstore import GraphStore, RunActivity
 
 log = get_logger("reconcile")
 

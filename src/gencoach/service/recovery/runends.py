@@ -23,9 +23,9 @@ from gencoach.metrics.catalog import PROOFS
 from gencoach.service.coaching.decider import RunEnded
 from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.requests import RequestStore
-from gencoach.service.graphs.graphstore import META
-from gencoach.service.graphs.nodes import as_text
-from gencoach.service.graphs.runindex import RunIndex
+from gencoach.service.store.graphstore import META
+from gencoach.service.store.nodes import as_text
+from gencoach.service.store.runindex import RunIndex
 
 log = get_logger("runends")
 

@@ -11,7 +11,7 @@ described by its id alone.
 from __future__ import annotations
 
 from gencoach.protocol import StageDescription, TaskDescription
-from gencoach.service.graphs.nodes import RunGraph, StoredSituation
+from gencoach.service.store.nodes import RunGraph, StoredSituation
 
 
 def describe_task(graph: RunGraph) -> TaskDescription:

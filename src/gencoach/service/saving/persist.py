@@ -37,9 +37,9 @@ from gencoach.protocol import (
     StageEnd,
 )
 from gencoach.service.coaching.requests import REQUESTS
-from gencoach.service.graphs.graphstore import GraphParts, GraphStore, graph_from_parts
-from gencoach.service.graphs.nodes import RunGraph, StoredCandidate, StoredExecution
 from gencoach.service.saving.describe import describe_task
+from gencoach.service.store.graphstore import GraphParts, GraphStore, graph_from_parts
+from gencoach.service.store.nodes import RunGraph, StoredCandidate, StoredExecution
 
 if TYPE_CHECKING:
     from gencoach.config import Settings

@@ -15,9 +15,9 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from gencoach.logs import get_logger
-from gencoach.service.graphs.graphstore import GraphStore
 from gencoach.service.isolation import REDIS_UNAVAILABLE
 from gencoach.service.saving.persist import Persister
+from gencoach.service.store.graphstore import GraphStore
 
 log = get_logger("saves")
 

@@ -28,8 +28,8 @@ from gencoach.service.branching.interventions import (
 from gencoach.service.coaching.budgets import BudgetError, Budgets
 from gencoach.service.coaching.lifecycle import MAY_ORDER
 from gencoach.service.coaching.requests import RequestStore, describe
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.intake import Intake
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.intake import Intake
 from gencoach.service.web.apidoc import (
     BUDGETS_BODY,
     EVENTS_BODY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from gencoach.service.graphs.runindex import DEFAULT_PAGE, MAX_PAGE, RUN_STATES, RunQuery
+from gencoach.service.store.runindex import DEFAULT_PAGE, MAX_PAGE, RUN_STATES, RunQuery
 
 STATE_HELP: Final = "Only runs in this state: active, finished or saved."
 AGENT_HELP: Final = "Only runs of this agent (the id it announced, else its URL)."

@@ -24,8 +24,8 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.logs import get_logger
-from gencoach.service.graphs.nodes import as_text
 from gencoach.service.isolation import REDIS_UNAVAILABLE
+from gencoach.service.store.nodes import as_text
 
 log = get_logger("consumer")
 

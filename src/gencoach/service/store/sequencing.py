@@ -45,8 +45,8 @@ from gencoach.protocol import (
     parse_event,
     parse_event_json,
 )
-from gencoach.service.graphs.nodes import as_text
-from gencoach.service.graphs.runindex import RunIndex
+from gencoach.service.store.nodes import as_text
+from gencoach.service.store.runindex import RunIndex
 
 APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_events.lua")
 

@@ -3,7 +3,7 @@
 At least once from the stream, exactly once in the graph: an entry is acknowledged
 only after the Lua script applied it, parked it for its turn, refused it, or recognised
 it as a duplicate, and the script refuses a `(run_id, seq)` it has seen. A run's events
-apply in seq order whichever controller reads them (`gencoach.service.graphs.sequencing`). In
+apply in seq order whichever controller reads them (`gencoach.service.store.sequencing`). In
 the same step, before the acknowledgement, every applied event that may end something
 coachable is forwarded to the terminals stream, so a crash never loses an opportunity
 (a re-delivered duplicate is forwarded again; the coaching side is idempotent); events
@@ -35,9 +35,9 @@ from gencoach.protocol import (
     RunStarted,
     parse_event_json,
 )
-from gencoach.service.graphs.consumer import ConsumerOptions, Entry, Liveness, StreamConsumer
-from gencoach.service.graphs.graphstore import GraphStore
-from gencoach.service.graphs.sequencing import Applied, Applying, Released
+from gencoach.service.store.consumer import ConsumerOptions, Entry, Liveness, StreamConsumer
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.sequencing import Applied, Applying, Released
 
 _EVENT_KEY = EVENT_FIELD.encode()
 # How much of an oversized event its dead letter keeps.

@@ -28,7 +28,7 @@ from typing import Any, Final
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.service.graphs.nodes import as_text
+from gencoach.service.store.nodes import as_text
 
 _LUA: Final = resources.files("gencoach.service").joinpath("lua")
 # A run is active until run.finished, then finished until its graph is saved.

@@ -2,7 +2,7 @@
 
 Each run's state lives in a handful of hashes under the run's hash tag (see
 `Keys.run`). Generator ids (strings) map to integer storage ids, allocated in seq
-order by the same Lua script that records the node (`gencoach.service.graphs.sequencing`), so
+order by the same Lua script that records the node (`gencoach.service.store.sequencing`), so
 a re-delivered event, or one applied by another controller, changes nothing.
 """
 
@@ -26,31 +26,31 @@ from gencoach.protocol import (
     JsonObject,
     RunStarted,
 )
-from gencoach.service.graphs.nodecache import MAX_ENTRIES as CACHE_ENTRIES
-from gencoach.service.graphs.nodecache import TTL_S as CACHE_TTL_S
-from gencoach.service.graphs.nodecache import WriteOnceCache
-from gencoach.service.graphs.nodes import (
+from gencoach.service.store.nodecache import MAX_ENTRIES as CACHE_ENTRIES
+from gencoach.service.store.nodecache import TTL_S as CACHE_TTL_S
+from gencoach.service.store.nodecache import WriteOnceCache
+from gencoach.service.store.nodes import (
     RunGraph,
     StoredCandidate,
     StoredExecution,
     StoredSituation,
     as_text,
 )
-from gencoach.service.graphs.runindex import RunIndex
-from gencoach.service.graphs.sequencing import CANDIDATE_IDS as CANDIDATE_IDS
-from gencoach.service.graphs.sequencing import CANDIDATES as CANDIDATES
-from gencoach.service.graphs.sequencing import (
+from gencoach.service.store.runindex import RunIndex
+from gencoach.service.store.sequencing import CANDIDATE_IDS as CANDIDATE_IDS
+from gencoach.service.store.sequencing import CANDIDATES as CANDIDATES
+from gencoach.service.store.sequencing import (
     DEFAULT_GAP_TIMEOUT_S,
     SCRIPT_PARTS,
     Applied,
     Sequencer,
 )
-from gencoach.service.graphs.sequencing import EXECUTIONS as EXECUTIONS
-from gencoach.service.graphs.sequencing import LINKS as LINKS
-from gencoach.service.graphs.sequencing import MEMBERS as MEMBERS
-from gencoach.service.graphs.sequencing import META as META
-from gencoach.service.graphs.sequencing import SEQS as SEQS
-from gencoach.service.graphs.sequencing import SITUATIONS as SITUATIONS
+from gencoach.service.store.sequencing import EXECUTIONS as EXECUTIONS
+from gencoach.service.store.sequencing import LINKS as LINKS
+from gencoach.service.store.sequencing import MEMBERS as MEMBERS
+from gencoach.service.store.sequencing import META as META
+from gencoach.service.store.sequencing import SEQS as SEQS
+from gencoach.service.store.sequencing import SITUATIONS as SITUATIONS
 
 # The parts of a run's state (those the apply script writes come from sequencing, and are
 # re-exported); `RUN_PARTS` lists every key a run owns, for expiry.
@@ -136,7 +136,7 @@ class GraphStore:
 
     async def apply(self, events: Sequence[AnyEvent], *, own: bool = False) -> list[Applied]:
         """Apply events in one round trip, each run's in seq order (see
-        `gencoach.service.graphs.sequencing`); each is applied at most once."""
+        `gencoach.service.store.sequencing`); each is applied at most once."""
         return (await self.sequencer.apply(events, own=own)).results
 
     async def executed(self, run_id: str, candidate_id: int) -> bool:

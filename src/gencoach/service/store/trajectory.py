@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gencoach.protocol import CoachingMarker, StageInfo
-from gencoach.service.graphs.nodes import (
+from gencoach.service.store.nodes import (
     RunGraph,
     StoredCandidate,
     StoredExecution,

@@ -1,1 +1,0 @@
-"""Graph intake and store: events read from the stream, applied exactly once, read back."""
