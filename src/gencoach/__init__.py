@@ -1,5 +1,98 @@
-"""gencoach: asynchronous coaching orchestration for agent data generation."""
+"""gencoach: asynchronous coaching orchestration for agent data generation.
+
+What simulator integrators, agent authors and training teams import, by what they do;
+each name is imported on first use (the service's own modules stay where they are):
+
+- report a run and execute coached branches: `Reporter`, `AsyncReporter`, `OrderReader`,
+  `BranchOrder`;
+- run a Gymnasium env under gencoach: `GymAdapter`, `Tool`, `OracleTeacher`,
+  `run_campaign`, `CampaignOptions`, and its LLM-policy agent `env_app`,
+  `EnvAgentOptions`;
+- write an agent that is coached: `create_agent_app`, `Policy`, `Coach`, `check_agent`;
+- read saves and datasets: `read_save`, `SavedGraph`, `audit`, `run_export`,
+  `Exporter`, `CanonicalDatasetAdapter`;
+- the errors they may catch: `GencoachError`, `ContractError`, `ReportError`, `SaveError`.
+"""
+
+from typing import TYPE_CHECKING
 
 from gencoach.__about__ import __version__
+from gencoach.lazy import lazy_names
 
-__all__ = ["__version__"]
+_MODULES = {
+    "Reporter": "gencoach.client",
+    "AsyncReporter": "gencoach.client",
+    "ReportError": "gencoach.client",
+    "OrderReader": "gencoach.orders",
+    "BranchOrder": "gencoach.protocol.branches",
+    "GymAdapter": "gencoach.integrations.gymnasium",
+    "Tool": "gencoach.integrations.gymnasium",
+    "OracleTeacher": "gencoach.integrations.gymnasium",
+    "run_campaign": "gencoach.integrations.gymnasium",
+    "CampaignOptions": "gencoach.integrations.gymnasium",
+    "env_app": "gencoach.integrations.gymnasium.agent",
+    "EnvAgentOptions": "gencoach.integrations.gymnasium.agent",
+    "create_agent_app": "gencoach.agents",
+    "Policy": "gencoach.agents",
+    "Coach": "gencoach.agents",
+    "check_agent": "gencoach.agents",
+    "read_save": "gencoach.graph",
+    "SavedGraph": "gencoach.graph",
+    "audit": "gencoach.graph.audit",
+    "run_export": "gencoach.export",
+    "Exporter": "gencoach.export",
+    "CanonicalDatasetAdapter": "gencoach.library",
+    "GencoachError": "gencoach.errors",
+    "ContractError": "gencoach.errors",
+    "SaveError": "gencoach.errors",
+}
+
+if TYPE_CHECKING:  # the same names, seen by type checkers as they are
+    from gencoach.agents import Coach, Policy, check_agent, create_agent_app
+    from gencoach.client import AsyncReporter, Reporter, ReportError
+    from gencoach.errors import ContractError, GencoachError, SaveError
+    from gencoach.export import Exporter, run_export
+    from gencoach.graph import SavedGraph, read_save
+    from gencoach.graph.audit import audit
+    from gencoach.integrations.gymnasium import (
+        CampaignOptions,
+        GymAdapter,
+        OracleTeacher,
+        Tool,
+        run_campaign,
+    )
+    from gencoach.integrations.gymnasium.agent import EnvAgentOptions, env_app
+    from gencoach.library import CanonicalDatasetAdapter
+    from gencoach.orders import OrderReader
+    from gencoach.protocol.branches import BranchOrder
+
+__getattr__ = lazy_names(__name__, _MODULES)
+
+__all__ = [
+    "AsyncReporter",
+    "BranchOrder",
+    "CampaignOptions",
+    "CanonicalDatasetAdapter",
+    "Coach",
+    "ContractError",
+    "EnvAgentOptions",
+    "Exporter",
+    "GencoachError",
+    "GymAdapter",
+    "OracleTeacher",
+    "OrderReader",
+    "Policy",
+    "ReportError",
+    "Reporter",
+    "SaveError",
+    "SavedGraph",
+    "Tool",
+    "__version__",
+    "audit",
+    "check_agent",
+    "create_agent_app",
+    "env_app",
+    "read_save",
+    "run_campaign",
+    "run_export",
+]

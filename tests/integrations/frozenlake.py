@@ -8,7 +8,7 @@ from typing import Any
 
 import gymnasium
 
-from gencoach.integrations.gymnasium import GymAdapter, Tool
+from gencoach import GymAdapter, Tool
 
 MOVES = {0: (0, -1), 1: (1, 0), 2: (0, 1), 3: (-1, 0)}  # left, down, right, up: (row, col)
 
