@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gencoach.config import Limits, load_settings
+import pytest
+
+from gencoach.config import Limits, Settings, load_settings
 
 from .checks import Load, Refuse, Write
 
@@ -164,6 +166,12 @@ def test_environment_overrides_the_file(load: Load) -> None:
     assert settings.workers.processes == 4
 
 
+def test_environment_json_reaches_a_nested_list(load: Load) -> None:
+    """A nested variable whose value starts with `[` is read as a JSON list."""
+    settings = load("", {"GENCOACH_WORKERS__QUEUES": '["repair", "diagnosis"]'})
+    assert settings.workers.queues == ["repair", "diagnosis"]
+
+
 def test_environment_json_object_merges_into_the_file_section(load: Load) -> None:
     """A JSON object in a variable merges into the file's section rather than replacing it."""
     settings = load(
@@ -203,6 +211,14 @@ def test_variables_outside_the_prefix_and_the_config_path_are_ignored(load: Load
     """PATH, HOME and GENCOACH_CONFIG (the CLI's file path) are not settings."""
     settings = load("", {"PATH": "/bin", "HOME": "/root", "GENCOACH_CONFIG": "x.yaml"})
     assert settings.coaching.max_pending_per_stage == 5
+
+
+def test_only_the_environment_passed_is_read(load: Load, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's own GENCOACH_* variables reach neither load_settings, given another
+    environment, nor a Settings built in code: the CLI alone passes os.environ."""
+    monkeypatch.setenv("GENCOACH_API__PORT", "9999")
+    assert load("", {}).api.port == 8750
+    assert Settings().api.port == 8750
 
 
 def test_reload_reads_new_limits_from_the_same_file(write: Write) -> None:

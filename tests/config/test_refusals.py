@@ -136,6 +136,21 @@ def test_invalid_variable_value_names_the_variable(refuse: Refuse) -> None:
     problem_at(error, "GENCOACH_")
 
 
+def test_a_variable_inside_a_value_another_variable_sets_is_refused(refuse: Refuse) -> None:
+    """Two variables that both set coaching.routes, one whole and one a key inside it, are
+    refused naming both, rather than one silently winning."""
+    error = refuse(
+        "",
+        {"GENCOACH_COACHING__ROUTES": "off", "GENCOACH_COACHING__ROUTES__FORMAT": "false"},
+    )
+    problem = problem_at(error, "GENCOACH_COACHING__ROUTES__FORMAT")
+    assert problem.message == (
+        "sets a key inside coaching.routes, which GENCOACH_COACHING__ROUTES sets"
+    )
+    assert_names(error, "coaching.routes (GENCOACH_COACHING__ROUTES)", "off")
+    assert len(error.problems) == 2
+
+
 def test_missing_explicit_file_is_refused(tmp_path: Path) -> None:
     """An explicit config path that does not exist is an error naming it."""
     missing = tmp_path / "nowhere.yaml"
