@@ -20,9 +20,8 @@ from gencoach.workers.context import worker_context
 from gencoach.workers.job_functions import perform
 from gencoach.workers.resources import JobResources
 from tests.real_llm.server import MODEL_ALIAS, LlamaServer
-from tests.service.test_routes_more import _two_step_run
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import requests_of
+from tests.support.coaching import requests_of, two_step_run
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.workers.builders import admit, diagnosis_job, rewrite_job
@@ -158,7 +157,7 @@ def test_one_correction_through_the_loop_with_the_real_model(
     controller.start_workers()
     with Reporter("real", redis_url=redis_url) as reporter:
         reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
-        _two_step_run(
+        two_step_run(
             reporter,
             "real",
             {"id": 0, "goal": "press sw0"},

@@ -12,42 +12,23 @@ import httpx
 import pytest
 
 from gencoach.client import Reporter
-from gencoach.protocol import BranchOrder
 from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import (
+    branch_orders,
     coaching_settings,
     complete_save,
     report_known,
-    requests_of,
+    request_in_state,
     succeed_after,
 )
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import RUN_STARTED
+from tests.support.graphs import FAILURE, RUN_STARTED
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 from tests.support.saves import assert_audit_clean
 
 pytestmark = pytest.mark.slow
 
 SUCCESS = {"event": "success", "state": "optimal"}
-FAILURE = {"event": "failure", "state": "exceeded"}
-
-
-def _orders(reporter: Reporter, count: int, timeout_s: float = 15.0) -> list[BranchOrder]:
-    orders: list[BranchOrder] = []
-    wait_for(
-        lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count,
-        timeout_s=timeout_s,
-        what=f"{count} branch order(s)",
-    )
-    return orders
-
-
-def _state(controller: ControllerProcess, run_id: str, route: str, state: str) -> Any:
-    def check() -> Any:
-        request = requests_of(controller, run_id).get(route)
-        return request if request is not None and request["state"] == state else None
-
-    return check
 
 
 def test_failure_is_coached_executed_proven_and_saved(
@@ -66,10 +47,14 @@ def test_failure_is_coached_executed_proven_and_saved(
     controller.start()
     controller.start_workers()
     report_known(redis_url, "loop", scripted_agent.url)
-    wait_for(_state(controller, "loop", "failure", "reinjected"), timeout_s=60, what="reinjection")
+    wait_for(
+        request_in_state(controller, "loop", "failure", "reinjected"),
+        timeout_s=60,
+        what="reinjection",
+    )
 
     with Reporter("loop", redis_url=redis_url, start_seq=500) as generator:
-        (order,) = _orders(generator, 1)
+        (order,) = branch_orders(generator, 1)
         assert (order.anchor.kind, order.anchor.situation_id) == ("replacement", "S_b")
         assert order.candidate.output is not None
         assert order.candidate.output.say == "corrected: press sw4"
@@ -81,7 +66,9 @@ def test_failure_is_coached_executed_proven_and_saved(
         assert proposal["extra_keys"]["kind"] == "replace_decision"
         attempt = order.attempt_id
         succeed_after(generator, order)
-        proven = wait_for(_state(controller, "loop", "failure", "proven"), what="the proof")
+        proven = wait_for(
+            request_in_state(controller, "loop", "failure", "proven"), what="the proof"
+        )
         stages = httpx.get(f"{controller.url}/v1/runs/loop/stages").json()["stages"]
         stage0 = next(stage for stage in stages if stage["stage_id"] == 0)
         assert (stage0["completed"], stage0["proven"], stage0["unproven"]) == (1, 1, 0)
@@ -182,7 +169,7 @@ def test_unproven_attempts_block_automatic_requests_but_not_people(
         "refused by the stage limits: unproven 5 of 5",
     )
     with Reporter("tight", redis_url=redis_url, start_seq=500) as generator:
-        order = _orders(generator, 5)[0]
+        order = branch_orders(generator, 5)[0]
         generator.emit(
             "candidate.executed", candidate_id=order.candidate_id, status="error", stage_end=FAILURE
         )
@@ -333,7 +320,7 @@ def test_a_correction_nested_in_a_coached_branch_proves_the_one_around_it(
         return [r for r in found if r["route"] == "failure"]
 
     with Reporter("nest", redis_url=redis_url, start_seq=500) as generator:
-        (outer,) = _orders(generator, 1, timeout_s=60)
+        (outer,) = branch_orders(generator, 1, timeout_s=60)
         generator.emit("candidate.executed", candidate_id=outer.candidate_id, status="ongoing")
         generator.emit(
             "situation.created",
@@ -351,7 +338,7 @@ def test_a_correction_nested_in_a_coached_branch_proves_the_one_around_it(
         )
         generator.emit("candidate.executed", candidate_id="n1", status="error", stage_end=FAILURE)
         generator.flush()
-        (inner,) = _orders(generator, 1, timeout_s=60)
+        (inner,) = branch_orders(generator, 1, timeout_s=60)
         assert inner.anchor.situation_id == "S_n"
         assert inner.attempt_id != outer.attempt_id
         generator.emit(

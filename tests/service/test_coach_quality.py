@@ -14,11 +14,17 @@ import pytest
 from gencoach.client import Reporter
 from gencoach.demo.quality import quality_of, table_rows
 from gencoach.export import ExportSettings, run_export
-from tests.service.test_branches import FAILURE, _orders, _state
 from tests.support.agent_server import ScriptedAgent, correction
-from tests.support.coaching import coaching_settings, complete_save, requests_of, succeed_after
+from tests.support.coaching import (
+    branch_orders,
+    coaching_settings,
+    complete_save,
+    request_in_state,
+    requests_of,
+    succeed_after,
+)
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import known_run_events
+from tests.support.graphs import FAILURE, known_run_events
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
 pytestmark = pytest.mark.slow
@@ -55,9 +61,9 @@ def _with_source(source: str) -> Callable[[dict[str, Any]], tuple[int, dict[str,
 def _prove(redis_url: str, run_id: str, controller: ControllerProcess) -> None:
     """Execute the run's one branch order to stage success, then finish the run."""
     with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
-        (order,) = _orders(generator, 1)
+        (order,) = branch_orders(generator, 1)
         succeed_after(generator, order)
-        wait_for(_state(controller, run_id, "failure", "proven"), what="the proof")
+        wait_for(request_in_state(controller, run_id, "failure", "proven"), what="the proof")
         generator.emit("run.finished")
 
 
@@ -78,7 +84,11 @@ def test_a_magma_format_diagnosis_ends_in_a_branch_order_and_a_fallback_stays_la
     controller.start()
     controller.start_workers()
     _report(redis_url, "magma", scripted_agent.url, faulty="c4")
-    wait_for(_state(controller, "magma", "failure", "reinjected"), timeout_s=60, what="reinjection")
+    wait_for(
+        request_in_state(controller, "magma", "failure", "reinjected"),
+        timeout_s=60,
+        what="reinjection",
+    )
     assert len(llm.requests) == 1, "the MAGMA-format answer is accepted the first time"
     (sent,) = scripted_agent.coaching_requests
     assert sent["diagnosis"]["expected_decision"] == "press_button(id='sw4') with panda"
@@ -142,7 +152,9 @@ def test_diagnoses_are_measured_against_the_truth_the_generator_reports(
     controller.start_workers()
     for run_id, faulty in (("right", "c4"), ("wrong", "c1"), ("unknown", None)):
         _report(redis_url, run_id, scripted_agent.url, faulty)
-        wait_for(_state(controller, run_id, "failure", "reinjected"), timeout_s=60, what=run_id)
+        wait_for(
+            request_in_state(controller, run_id, "failure", "reinjected"), timeout_s=60, what=run_id
+        )
     _prove(redis_url, "right", controller)
 
     requests = {

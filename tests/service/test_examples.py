@@ -11,9 +11,8 @@ import pytest
 from gencoach.client import Reporter
 from gencoach.protocol.jobs import ExampleCase
 from gencoach.service.branching.examples import ExampleKey, ExampleStore
-from tests.service.test_branches import _orders, _state
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known
+from tests.support.coaching import branch_orders, coaching_settings, report_known, request_in_state
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -98,17 +97,21 @@ def test_registered_on_proof_and_offered_to_the_next_diagnosis(
     controller.start()
     controller.start_workers()
     report_known(redis_url, "first", scripted_agent.url)
-    wait_for(_state(controller, "first", "failure", "reinjected"), timeout_s=60, what="reinjection")
+    wait_for(
+        request_in_state(controller, "first", "failure", "reinjected"),
+        timeout_s=60,
+        what="reinjection",
+    )
     assert not list(cache.glob("buttons-failure-*.json")), "nothing is kept before the proof"
     with Reporter("first", redis_url=redis_url, start_seq=500) as generator:
-        (order,) = _orders(generator, 1)
+        (order,) = branch_orders(generator, 1)
         generator.emit(
             "candidate.executed",
             candidate_id=order.candidate_id,
             status="optimal",
             stage_end={"event": "success", "state": "optimal"},
         )
-    wait_for(_state(controller, "first", "failure", "proven"), what="the proof")
+    wait_for(request_in_state(controller, "first", "failure", "proven"), what="the proof")
     (stored,) = wait_for(lambda: list(cache.glob("buttons-failure-*.json")), what="the stored case")
     case = json.loads(stored.read_text())["cases"][0]
     assert case["reason"] == "sw9 is not part of the task"

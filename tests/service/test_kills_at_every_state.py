@@ -27,16 +27,17 @@ from rq import Worker
 from gencoach.client import Reporter
 from gencoach.constants import Keys
 from gencoach.crashpoints import ENV as CRASH_AT
-from tests.service.test_branches import _orders, _state
-from tests.service.test_routes_more import _two_step_run
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     REINJECTED_IN_KNOWN_RUN,
+    branch_orders,
     coaching_settings,
     complete_save,
     report_known,
+    request_in_state,
     requests_of,
     succeed_after,
+    two_step_run,
 )
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
@@ -154,14 +155,14 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
         executed_before = state in ("executed", "proven")
         if executed_before:  # the branch is executed before the kill
-            (order,) = _orders(generator, 1, RECOVERY_S)
+            (order,) = branch_orders(generator, 1, RECOVERY_S)
             succeed_after(generator, order)
         _crashed(controller, point)
         controller.env = {}
         controller.start()
         gate.set()
         if not executed_before:
-            (order,) = _orders(generator, 1, RECOVERY_S)
+            (order,) = branch_orders(generator, 1, RECOVERY_S)
             succeed_after(generator, order)
         request = _settled_request(controller, run_id, "failure", frozenset({"proven"}))
     history = [step["state"] for step in request["history"]]
@@ -192,7 +193,7 @@ def test_a_controller_killed_while_rewriting_loses_nothing(
     with Reporter("kill-text", redis_url=redis_url) as reporter:
         reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
         stage = {"id": 0, "goal": "answer", "text_only": True}
-        _two_step_run(reporter, "text", stage, {"event": "failure", "state": "exceeded"})
+        two_step_run(reporter, "text", stage, {"event": "failure", "state": "exceeded"})
     _crashed(controller, point)
     controller.env = {}
     controller.start()
@@ -239,7 +240,7 @@ def test_a_worker_killed_while_its_job_runs_loses_nothing(
     pool = controller.start_workers()
     run_id = f"worker-{state}"
     report_known(redis_url, run_id, scripted_agent.url, with_own_coaching=False)
-    wait_for(_state(controller, run_id, "failure", state), timeout_s=60, what=state)
+    wait_for(request_in_state(controller, run_id, "failure", state), timeout_s=60, what=state)
     os.kill(_worker_of(redis_url, pool.pid), signal.SIGKILL)
     gate.set()  # the killed job's connection is gone; the retried job is answered at once
     request = _settled_request(controller, run_id, "failure", REINJECTED_IN_KNOWN_RUN)

@@ -12,9 +12,8 @@ import redis
 
 from gencoach.client import Reporter
 from gencoach.constants import Keys
-from tests.service.test_branches import _state
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
-from tests.support.coaching import coaching_settings, report_known
+from tests.support.coaching import coaching_settings, report_known, request_in_state
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -57,7 +56,11 @@ def test_killed_while_the_agent_answers(
     controller.wait()
     answer.set()  # the killed call's connection is gone: only the retried call is answered
     controller.start()
-    wait_for(_state(controller, "crash", "failure", "reinjected"), timeout_s=30, what="reinjection")
+    wait_for(
+        request_in_state(controller, "crash", "failure", "reinjected"),
+        timeout_s=30,
+        what="reinjection",
+    )
     assert redis_client.xlen(KEYS.branches("crash")) == 1
     assert _alternatives(redis_client, "crash") == 1
 
@@ -74,7 +77,9 @@ def test_killed_between_the_answer_and_the_order(
     without asking the agent again; a second kill and restart changes nothing."""
     controller = _start(controller_factory, llm)
     report_known(redis_url, "window", scripted_agent.url)
-    request = wait_for(_state(controller, "window", "failure", "reinjected"), timeout_s=60)
+    request = wait_for(
+        request_in_state(controller, "window", "failure", "reinjected"), timeout_s=60
+    )
     controller.signal(signal.SIGKILL)
     controller.wait()
     # Rewind to the moment after the nodes were recorded and before the order went out.
@@ -89,7 +94,7 @@ def test_killed_between_the_answer_and_the_order(
     asked = len(scripted_agent.response_requests)
     controller.start()
     wait_for(lambda: redis_client.xlen(KEYS.branches("window")) == 1, what="the order")
-    wait_for(_state(controller, "window", "failure", "reinjected"), what="reinjection")
+    wait_for(request_in_state(controller, "window", "failure", "reinjected"), what="reinjection")
     assert len(scripted_agent.response_requests) == asked, "the recorded answer was reused"
     assert _alternatives(redis_client, "window") == 1
     controller.signal(signal.SIGKILL)
@@ -112,7 +117,7 @@ def test_unreachable_agent_is_retried_then_the_request_abandoned(
     scripted_agent.response_status = 503
     controller = _start(controller_factory, llm)
     report_known(redis_url, "down", scripted_agent.url)
-    request = wait_for(_state(controller, "down", "failure", "abandoned"), timeout_s=60)
+    request = wait_for(request_in_state(controller, "down", "failure", "abandoned"), timeout_s=60)
     assert request["reason"] == (
         "the agent's reinjected answer: /v1/responses answered 503: scripted outage"
     )
@@ -157,9 +162,9 @@ def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
         controller.start()
         # The slow agent's call waits for its 30 s timeout, three times over: a recovery
         # done in turn would take about 90 s before reaching the other run.
-        wait_for(_state(controller, "b-fast", "failure", "reinjected"), timeout_s=60)
+        wait_for(request_in_state(controller, "b-fast", "failure", "reinjected"), timeout_s=60)
         wait_for(lambda: len(slow.response_requests) > asked, what="the slow run's new call")
-        request = _state(controller, "a-slow", "failure", "corrected")()
+        request = request_in_state(controller, "a-slow", "failure", "corrected")()
         assert request is not None, "the slow run's request still waits on its agent"
         stages = httpx.get(f"{controller.url}/v1/runs/a-slow/stages").json()["stages"]
         assert sum(stage["pending"] for stage in stages) == 1
@@ -190,7 +195,7 @@ def test_a_run_finishing_while_its_agent_answers_ends_the_request_quietly(
         what="the run finished",
     )
     answer.set()
-    request = wait_for(_state(controller, "late", "failure", "abandoned"), timeout_s=60)
+    request = wait_for(request_in_state(controller, "late", "failure", "abandoned"), timeout_s=60)
     assert "finished" in request["reason"], request["reason"]
     assert redis_client.xlen(KEYS.branches("late")) == 0
     assert _alternatives(redis_client, "late") == 0

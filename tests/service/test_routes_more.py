@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pytest
 
 from gencoach.client import Reporter
 from gencoach.funnel import funnel_row
-from gencoach.protocol import BranchOrder
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known, requests_of, settled
+from tests.support.coaching import (
+    branch_orders,
+    coaching_settings,
+    report_known,
+    requests_of,
+    settled,
+    two_step_run,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.funnel import assert_funnel_adds_up, metrics_funnel
 from tests.support.graphs import RUN_STARTED
@@ -26,19 +31,6 @@ from tests.support.processes import kill_tree
 pytestmark = pytest.mark.slow
 
 SUCCESS = {"event": "success", "state": "optimal"}
-PRESS = {
-    "say": "",
-    "tool_calls": [
-        {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
-    ],
-}
-
-
-def _orders(reporter: Reporter, count: int) -> list[BranchOrder]:
-    """The run's first `count` branch orders, as its generator reads them."""
-    orders: list[BranchOrder] = []
-    wait_for(lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count)
-    return orders
 
 
 def _branches_executed(controller: ControllerProcess, run_id: str) -> Callable[[], bool]:
@@ -47,30 +39,6 @@ def _branches_executed(controller: ControllerProcess, run_id: str) -> Callable[[
         request["state"] in ("executed", "proven")
         for request in requests_of(controller, run_id).values()
     )
-
-
-def _two_step_run(
-    reporter: Reporter, prefix: str, stage: dict[str, Any], end: dict[str, str]
-) -> None:
-    """A root decision that goes on, then one that ends the stage with `end`."""
-    emit = reporter.emit
-    user = {"type": "user", "content": f"{prefix}: press sw0"}
-    emit("situation.created", situation_id=f"{prefix}-s0", parent_candidate_id=None, stage=stage,
-         input={"id": len(prefix) * 100, "instruction": user})  # fmt: skip
-    emit("candidate.created", candidate_id=f"{prefix}-c0", situation_id=f"{prefix}-s0",
-         response_status="completed", output=PRESS)  # fmt: skip
-    emit("candidate.executed", candidate_id=f"{prefix}-c0", status="ongoing")
-    feedback = {"id": len(prefix) * 100 + 1, "instruction": {"type": "env", "content": "{}"}}
-    emit("situation.created", situation_id=f"{prefix}-s1", parent_candidate_id=f"{prefix}-c0",
-         stage=stage, input=feedback)  # fmt: skip
-    second = (
-        {"say": "I am done", "tool_calls": []}
-        if stage.get("text_only") or end["event"] == "no_action"
-        else PRESS
-    )
-    emit("candidate.created", candidate_id=f"{prefix}-c1", situation_id=f"{prefix}-s1",
-         response_status="completed", output=second)  # fmt: skip
-    emit("candidate.executed", candidate_id=f"{prefix}-c1", status="error", stage_end=end)
 
 
 @pytest.mark.timeout(240)
@@ -92,10 +60,10 @@ def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
     controller.start_workers()
     with Reporter("routes", redis_url=redis_url) as reporter:
         reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
-        _two_step_run(
+        two_step_run(
             reporter, "idle", {"id": 0, "goal": "act"}, {"event": "no_action", "state": "exceeded"}
         )
-        _two_step_run(
+        two_step_run(
             reporter, "long", {"id": 1, "goal": "act"}, {"event": "exceeded", "state": "exceeded"}
         )
     found = wait_for(settled(controller, "routes", 2), timeout_s=60, what="two requests")
@@ -113,7 +81,7 @@ def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
     llm.script(json_reply({"say": "the answer is 42"}))
     with Reporter("text", redis_url=redis_url) as reporter:
         reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
-        _two_step_run(reporter, "text", {"id": 0, "goal": "answer", "text_only": True},
+        two_step_run(reporter, "text", {"id": 0, "goal": "answer", "text_only": True},
                       {"event": "failure", "state": "exceeded"})  # fmt: skip
     (rewrite,) = wait_for(settled(controller, "text", 1), timeout_s=60, what="the rewrite").values()
     assert (rewrite["route"], rewrite["state"]) == ("text_rewrite", "reinjected")
@@ -173,7 +141,7 @@ def test_no_action_exceeded_text_rewrite_and_human_routes_to_their_outcomes(
             for attempt in request["attempt_ids"]
         }
         with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
-            for order in _orders(generator, 2):
+            for order in branch_orders(generator, 2):
                 if by_attempt[order.attempt_id] in proving:
                     generator.emit("candidate.executed", candidate_id=order.candidate_id,
                                    status="optimal", stage_end=SUCCESS)  # fmt: skip

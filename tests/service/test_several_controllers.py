@@ -9,9 +9,8 @@ import pytest
 import redis
 
 from gencoach.constants import Keys
-from tests.service.test_branches import _state
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known
+from tests.support.coaching import coaching_settings, report_known, request_in_state
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -53,7 +52,9 @@ def test_a_slow_reinjection_is_not_started_again_by_the_other_controller(
     scripted_agent.response_delay_s = 8.0  # longer than the reconciler's 5 s staleness
     report_known(redis_url, "slow", scripted_agent.url)
     first, _ = two_controllers
-    wait_for(_state(first, "slow", "failure", "reinjected"), timeout_s=90, what="reinjection")
+    wait_for(
+        request_in_state(first, "slow", "failure", "reinjected"), timeout_s=90, what="reinjection"
+    )
     assert len(scripted_agent.response_requests) == 1
     assert redis_client.xlen(KEYS.branches("slow")) == 1
     assert redis_client.keys(KEYS.run("slow", "reinjecting:*")) == []

@@ -15,6 +15,14 @@ from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events, own_coaching
 from tests.support.llm_server import ScriptedLLMServer
 
+PRESS_SW0 = {
+    "say": "",
+    "tool_calls": [
+        {"name": "press_button", "arguments": {"id": "sw0"}, "target_robot_name": "panda"}
+    ],
+}
+"""A decision pressing sw0, as a generator reports it."""
+
 PRESS_SW4 = {
     "say": "",
     "tool_calls": [
@@ -79,6 +87,53 @@ def requests_of(controller: ControllerProcess, run_id: str) -> dict[str, dict[st
     if response.status_code != 200:
         return {}
     return {item["route"]: item for item in response.json()["requests"]}
+
+
+def request_in_state(
+    controller: ControllerProcess, run_id: str, route: str, state: str
+) -> Callable[[], Any]:
+    """A condition: the run's request of `route` is in `state`; its value is the request."""
+
+    def check() -> Any:
+        request = requests_of(controller, run_id).get(route)
+        return request if request is not None and request["state"] == state else None
+
+    return check
+
+
+def branch_orders(reporter: Reporter, count: int, timeout_s: float = 15.0) -> list[BranchOrder]:
+    """The run's first `count` branch orders, as its generator reads them."""
+    orders: list[BranchOrder] = []
+    wait_for(
+        lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count,
+        timeout_s=timeout_s,
+        what=f"{count} branch order(s)",
+    )
+    return orders
+
+
+def two_step_run(
+    reporter: Reporter, prefix: str, stage: dict[str, Any], end: dict[str, str]
+) -> None:
+    """Report a root decision that goes on, then one that ends the stage with `end`."""
+    emit = reporter.emit
+    user = {"type": "user", "content": f"{prefix}: press sw0"}
+    emit("situation.created", situation_id=f"{prefix}-s0", parent_candidate_id=None, stage=stage,
+         input={"id": len(prefix) * 100, "instruction": user})  # fmt: skip
+    emit("candidate.created", candidate_id=f"{prefix}-c0", situation_id=f"{prefix}-s0",
+         response_status="completed", output=PRESS_SW0)  # fmt: skip
+    emit("candidate.executed", candidate_id=f"{prefix}-c0", status="ongoing")
+    feedback = {"id": len(prefix) * 100 + 1, "instruction": {"type": "env", "content": "{}"}}
+    emit("situation.created", situation_id=f"{prefix}-s1", parent_candidate_id=f"{prefix}-c0",
+         stage=stage, input=feedback)  # fmt: skip
+    second = (
+        {"say": "I am done", "tool_calls": []}
+        if stage.get("text_only") or end["event"] == "no_action"
+        else PRESS_SW0
+    )
+    emit("candidate.created", candidate_id=f"{prefix}-c1", situation_id=f"{prefix}-s1",
+         response_status="completed", output=second)  # fmt: skip
+    emit("candidate.executed", candidate_id=f"{prefix}-c1", status="error", stage_end=end)
 
 
 def settled(controller: ControllerProcess, run_id: str, count: int) -> Callable[[], Any]:
