@@ -30,7 +30,7 @@ def torch_iterable(
     DataLoader worker never shares the parent's SQLite connection or file handles.
     """
     try:
-        from torch.utils.data import IterableDataset, get_worker_info  # type: ignore[import-not-found]
+        from torch.utils.data import IterableDataset, get_worker_info  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise LibraryError(
             "torch",

@@ -45,7 +45,7 @@ class SavedDatasetSource(SourceAdapter):
     def open(self) -> SourceContent:
         """Load the dataset (memory-mapped) and yield a payload per row."""
         try:
-            import datasets  # type: ignore[import-untyped]
+            import datasets  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             raise SourceError(self.location, f"reading a saved dataset needs {_EXTRA}") from None
         try:
