@@ -26,7 +26,7 @@ from gencoach.integrations.gymnasium import (
 from gencoach.integrations.minigrid import BabyAIAdapter
 from tests.integrations.support import babyai_agent, oracle_controller
 from tests.support.controller import wait_for
-from tests.support.saves import assert_audit_clean
+from tests.support.saves import assert_audit_clean, save_complete
 
 pytest.importorskip("minigrid")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(240)]
@@ -78,7 +78,7 @@ async def test_babyai_mistakes_are_coached_into_proven_branches(
                     for request in body["requests"]:
                         routes[(request["route"], request["state"])] += 1
         saves = [controller.output_dir / run for r in reports for run in r.run_ids]
-        wait_for(lambda: all(complete(folder) for folder in saves), 30, "complete saves")
+        wait_for(lambda: all(save_complete(folder) for folder in saves), 30, "complete saves")
     assert_audit_clean(*saves)
     print([report.summary() for report in reports], sorted(routes.items()))
     assert all(report.total.orders_skipped == 0 for report in reports)
@@ -116,12 +116,6 @@ def robots_named(row: dict[str, Any]) -> list[str]:
         if "target_robot_name" in json.dumps(tool["function"]["parameters"])
     ]
     return found
-
-
-def complete(folder: Path) -> bool:
-    """Whether the run's save is written whole."""
-    config = folder / "config.json"
-    return config.is_file() and bool(json.loads(config.read_text())["export_complete"])
 
 
 def replay(adapter: BabyAIAdapter, row: dict[str, Any]) -> list[str]:

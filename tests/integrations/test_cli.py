@@ -16,8 +16,8 @@ from gencoach.agents import create_agent_app
 from gencoach.agents.reference import reference_info
 from gencoach.constants import EVENT_FIELD, Keys
 from tests.integrations.support import env_agent
-from tests.integrations.test_frozenlake import walker
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
+from tests.support.lake import walker
 
 pytestmark = pytest.mark.slow
 

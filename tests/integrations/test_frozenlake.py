@@ -4,72 +4,27 @@ replay, and an order anchored on the situation gencoach made for an earlier orde
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import anyio
 import pytest
 import redis
 
-from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
-from gencoach.integrations.gymnasium import CampaignOptions, GymEpisode, run_campaign
-from tests.integrations.frozenlake import FrozenLake, shortest_path
+from gencoach.constants import ORDER_FIELD, Keys
+from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
+from tests.integrations.frozenlake import FrozenLake
 from tests.support.agent_server import ScriptedAgent
+from tests.support.lake import RUN, lake_order, reported_events, walker
 
 pytest.importorskip("gymnasium")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(60)]
-RUN = "lake-0"
-
-
-def walker(item: dict[str, Any], index: int) -> dict[str, Any]:
-    """The agent: right from the start, then into the hole below (0, 1); else the shortest
-    walk."""
-    text = item["instruction"]["content"]
-    row, col = (int(part.split()[-1]) for part in text.rsplit("You are on ", 1)[1][:-1].split(","))
-    episode = GymEpisode.start(FrozenLake(), 0)
-    episode.env.unwrapped.s = row * 4 + col
-    path = shortest_path(episode.env) or [0]
-    action = {(0, 0): 2, (0, 1): 1}.get((row, col), path[0])
-    name = FrozenLake.tools[action].name
-    return {"output": {"say": "", "tool_calls": [{"name": name, "target_robot_name": "agent"}]}}
-
-
-def events(client: redis.Redis) -> list[dict[str, Any]]:
-    """Every event on the stream, in order."""
-    return [json.loads(f[EVENT_FIELD.encode()]) for _, f in client.xrange(Keys().events)]
 
 
 async def ended(client: redis.Redis) -> None:
     """Return once a stage end is on the stream."""
     for _ in range(1000):
-        if any(event.get("stage_end") for event in events(client)):
+        if any(event.get("stage_end") for event in reported_events(client)):
             return
         await anyio.sleep(0.05)
-
-
-def order(
-    anchor: str, number: int, tool: str, situation: dict[str, Any], run_id: str = RUN
-) -> dict[str, Any]:
-    """A branch order executing `tool` at the anchor, as gencoach writes it."""
-    agent_input = situation["input"]
-    return {
-        "type": "branch.order",
-        "branch_id": f"b{number}",
-        "run_id": run_id,
-        "anchor": {"kind": "replacement", "situation_id": anchor},
-        "situation_id": f"coach:{run_id}:{number}:failure:replacement:s",
-        "candidate_id": f"coach:{run_id}:{number}:failure:replacement:c",
-        "input": agent_input,
-        "candidate": {
-            "request_id": "r",
-            "source_id": agent_input["id"],
-            "candidate_index": 0,
-            "status": "completed",
-            "memory": {},
-            "output": {"tool_calls": [{"name": tool, "target_robot_name": "agent"}]},
-        },
-        "coaching": {},
-        "attempt_id": number,
-    }
 
 
 async def test_frozenlake_runs_and_executes_orders_from_replayed_situations(
@@ -89,12 +44,12 @@ async def test_frozenlake_runs_and_executes_orders_from_replayed_situations(
         tg.start_soon(run_campaign, options)
         with anyio.fail_after(20):
             await ended(redis_client)
-        situations = {e["situation_id"]: e for e in events(redis_client) if "input" in e}
-        first = order("s1", 1, "right", situations["s1"])
+        situations = {e["situation_id"]: e for e in reported_events(redis_client) if "input" in e}
+        first = lake_order("s1", 1, "right", situations["s1"])
         redis_client.xadd(Keys().branches(RUN), {ORDER_FIELD: json.dumps(first)})
-        second = order(first["situation_id"], 2, "right", situations["s1"])
+        second = lake_order(first["situation_id"], 2, "right", situations["s1"])
         redis_client.xadd(Keys().branches(RUN), {ORDER_FIELD: json.dumps(second)})
-    seen = events(redis_client)
+    seen = reported_events(redis_client)
     executed = {e["candidate_id"]: e for e in seen if e["type"] == "candidate.executed"}
     assert executed["c1"]["stage_end"] == {"event": "failure", "state": "optimal"}
     assert executed["c1"]["execution"]["reward"] == 0.0

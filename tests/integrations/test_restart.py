@@ -14,9 +14,9 @@ import pytest
 import redis
 
 from gencoach.constants import ORDER_FIELD, Keys
-from tests.integrations.test_frozenlake import events, order, walker
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import wait_for
+from tests.support.lake import lake_order, reported_events, walker
 from tests.support.processes import kill_tree
 
 pytest.importorskip("gymnasium")
@@ -45,7 +45,7 @@ def pending(client: redis.Redis) -> int:
 
 def executions(client: redis.Redis, candidates: set[str]) -> Counter[str]:
     """How many times each of these candidates was reported executed."""
-    seen = events(client)
+    seen = reported_events(client)
     return Counter(
         e["candidate_id"]
         for e in seen
@@ -66,16 +66,16 @@ def test_a_restarted_generator_executes_each_unfinished_order_exactly_once(
         try:
 
             def both_ended() -> bool:
-                ended = {e["run_id"] for e in events(redis_client) if e.get("stage_end")}
+                ended = {e["run_id"] for e in reported_events(redis_client) if e.get("stage_end")}
                 return ended == set(RUNS)
 
             wait_for(both_ended, timeout_s=60, what=f"both runs' stage ends ({log_path})")
-            seen = events(redis_client)
+            seen = reported_events(redis_client)
             situations = {(e["run_id"], e["situation_id"]): e for e in seen if "input" in e}
             coached: set[str] = set()
             for run in RUNS:
                 for number in range(1, ORDERS + 1):
-                    made = order("s1", number, "right", situations[(run, "s1")], run)
+                    made = lake_order("s1", number, "right", situations[(run, "s1")], run)
                     redis_client.xadd(Keys().branches(run), {ORDER_FIELD: json.dumps(made)})
                     coached.add(made["candidate_id"])
 
@@ -97,7 +97,7 @@ def test_a_restarted_generator_executes_each_unfinished_order_exactly_once(
     assert "2 resumed" in output, output
     assert executions(redis_client, coached) == dict.fromkeys(coached, 1)
     assert pending(redis_client) == 0
-    seen = events(redis_client)
+    seen = reported_events(redis_client)
     for run in RUNS:
         mine = [e for e in seen if e["run_id"] == run]
         kinds = Counter(e["type"] for e in mine)

@@ -21,9 +21,8 @@ from gencoach.integrations.gymnasium import CampaignOptions, GymEpisode, run_cam
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.protocol import ToolCall
 from tests.integrations.support import env_agent, oracle_controller
-from tests.integrations.test_babyai_loop import complete
 from tests.support.controller import wait_for
-from tests.support.saves import assert_audit_clean
+from tests.support.saves import assert_audit_clean, save_complete
 
 pytest.importorskip("gymnasium")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(240)]
@@ -59,7 +58,7 @@ async def test_text_rooms_mistakes_are_coached_with_whole_calls(
                 for request in body["requests"]:
                     routes[(request["route"], request["state"])] += 1
         saves = [controller.output_dir / run_id for run_id in report.run_ids]
-        wait_for(lambda: all(complete(folder) for folder in saves), 30, "complete saves")
+        wait_for(lambda: all(save_complete(folder) for folder in saves), 30, "complete saves")
     assert_audit_clean(*saves)
     print(report.summary(), sorted(routes.items()))
     assert report.total.settle_timeouts == 0

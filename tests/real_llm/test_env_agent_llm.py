@@ -20,11 +20,10 @@ from gencoach.integrations.gymnasium.episode import GYM_STATE_KEY
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.protocol import AgentResponse
 from tests.integrations.support import oracle_controller
-from tests.integrations.test_babyai_loop import complete
 from tests.real_llm.server import MODEL_ALIAS, LlamaServer, missing_extra, start_server
 from tests.support.agent_server import ThreadedServer
 from tests.support.controller import wait_for
-from tests.support.saves import assert_audit_clean
+from tests.support.saves import assert_audit_clean, save_complete
 
 pytest.importorskip("gymnasium")
 pytestmark = pytest.mark.timeout(900)
@@ -103,7 +102,7 @@ def test_a_run_of_the_model_is_coached_and_the_correction_executed(
         )
         report = anyio.run(run_campaign, options)
         saves = [controller.output_dir / run_id for run_id in report.run_ids]
-        wait_for(lambda: all(complete(folder) for folder in saves), 60, "complete saves")
+        wait_for(lambda: all(save_complete(folder) for folder in saves), 60, "complete saves")
         requests = httpx.get(f"{controller.url}/v1/runs/{report.run_ids[0]}/requests").json()
     print(report.summary(), [(r["route"], r["state"]) for r in requests["requests"]])
     assert report.total.asked > 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from gencoach.protocol import BranchOrder
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events, own_coaching
 from tests.support.llm_server import ScriptedLLMServer
+from tests.support.saves import save_complete
 
 PRESS_SW0 = {
     "say": "",
@@ -182,10 +182,5 @@ def complete_save(
 ) -> SavedGraph:
     """The run's save, once the controller wrote it whole (`export_complete`)."""
     folder = controller.output_dir / run_id
-    config = folder / "config.json"
-    wait_for(
-        lambda: config.is_file() and json.loads(config.read_text())["export_complete"],
-        timeout_s=timeout_s,
-        what=f"the save of {run_id}",
-    )
+    wait_for(lambda: save_complete(folder), timeout_s=timeout_s, what=f"the save of {run_id}")
     return read_save(folder)

@@ -1,7 +1,9 @@
-"""Save folders made for tests: a long chain of situations, each with a failed sibling."""
+"""Save folders made for tests (a long chain of situations, each with a failed sibling), and
+checks on the saves a run wrote: written whole, holding the coaching invariants."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -55,3 +57,9 @@ def assert_audit_clean(*paths: Path, max_alternatives: int | None = None) -> Aud
     assert report.saves, f"no save under {paths}"
     assert not report.violations, "\n".join(str(v) for v in report.violations)
     return report
+
+
+def save_complete(folder: Path) -> bool:
+    """Whether the run's save in `folder` is written whole (its config's `export_complete`)."""
+    config = folder / "config.json"
+    return config.is_file() and bool(json.loads(config.read_text())["export_complete"])
