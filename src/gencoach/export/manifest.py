@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from gencoach.__about__ import __version__
+from gencoach.library.manifest import file_sha256
 
 MANIFEST_FILE: Final = "export_manifest.json"
 FAILURES_FILE: Final = "export_failures.json"
-_CHUNK: Final = 1 << 20
 
 
 def producer() -> dict[str, str]:
@@ -34,15 +34,6 @@ def signature(sources: Mapping[str, str], settings: Mapping[str, Any]) -> str:
         separators=(",", ":"),
     )
     return sha256(document.encode()).hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, read in chunks."""
-    digest = sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _plain_name(name: object) -> bool:

@@ -1,4 +1,9 @@
-"""`manifest.json`: reading and validating it, and checking the files it lists."""
+"""`manifest.json`: reading and validating it, and checking the files it lists.
+
+`file_sha256` is the one file hasher of gencoach's manifests: the export's and the
+library's. It lives here because the consumer side (which verifies a library's files)
+may import nothing of the export.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gencoach.library.errors import LibraryError
 from gencoach.library.layout import FORMAT_NAME, FORMAT_VERSION, INDEX_FILE, MANIFEST_FILE
@@ -14,12 +19,24 @@ from gencoach.library.layout import FORMAT_NAME, FORMAT_VERSION, INDEX_FILE, MAN
 _CHUNK = 1 << 20
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
+class Digest(Protocol):
+    """What `feed` updates: a `hashlib` hash."""
+
+    def update(self, data: bytes, /) -> None:
+        """Add bytes to the hash."""
+
+
+def feed(digest: Digest, path: Path) -> None:
+    """Add a file's bytes to `digest`, read in chunks."""
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    feed(digest, path)
     return digest.hexdigest()
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from gencoach.export.sources import find_folders
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
+from gencoach.library.manifest import feed
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,7 @@ def files_digest(root: Path, files: Sequence[Path], location: str) -> str:
     try:
         for path in files:
             digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            with path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
+            feed(digest, path)
     except OSError as error:
         raise SourceError(location, f"cannot be read: {error.strerror}") from None
     return digest.hexdigest()
