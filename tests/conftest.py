@@ -17,6 +17,7 @@ import redis
 
 from gencoach.embedded_redis import EmbeddedRedis
 from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared fixture
+from tests.support.controller import controller_factory  # noqa: F401 - a shared fixture
 from tests.support.processes import STARTUP_S
 from tests.support.restartable_redis import private_redis  # noqa: F401 - a shared fixture
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.real_llm.server import LlamaServer, missing_extra, start_server
-from tests.service.conftest import controller_factory  # noqa: F401 - a shared fixture
+from tests.support.llama_server import CALLS, LlamaServer, missing_extra, start_server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -36,8 +35,6 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print the latency and tokens of every real model call (for BENCHMARKS.md)."""
-    from tests.real_llm.test_llama_server import CALLS
-
     if not CALLS:
         return
     latencies = sorted(float(call["latency_s"]) for call in CALLS)

@@ -19,16 +19,14 @@ from gencoach.protocol.jobs import AnyJob, JobResult
 from gencoach.workers.context import worker_context
 from gencoach.workers.job_functions import perform
 from gencoach.workers.resources import JobResources
-from tests.real_llm.server import MODEL_ALIAS, LlamaServer
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import requests_of, two_step_run
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
+from tests.support.llama_server import CALLS, MODEL_ALIAS, LlamaServer
 from tests.workers.builders import admit, diagnosis_job, rewrite_job
 
 MAX_TOKENS = 256
-# Every call the tests made: latency and tokens, summed up at the end of the session.
-CALLS: list[dict[str, Any]] = []
 
 
 def _settings(server: LlamaServer, mode: str) -> Settings:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -15,23 +13,6 @@ from gencoach.constants import Keys
 from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess
 from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
-
-
-@pytest.fixture
-def controller_factory(
-    redis_url: str, redis_client: redis.Redis, tmp_path: Path
-) -> Iterator[Callable[..., ControllerProcess]]:
-    """Make controller processes on the test Redis; every one is killed after the test."""
-    made: list[ControllerProcess] = []
-
-    def make(**controller: Any) -> ControllerProcess:
-        process = ControllerProcess(tmp_path, redis_url, **controller)
-        made.append(process)
-        return process
-
-    yield make
-    for process in made:
-        process.stop()
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import redis
 import yaml
 from rq import Worker
@@ -160,3 +162,20 @@ def wait_for(predicate: Any, timeout_s: float = 15.0, what: str = "condition") -
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+@pytest.fixture
+def controller_factory(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> Iterator[Callable[..., ControllerProcess]]:
+    """Make controller processes on the test Redis; every one is killed after the test."""
+    made: list[ControllerProcess] = []
+
+    def make(**controller: Any) -> ControllerProcess:
+        process = ControllerProcess(tmp_path, redis_url, **controller)
+        made.append(process)
+        return process
+
+    yield make
+    for process in made:
+        process.stop()

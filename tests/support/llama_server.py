@@ -11,10 +11,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import answers_200, free_port, kill_tree, wait_started
 
 MODEL_ALIAS = "smollm2"
+
+CALLS: list[dict[str, Any]] = []
+"""Every call the real-LLM tests made (latency and tokens), summed up at the end of the
+session (`tests/real_llm/conftest.py`)."""
 
 
 def missing_extra() -> str | None:
