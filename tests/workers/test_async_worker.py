@@ -14,21 +14,21 @@ from typing import Any
 
 import pytest
 import redis
-from rq import Queue, Retry, Worker
+from rq import Retry, Worker
 from rq.command import send_stop_job_command
 from rq.job import Job, JobStatus
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 from rq.results import Result
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
-from gencoach.rq_adapter import RESULT_TTL_S, enqueue, ring
+from gencoach.rq_adapter import RESULT_TTL_S, enqueue
+from tests.support.jobs import put
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
 from tests.workers.builders import FAILURE_ANSWER, admit, counts, diagnosis_job, settings_data
 from tests.workers.pools import PoolProcess, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-FUNCTIONS = "tests.workers.rq_functions"
 GATE = "test:gate"
 
 
@@ -51,15 +51,6 @@ def start_pool(
     yield start
     for pool in made:
         pool.stop()
-
-
-def put(
-    client: redis.Redis, function: str, *args: Any, queue: str = QUEUE_DIAGNOSIS, **options: Any
-) -> Job:
-    """Enqueue `tests.workers.rq_functions.<function>` and ring the workers' doorbell."""
-    job = Queue(queue, connection=client).enqueue(f"{FUNCTIONS}.{function}", *args, **options)
-    ring(client)
-    return job
 
 
 def status(client: redis.Redis, job: Job) -> JobStatus | None:

@@ -13,12 +13,12 @@ from rq import Queue, Worker
 
 from gencoach.constants import QUEUE_DIAGNOSIS
 from gencoach.workers.pool import MAX_RESTARTS
+from tests.support.jobs import put
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.processes import STARTUP_S
 from tests.support.restartable_redis import RestartableRedis
 from tests.workers.builders import settings_data
 from tests.workers.pools import PoolProcess, wait_until
-from tests.workers.test_async_worker import put
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

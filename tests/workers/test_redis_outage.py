@@ -15,9 +15,9 @@ import yaml
 from rq import Worker
 
 from tests.support.controller import wait_for
+from tests.support.jobs import put
 from tests.support.processes import kill_tree, wait_started
 from tests.support.restartable_redis import RestartableRedis
-from tests.workers.test_async_worker import put
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
