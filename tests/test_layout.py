@@ -1,4 +1,5 @@
-"""The package's layout rules: RQ behind one adapter, module names unique."""
+"""The package's layout rules: RQ behind one adapter, module names unique, the stage
+folders importing one way."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def _imported(path: Path) -> set[str]:
 
 
 def test_rq_is_imported_by_the_adapter_only() -> None:
+    """Only `rq_adapter.py` imports RQ: every other module goes through it."""
     importers = sorted(
         str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py") if "rq" in _imported(path)
     )
@@ -34,6 +36,8 @@ def test_rq_is_imported_by_the_adapter_only() -> None:
 
 
 def test_the_rq_version_tested_is_the_one_pinned() -> None:
+    """pyproject.toml allows one minor series of RQ, and the constraints pin the RQ the tests
+    run with."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pinned = [d for d in project["project"]["dependencies"] if d.startswith("rq")]
     constraints = (ROOT / "docker" / "constraints.txt").read_text().split()
@@ -56,29 +60,9 @@ def _modules(*packages: str) -> list[Path]:
 
 
 def test_the_pipelines_module_names_are_unique() -> None:
-    """No two modules of the pipeline share a name, and the names that were ambiguous
-    (`jobs`, `queues`, `coach`) are used once in the whole package."""
+    """No two modules of the pipeline share a name."""
     names = Counter(path.stem for path in _modules(*PIPELINE))
     assert [name for name, count in names.items() if count > 1] == []
-    everywhere = Counter(path.stem for path in _modules())
-    assert {name: everywhere[name] for name in ("jobs", "queues", "coach")} == {
-        "jobs": 1,
-        "queues": 0,
-        "coach": 1,
-    }
-
-
-def test_recorder_means_one_thing() -> None:
-    classes = [
-        f"{path.relative_to(PACKAGE)}:{node.name}"
-        for path in _modules()
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ClassDef) and node.name.endswith("Recorder")
-    ]
-    assert sorted(classes) == [
-        "metrics/recorder.py:MetricsRecorder",
-        "service/branching/coached_branches.py:BranchRecorder",
-    ]
 
 
 # The controller's stage folders, each importing only those before it (a request's life
