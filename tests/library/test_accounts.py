@@ -1,5 +1,6 @@
 """A published library is read by another account: its files follow the umask, as any
-file its builder creates does, not the private modes of temporary files."""
+file its builder creates does, not the private modes of temporary files; so do the
+canonical record files and query outputs written beside it."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gencoach.library import CanonicalDatasetAdapter
-from gencoach.library.build import append_library, build_library
+from gencoach.library import CanonicalDatasetAdapter, LibraryError
+from gencoach.library.build import append_library, build_library, write_canonical
+from gencoach.library.output import write_examples
 from tests.library.sources import coached_save, human_save
 
 READER = "nobody"
@@ -66,6 +68,33 @@ def test_library_modes_follow_the_umask(umask: None, tmp_path: Path) -> None:
     os.umask(0o077)
     private = _modes(_build_and_append(tmp_path / "closed"))
     assert set(private.values()) <= {0o700, 0o600}
+
+
+def test_canonical_files_and_query_outputs_follow_the_umask(umask: None, tmp_path: Path) -> None:
+    """A canonical record file and a query's chat output are 0644 under umask 022 and 0600
+    under 077, each alone in its folder once written (no temporary left beside it)."""
+    coached_save(tmp_path / "saves" / "run-1")
+    build_library([tmp_path / "saves"], tmp_path / "lib", "r1")
+    for mask, mode in ((0o022, 0o644), (0o077, 0o600)):
+        os.umask(mask)
+        canonical = tmp_path / f"canonical-{mask:o}" / "records.jsonl"
+        write_canonical([tmp_path / "saves"], canonical)
+        chat = tmp_path / f"chat-{mask:o}" / "chat.jsonl"
+        chat.parent.mkdir()
+        with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
+            assert write_examples(lib, lib.select(), chat, "chat") > 0
+        for written in (canonical, chat):
+            assert [path.name for path in written.parent.iterdir()] == [written.name]
+            assert stat.S_IMODE(written.stat().st_mode) == mode
+
+
+def test_a_canonical_file_with_no_record_is_not_written(tmp_path: Path) -> None:
+    """When no source gives a record, `canonical` refuses and leaves its folder empty."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "out").mkdir()
+    with pytest.raises(LibraryError, match="no trajectory"):
+        write_canonical([tmp_path / "empty"], tmp_path / "out" / "records.jsonl")
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another account needs root")

@@ -5,6 +5,10 @@ the source. Which task a row belongs to is kept as runs of (task, count); once t
 partition is known, one pass over each spool writes the three files. Every file is
 written under a temporary name in the destination and moved into place at the end,
 never through a symlink.
+
+`encode_row`, `encode_document` and `PartialFile` are how gencoach writes data files,
+here and in the library (its shards, canonical record files and query outputs, its
+manifest and reports).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from hashlib import sha256
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +43,11 @@ def encode_row(row: Mapping[str, Any]) -> bytes:
     return to_json(row) + b"\n"
 
 
+def encode_document(value: object) -> bytes:
+    """A small JSON document (a manifest, a report) as people read it: UTF-8, indented."""
+    return json.dumps(value, ensure_ascii=False, indent=2).encode() + b"\n"
+
+
 def split_name(file_name: str, split: str) -> str:
     """`chat.jsonl` → `chat_train.jsonl`."""
     stem, dot, suffix = file_name.rpartition(".")
@@ -57,20 +67,46 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-class _Output:
-    """A file being written under a temporary name, hashed as it goes."""
+class PartialFile:
+    """A file written under a temporary name beside `final`, with the mode the umask gives
+    a new file (not mkstemp's private one), hashed as it goes; `commit` moves it into
+    place in one step, `discard` removes it."""
 
-    def __init__(self, folder: Path, name: str) -> None:
-        self.final = folder / name
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{final.name}.", dir=final.parent)
         os.fchmod(descriptor, _file_mode())
         self.temporary = Path(temporary)
         self.handle: IO[bytes] = os.fdopen(descriptor, "wb", buffering=1 << 20)
         self.digest = sha256()
 
     def write(self, data: bytes) -> None:
+        """Append bytes."""
         self.handle.write(data)
         self.digest.update(data)
+
+    def commit(self) -> None:
+        """Close the file and move it into place."""
+        self.handle.close()
+        os.replace(self.temporary, self.final)
+
+    def discard(self) -> None:
+        """Close the file and remove it."""
+        self.handle.close()
+        self.temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def partial_file(final: Path) -> Iterator[PartialFile]:
+    """A `PartialFile` that becomes `final` when the block succeeds, and is removed when
+    it fails."""
+    output = PartialFile(final)
+    try:
+        yield output
+        output.commit()
+    except BaseException:
+        output.discard()
+        raise
 
 
 class DatasetWriter:
@@ -91,10 +127,10 @@ class DatasetWriter:
             refuse_symlink(folder / name)
         self.counts = dict.fromkeys(self.files, 0)
         self._runs: dict[str, list[tuple[SplitKey, int]]] = {channel: [] for channel in self.files}
-        self._spools: dict[str, _Output] = {}
-        self._staged: list[_Output] = []
-        for channel, name in self.files.items():
-            self._spools[channel] = _Output(folder, name + ".spool")
+        self._spools = {
+            channel: PartialFile(folder / f"{name}.spool") for channel, name in self.files.items()
+        }
+        self._staged: list[PartialFile] = []
 
     def add(self, channel: str, task: SplitKey, row: Mapping[str, Any]) -> None:
         """Append a row of `task` to a channel."""
@@ -118,10 +154,10 @@ class DatasetWriter:
         each row passed through `rewrite` when given."""
         validation = set(partition.validation)
         for channel, name in self.files.items():
-            spool = self._spools.pop(channel)
+            spool = self._spools[channel]
             spool.handle.close()
             outputs = {
-                key: _Output(self.folder, file_name)
+                key: PartialFile(self.folder / file_name)
                 for key, file_name in (
                     ("full", name),
                     ("train", split_name(name, "train")),
@@ -141,7 +177,8 @@ class DatasetWriter:
                         for key in ("full", split):
                             _append(outputs[key], line, array, first[key])
                             first[key] = False
-            spool.temporary.unlink()
+            spool.discard()
+            del self._spools[channel]
             for key, output in outputs.items():
                 if array:
                     output.write(b"[]\n" if first[key] else b"\n]\n")
@@ -149,8 +186,8 @@ class DatasetWriter:
 
     def stage_document(self, name: str, value: object) -> None:
         """Stage a small JSON document (failures, manifest), indented for people."""
-        output = _Output(self.folder, name)
-        output.write(json.dumps(value, ensure_ascii=False, indent=2).encode() + b"\n")
+        output = PartialFile(self.folder / name)
+        output.write(encode_document(value))
         output.handle.close()
         self._staged.append(output)
 
@@ -166,19 +203,18 @@ class DatasetWriter:
         if manifest.exists() and not manifest.is_symlink():
             manifest.unlink()  # no stale "complete" manifest while files are replaced
         for output in self._staged:
-            os.replace(output.temporary, output.final)
+            output.commit()
         self._staged.clear()
 
     def abort(self) -> None:
         """Remove every temporary file; the destination keeps what it had."""
         for output in [*self._spools.values(), *self._staged]:
-            output.handle.close()
-            output.temporary.unlink(missing_ok=True)
+            output.discard()
         self._spools.clear()
         self._staged.clear()
 
 
-def _append(output: _Output, line: bytes, array: bool, first: bool) -> None:
+def _append(output: PartialFile, line: bytes, array: bool, first: bool) -> None:
     if not array:
         output.write(line)
         return

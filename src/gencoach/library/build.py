@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
+from gencoach.export.writer import encode_row, partial_file
 from gencoach.library.errors import LibraryError, SourceError
 from gencoach.library.layout import APPEND_REPORT_FILE, INDEX_FILE
 from gencoach.library.manifest import read_manifest, verify_files
@@ -25,7 +26,6 @@ from gencoach.library.sources.base import SourceAdapter, Unusable, discover
 from gencoach.library.writer import (
     DEFAULT_SHARD_RECORDS,
     LibraryWriter,
-    canonical_line,
     count_shared,
     counts,
     open_index,
@@ -241,24 +241,17 @@ def write_canonical(
     found = discover(paths, failures)
     result = BuildResult(output, "", skipped=list(found.unusable))
     output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f".{output.name}.partial")
-    try:
-        with partial.open("wb") as handle:
-            for source in found.sources:
-                start = handle.tell()
-                try:
-                    lines = [canonical_line(payload) for payload in source.open().payloads]
-                except SourceError as error:
-                    handle.truncate(start)
-                    result.skipped.append(Unusable(source.location, error.reason))
-                    say(f"skipped {source.location}: {error.reason}")
-                    continue
-                handle.write(b"".join(line + b"\n" for line in lines))
-                result.sources_read += 1
-                result.accepted += len(lines)
+    with partial_file(output) as partial:
+        for source in found.sources:
+            try:
+                lines = [encode_row(payload) for payload in source.open().payloads]
+            except SourceError as error:
+                result.skipped.append(Unusable(source.location, error.reason))
+                say(f"skipped {source.location}: {error.reason}")
+                continue
+            partial.write(b"".join(lines))
+            result.sources_read += 1
+            result.accepted += len(lines)
         if result.accepted == 0:
             raise LibraryError(output, "no trajectory could be read from the given sources")
-        os.replace(partial, output)
-    finally:
-        partial.unlink(missing_ok=True)
     return result

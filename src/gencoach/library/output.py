@@ -5,17 +5,17 @@
   mask says), `tools` and `metadata` (the full view's, lineage included);
 - `full_trajectory` / `assistant_turn` (or `full` / `turn`): each example's `to_dict()`.
 
-The file is written beside its destination and renamed into place when complete; a
-path inside the library is refused, so reading never writes the library.
+The file is written beside its destination and renamed into place when complete, as an
+export writes its files; a path inside the library is refused, so reading never writes
+the library.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
+from gencoach.export.writer import encode_row, partial_file
 from gencoach.library.adapter import CanonicalDatasetAdapter
 from gencoach.library.errors import LibraryError
 from gencoach.library.metadata import TrajectoryMetadata
@@ -41,20 +41,14 @@ def write_examples(
     view = TrainingView.FULL_TRAJECTORY if shape == CHAT else coerce(TrainingView, shape, "format")
     if output.resolve().is_relative_to(lib.path.resolve()):
         raise LibraryError(output, "is inside the library, which is never written")
-    partial = output.with_name(f".{output.name}.partial")
     written = 0
     try:
-        with partial.open("w", encoding="utf-8") as handle:
+        with partial_file(output) as partial:
             example: Example
             for example in lib.examples_of(rows, view):
                 data = chat_row(example) if shape == CHAT else example.to_dict()  # type: ignore[arg-type]
-                handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+                partial.write(encode_row(data))
                 written += 1
-        os.replace(partial, output)
     except OSError as error:
-        partial.unlink(missing_ok=True)
         raise LibraryError(output, f"cannot be written: {error.strerror}") from None
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
     return written

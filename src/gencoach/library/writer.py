@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from gencoach.__about__ import __version__
+from gencoach.export.manifest import producer
+from gencoach.export.writer import encode_document, encode_row
 from gencoach.library.errors import LibraryError, SourceError
 from gencoach.library.layout import (
     API_VERSION,
@@ -72,7 +73,7 @@ def write_document(path: Path, value: object) -> None:
     """Write a JSON document (UTF-8, indented for people) into a staging folder, as a new
     file with the umask's default mode."""
     with path.open("xb") as handle:
-        handle.write(json.dumps(value, ensure_ascii=False, indent=2).encode())
+        handle.write(encode_document(value))
 
 
 def open_index(path: Path, *, create: bool) -> sqlite3.Connection:
@@ -101,11 +102,6 @@ def _stages_passed(events: list[dict[str, Any]]) -> int:
         for event in events
         if event["kind"] == EventKind.STAGE_END and event["result"] == "success"
     )
-
-
-def canonical_line(payload: dict[str, Any]) -> bytes:
-    """A payload as the one line a shard (or an overlay) holds, its id first."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _row(
@@ -243,9 +239,9 @@ class LibraryWriter:
             where = ("", 0, 0)
             if handle is not None and (held is None or not held[0]):
                 stored, events = prefixes.encode(payload)
-                line = canonical_line(stored)
-                where = (shard, handle.tell(), len(line))
-                handle.write(line + b"\n")
+                line = encode_row(stored)  # its id first, as `finish` ordered it
+                where = (shard, handle.tell(), len(line) - 1)
+                handle.write(line)
                 self._records += 1
                 if stored is payload:
                     prefixes.anchored(payload, events, where[1:])
@@ -318,7 +314,7 @@ def write_manifest(
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "api_version": API_VERSION,
-        "producer": {"package": "gencoach", "version": __version__},
+        "producer": producer(),
         "release": release,
         "releases": releases,
         "base": base,
