@@ -36,7 +36,7 @@ def test_an_unreadable_save_is_reported_and_skipped(saves: Path, tmp_path: Path)
     (broken / "config.json").write_text(json.dumps({**config, "export_complete": False}))
     messages: list[str] = []
     result = build_library([saves], tmp_path / "lib", "r1", say=messages.append)
-    assert [skip.location for skip in result.skipped] == ["saves/broken"]
+    assert [skip.name for skip in result.skipped] == ["saves/broken"]
     assert messages == [
         "skipped saves/broken: incomplete save (export_complete is false): still being "
         "written, or interrupted"

@@ -76,7 +76,7 @@ def test_a_file_with_a_bad_line_is_skipped_whole(tmp_path: Path) -> None:
     messages: list[str] = []
     result = build_library([bad, good], tmp_path / "lib", "r1", say=messages.append)
     assert messages[0].startswith("skipped bad.jsonl: line 3: ")
-    assert [skip.location for skip in result.skipped] == ["bad.jsonl"]
+    assert [skip.name for skip in result.skipped] == ["bad.jsonl"]
     with CanonicalDatasetAdapter(tmp_path / "lib") as lib:
         assert [row.source_id for row in lib.select()] == ["chat:good.jsonl"]
         assert lib.manifest.shards[0].records == 1

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gencoach.export.sources import Skipped
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.export.writer import encode_row, partial_file
 from gencoach.library.errors import LibraryError, SourceError
@@ -22,7 +23,7 @@ from gencoach.library.layout import APPEND_REPORT_FILE, INDEX_FILE
 from gencoach.library.manifest import read_manifest, verify_files
 from gencoach.library.permissions import apply_permissions, read_permissions
 from gencoach.library.ranking import DEFAULT_SPLIT_RATIOS, check_ratios, rerank
-from gencoach.library.sources.base import SourceAdapter, Unusable, discover
+from gencoach.library.sources.base import SourceAdapter, discover
 from gencoach.library.writer import (
     DEFAULT_SHARD_RECORDS,
     LibraryWriter,
@@ -55,10 +56,15 @@ class BuildResult:
     sources_read: int = 0
     accepted: int = 0
     duplicates: int = 0
-    skipped: list[Unusable] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     already_present: list[str] = field(default_factory=list)
     affected_tasks: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, skipped: Skipped, say: Callable[[str], None]) -> None:
+        """Record a path or source that gave nothing, and say so."""
+        self.skipped.append(skipped)
+        say(f"skipped {skipped.name}: {skipped.reason}")
 
 
 def _feed(
@@ -77,8 +83,7 @@ def _feed(
                 continue
             tally = writer.add(source, hosted=number not in unhosted)
         except SourceError as error:
-            result.skipped.append(Unusable(source.location, error.reason))
-            say(f"skipped {source.location}: {error.reason}")
+            result.skip(Skipped(source.location, error.reason), say)
             continue
         result.sources_read += 1
         result.accepted += tally.accepted
@@ -112,9 +117,9 @@ def build_library(
     unhosted = frozenset(range(len(found.sources), len(found.sources) + len(federated.sources)))
     found.sources += federated.sources
     found.unusable += federated.unusable
-    result = BuildResult(output, release, skipped=list(found.unusable))
-    for unusable in found.unusable:
-        say(f"skipped {unusable.location}: {unusable.reason}")
+    result = BuildResult(output, release)
+    for skipped in found.unusable:
+        result.skip(skipped, say)
     with staging(output) as folder:
         db = open_index(folder / INDEX_FILE, create=True)
         try:
@@ -171,9 +176,9 @@ def append_library(
         raise LibraryError(output, f"release {release!r} is already in the base library")
     split = manifest.data["split"]
     found = discover(paths, failures)
-    result = BuildResult(output, release, skipped=list(found.unusable))
-    for unusable in found.unusable:
-        say(f"skipped {unusable.location}: {unusable.reason}")
+    result = BuildResult(output, release)
+    for skipped in found.unusable:
+        result.skip(skipped, say)
     with staging(output) as folder:
         shutil.copyfile(base / INDEX_FILE, folder / INDEX_FILE)
         for shard in manifest.shards:
@@ -210,7 +215,7 @@ def append_library(
                 "accepted": result.accepted,
                 "duplicates": result.duplicates,
                 "already_present": result.already_present,
-                "skipped": [{"source": s.location, "reason": s.reason} for s in result.skipped],
+                "skipped": [skipped.to_json() for skipped in result.skipped],
                 "affected_tasks": result.affected_tasks,
             },
         )
@@ -239,15 +244,16 @@ def write_canonical(
     if output.exists():
         raise LibraryError(output, "already exists; it is never overwritten")
     found = discover(paths, failures)
-    result = BuildResult(output, "", skipped=list(found.unusable))
+    result = BuildResult(output, "")
+    for skipped in found.unusable:
+        result.skip(skipped, say)
     output.parent.mkdir(parents=True, exist_ok=True)
     with partial_file(output) as partial:
         for source in found.sources:
             try:
                 lines = [encode_row(payload) for payload in source.open().payloads]
             except SourceError as error:
-                result.skipped.append(Unusable(source.location, error.reason))
-                say(f"skipped {source.location}: {error.reason}")
+                result.skip(Skipped(source.location, error.reason), say)
                 continue
             partial.write(b"".join(lines))
             result.sources_read += 1

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gencoach.export.sources import find_folders
+from gencoach.export.sources import Skipped, find_folders
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
 from gencoach.library.manifest import feed
 
@@ -95,20 +95,12 @@ class FileSource(SourceAdapter):
                 yield number, value
 
 
-@dataclass(frozen=True)
-class Unusable:
-    """A path given to the build that holds no source, and why."""
-
-    location: str
-    reason: str
-
-
 @dataclass
 class Found:
     """The sources found below the given paths, in a stable order, and the unusable paths."""
 
     sources: list[SourceAdapter] = field(default_factory=list)
-    unusable: list[Unusable] = field(default_factory=list)
+    unusable: list[Skipped] = field(default_factory=list)
 
 
 _FILE_KINDS = {
@@ -170,11 +162,11 @@ def discover(paths: Sequence[Path], failures: ToolFailures = NO_PREDICATES) -> F
                 if given.exists()
                 else "does not exist"
             )
-            found.unusable.append(Unusable(str(given), reason))
+            found.unusable.append(Skipped(str(given), reason))
             continue
         folders = find_folders(given)
         if not folders:
-            found.unusable.append(Unusable(str(given), "holds no save (no config.json below it)"))
+            found.unusable.append(Skipped(str(given), "holds no save (no config.json below it)"))
         for folder in folders:
             relative = folder.relative_to(given).as_posix()
             location = given.name if relative == "." else f"{given.name}/{relative}"
