@@ -1,7 +1,7 @@
-"""One retry policy for calls to Redis (and to the controller's HTTP API), on stamina.
+"""The one retry policy, on stamina: whatever gencoach tries again goes through `RetryPolicy`.
 
 Three answers from Redis mean "the same call may work in a while", and every process
-that talks to Redis treats them alike:
+that talks to Redis treats them alike (`REDIS_TRANSIENT`):
 
 - the connection dropped or was refused (Redis restarting), or timed out;
 - `BusyLoadingError`: a restarted Redis still loading its append-only file (redis-py
@@ -9,19 +9,20 @@ that talks to Redis treats them alike:
 - `OutOfMemoryError`: Redis refusing writes at its `maxmemory` until keys expire or an
   operator raises it (reads still work).
 
-A `RetryPolicy` waits them out with exponential backoff (0.1 s, doubling, at most 5 s
-apart, with jitter) for up to `timeout_s`, then lets the last error through for the
-caller to name. The generators' reporters and order readers use their
-`retry_timeout_s` (30 s); worker processes wait without a bound (`timeout_s=None`),
-since a worker has nothing else to do (docs/operations.md, "Redis restarts and
-persistence").
+A `RetryPolicy` waits them (or what else it is given) out with exponential backoff
+and jitter, for up to `timeout_s` or `attempts`, or as long as its caller runs
+(`timeout_s=None`), then lets the last error through for the caller to name. Each
+retried thing defines its policy where it is configured; docs/operations.md,
+"Retries", lists them all in one table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeAlias
+from types import TracebackType
+from typing import Final, TypeAlias
 
 import redis
 import redis.exceptions
@@ -29,8 +30,9 @@ import stamina
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-if TYPE_CHECKING:
-    from stamina._core import _RetryContextIterator
+from gencoach.logs import get_logger
+
+log = get_logger("retrying")
 
 # What to retry: error types, or a predicate on the error.
 Retryable: TypeAlias = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
@@ -67,21 +69,113 @@ def describe(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How long and how often a call is tried again: backoff from `wait_initial_s` to
-    `wait_max_s`, for up to `timeout_s` (None: no bound) and `attempts` (None: no count)."""
+    """How long and how often a call is tried again: backoff from `wait_initial_s`
+    doubling to `wait_max_s` (plus up to `wait_jitter_s`), for up to `timeout_s` (None: no
+    bound) and `attempts` (None: no count)."""
 
     timeout_s: float | None = 30.0
     attempts: int | None = None
     wait_initial_s: float = 0.1
     wait_max_s: float = 5.0
+    wait_jitter_s: float = 1.0
 
-    def retrying(self, on: Retryable = REDIS_TRANSIENT) -> _RetryContextIterator:
-        """A stamina retry context (`for attempt in ...: with attempt: ...`, or `async for`)
-        retrying what `on` names (error types, or a predicate on the error)."""
-        return stamina.retry_context(
+    def retrying(
+        self, on: Retryable = REDIS_TRANSIENT, *, log_as: str | None = None, **fields: object
+    ) -> Retrying:
+        """The tries of one call (`for attempt in ...: with attempt: ...`, or `async for`),
+        retrying what `on` names (error types, or a predicate on the error). With `log_as`,
+        each failure that will be tried again is logged as that warning, with `fields`."""
+        return Retrying(self, on, log_as, fields)
+
+
+class Retrying:
+    """A policy's tries of one call, on stamina; iterate it once, sync or async."""
+
+    def __init__(
+        self, policy: RetryPolicy, on: Retryable, log_as: str | None, fields: dict[str, object]
+    ) -> None:
+        self.policy = policy
+        self.on = on
+        self.log_as = log_as
+        self.fields = fields
+        self.started = 0.0
+        self._tries = stamina.retry_context(
             on=on,
-            attempts=self.attempts,
-            timeout=self.timeout_s,
-            wait_initial=self.wait_initial_s,
-            wait_max=self.wait_max_s,
+            attempts=policy.attempts,
+            timeout=policy.timeout_s,
+            wait_initial=policy.wait_initial_s,
+            wait_max=policy.wait_max_s,
+            wait_jitter=policy.wait_jitter_s,
         )
+        self._async: AsyncIterator[stamina.Attempt] | None = None
+
+    def __iter__(self) -> Iterator[Attempt]:
+        self.started = time.monotonic()
+        return (Attempt(self, tried) for tried in self._tries)
+
+    def __aiter__(self) -> Retrying:
+        if self._async is None:  # iterated again (from another task): carried on
+            self.started = time.monotonic()
+            self._async = aiter(self._tries)
+        return self
+
+    async def __anext__(self) -> Attempt:
+        assert self._async is not None, "iterated with async for"
+        return Attempt(self, await anext(self._async))
+
+    def retries(self, error: BaseException, num: int) -> bool:
+        """Whether stamina tries again after attempt `num` failed with `error`."""
+        policy = self.policy
+        if policy.attempts is not None and num >= policy.attempts:
+            return False
+        if policy.timeout_s is not None and time.monotonic() - self.started >= policy.timeout_s:
+            return False
+        on = self.on
+        if isinstance(on, tuple | type):
+            return isinstance(error, on)
+        return isinstance(error, Exception) and on(error)
+
+
+class Attempt:
+    """One try (`with attempt: ...`): a failure goes to stamina, logged first as the
+    policy's event when it will be tried again."""
+
+    __slots__ = ("_tried", "_tries")
+
+    def __init__(self, tries: Retrying, tried: stamina.Attempt) -> None:
+        self._tries = tries
+        self._tried = tried
+
+    @property
+    def num(self) -> int:
+        """Which try this is, from 1."""
+        return self._tried.num
+
+    @property
+    def next_wait_s(self) -> float:
+        """The wait before the next try should this one fail (jitter not included)."""
+        return round(self._tried.next_wait, 3)
+
+    def __enter__(self) -> None:
+        self._tried.__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        tries = self._tries
+        if error is not None and tries.log_as is not None and tries.retries(error, self.num):
+            log.warning(
+                tries.log_as,
+                error=describe(error),
+                attempt=self.num,
+                retry_in_s=self.next_wait_s,
+                **tries.fields,
+            )
+        return self._tried.__exit__(kind, error, traceback)
+
+
+# Redis away or refusing writes: a controller's loop waits for it as long as it runs.
+UNTIL_REDIS_BACK: Final = RetryPolicy(timeout_s=None)

@@ -6,18 +6,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-import redis.exceptions
-
 from gencoach.logs import get_logger
+from gencoach.retrying import REDIS_TRANSIENT
 
 log = get_logger("isolation")
 
 # Redis away, or refusing writes at its maxmemory: the batch is retried, never dropped.
-REDIS_UNAVAILABLE = (
-    redis.exceptions.ConnectionError,
-    redis.exceptions.TimeoutError,
-    redis.exceptions.OutOfMemoryError,
-)
+REDIS_UNAVAILABLE = REDIS_TRANSIENT
 
 
 @asynccontextmanager

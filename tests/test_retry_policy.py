@@ -1,0 +1,69 @@
+"""A RetryPolicy retries what it names, logs each retry it will make, and can be carried on."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+import redis.exceptions
+from structlog.testing import capture_logs
+
+from gencoach.retrying import REDIS_TRANSIENT, Retryable, RetryPolicy
+
+FAST = RetryPolicy(timeout_s=None, attempts=3, wait_initial_s=0.01, wait_jitter_s=0)
+
+
+def _failing(
+    error: Exception, tried: list[int], on: Retryable = REDIS_TRANSIENT, **fields: object
+) -> None:
+    """A call that fails every try with `error`, noting each try's number."""
+    for attempt in FAST.retrying(on, log_as="thing.retry", **fields):
+        with attempt:
+            tried.append(attempt.num)
+            raise error
+
+
+def test_each_retry_is_logged_but_not_the_last_failure() -> None:
+    """Three failing tries: the first two are logged as the event (with the try, the wait
+    and the fields), the third is raised, not announced as retried."""
+    tried: list[int] = []
+    down = redis.exceptions.ConnectionError("down")
+    with capture_logs() as logs, pytest.raises(redis.exceptions.ConnectionError):
+        _failing(down, tried, run_id="r1")
+    retries = [event for event in logs if event["event"] == "thing.retry"]
+    assert tried == [1, 2, 3]
+    assert [event["attempt"] for event in retries] == [1, 2]
+    assert [event["retry_in_s"] for event in retries] == [0.01, 0.02]
+    assert {event["run_id"] for event in retries} == {"r1"}
+    assert retries[0]["error"] == "down"
+
+
+def test_an_error_it_does_not_name_is_raised_at_once_unlogged() -> None:
+    """A predicate refusing the error: one try, no retry event."""
+    tried: list[int] = []
+    with capture_logs() as logs, pytest.raises(ValueError, match="wrong"):
+        _failing(ValueError("wrong"), tried, on=lambda error: False)
+    assert tried == [1]
+    assert not [event for event in logs if event["event"] == "thing.retry"]
+
+
+@pytest.mark.asyncio
+async def test_async_tries_carried_on_from_another_task_continue_the_count() -> None:
+    """The tries of one call, begun in one task and iterated again in another, go on from
+    the next try (the save loop retries a failed save in its own task so)."""
+    tries = FAST.retrying(on=Exception)
+    seen: list[int] = []
+
+    async def carry_on() -> None:
+        async for attempt in tries:
+            with attempt:
+                seen.append(attempt.num)
+                if attempt.num < 3:
+                    raise OSError("disk full")
+
+    first = await anext(aiter(tries))
+    with first:
+        seen.append(first.num)
+        raise OSError("disk full")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(carry_on)
+    assert seen == [1, 2, 3]
