@@ -28,6 +28,7 @@ from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.logs import bound, get_logger
 from gencoach.metrics.exposition import Gauge
+from gencoach.retrying import UNTIL_REDIS_BACK
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.isolation import REDIS_UNAVAILABLE, isolated
 from gencoach.service.store.consumer import Entry
@@ -157,18 +158,13 @@ class TerminalLanes:
         if not self.settings().coaching.enabled:
             return  # nothing to route: the entry is acknowledged at once
         give_up_s = self.settings().controller.registration_give_up_s + GIVE_UP_MARGIN_S
-        backoff_s = 0.1
-        while True:
-            try:
-                if await self.registry.wait_registered(run_id, give_up_s):
-                    return
-                break
-            except REDIS_UNAVAILABLE as error:  # the entry stays parked; try again
-                log.warning(
-                    "coach.registration_redis_unavailable", error=str(error), retry_in_s=backoff_s
-                )
-                await anyio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 5.0)
+        async for attempt in UNTIL_REDIS_BACK.retrying(  # the entry stays parked meanwhile
+            log_as="coach.registration_redis_unavailable"
+        ):
+            with attempt:
+                registered = await self.registry.wait_registered(run_id, give_up_s)
+        if registered:
+            return
         if run_id not in self._reported:
             self._reported.add(run_id)
             log.error(
@@ -180,22 +176,14 @@ class TerminalLanes:
 
     async def _handled(self, entry_id: bytes, run_id: str, terminal: str) -> None:
         """Handle the entry, record its terminal routed (which may settle the run) and
-        acknowledge it; while Redis is away, try again with backoff."""
+        acknowledge it; while Redis is away, try again (`UNTIL_REDIS_BACK`)."""
         candidate = terminal.rpartition(":")[0]
-        backoff_s = 0.1
-        while True:
-            try:
+        async for attempt in UNTIL_REDIS_BACK.retrying(log_as="coach.terminal_redis_unavailable"):
+            with attempt:
                 async with isolated("coach.terminal_failed", candidate_id=candidate):
                     await self.handle(run_id, candidate)
                 await self.settling.routed(run_id, terminal)
                 await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, entry_id)
-                return
-            except REDIS_UNAVAILABLE as error:
-                log.warning(
-                    "coach.terminal_redis_unavailable", error=str(error), retry_in_s=backoff_s
-                )
-                await anyio.sleep(backoff_s)
-                backoff_s = min(backoff_s * 2, 5.0)
 
     async def _keep_claimed(self) -> None:
         held: list[bytes | str | int | memoryview[int]] = list(self._held)

@@ -8,8 +8,9 @@ consumers from the group; every `claim_idle_s / 4` it also claims any entry some
 has held for `claim_idle_s` (one with no lease, or alive but stuck). The handler
 acknowledges what it handled, now or later (the terminals' lanes acknowledge each entry
 once handled); an entry it did not acknowledge is read again after a restart, or taken
-over. When Redis is unreachable the loop waits with backoff; when Redis comes back
-without the group (a restart without persistence), the group is created again.
+over. While Redis is unreachable the loop waits for it (docs/operations.md, "Retries");
+when Redis comes back without the group (a restart without persistence), the group is
+created again.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.logs import get_logger
-from gencoach.service.isolation import REDIS_UNAVAILABLE
+from gencoach.retrying import UNTIL_REDIS_BACK
 from gencoach.service.store.nodes import as_text
 
 log = get_logger("consumer")
@@ -83,6 +84,8 @@ class StreamConsumer:
         self.upkeep = upkeep
         self._stopping = False
         self._running = False
+        self._own_pending: bytes | None = b"0"  # where re-reading own pending entries is
+        self._next_check = self._next_claim = 0.0
 
     @property
     def running(self) -> bool:
@@ -94,58 +97,55 @@ class StreamConsumer:
         self._stopping = True
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read and handle until stopped; Redis outages are waited out with backoff."""
+        """Read and handle until stopped; Redis outages are waited out (`UNTIL_REDIS_BACK`)."""
         options = self.options
         await ensure_group(self.client, options.stream, options.group)
         self._running = True
         task_status.started()
-        backoff_s = 0.1
-        own_pending: bytes | None = b"0"  # where re-reading this consumer's pending entries is
-        next_check = next_claim = 0.0
         try:
             while not self._stopping:
-                try:
-                    now = anyio.current_time()
-                    if now >= next_check:
-                        await self._take_over_dead()
-                        if self.upkeep is not None and own_pending is None:
-                            await self.upkeep()
-                        next_check = now + options.claim_every_s
-                    if now >= next_claim:
-                        await self._claim_abandoned()
-                        next_claim = now + options.claim_idle_s / 4
-                    entries = await self._read(own_pending)
-                    if own_pending is not None:
-                        own_pending = entries[-1][0] if entries else None
-                    if entries:
-                        await self.handler(entries)
-                    backoff_s = 0.1
-                except REDIS_UNAVAILABLE as error:
-                    # Unacknowledged, the batch is read again (this consumer's pending
-                    # entries, from the start) once Redis is back or has room: an event
-                    # Redis accepted is never dropped for it.
-                    log.warning(
-                        "stream.redis_unavailable",
-                        stream=options.stream,
-                        error=str(error),
-                        retry_in_s=backoff_s,
-                    )
-                    await anyio.sleep(backoff_s)
-                    backoff_s = min(backoff_s * 2, 5.0)
-                    own_pending = b"0"
-                except redis.exceptions.ResponseError as error:
-                    if not str(error).startswith(("NOGROUP", "UNBLOCKED")):
-                        raise
-                    # Redis lost the stream and its group (restarted empty, or flushed,
-                    # perhaps under a blocked read): create them again and go on reading
-                    # what arrives from now on.
-                    log.warning(
-                        "stream.group_recreated", stream=options.stream, group=options.group
-                    )
-                    await ensure_group(self.client, options.stream, options.group)
-                    own_pending = b"0"
+                async for attempt in UNTIL_REDIS_BACK.retrying(
+                    log_as="stream.redis_unavailable", stream=options.stream
+                ):
+                    with attempt:
+                        if attempt.num > 1:
+                            if self._stopping:
+                                break
+                            # Unacknowledged, the batch is read again (this consumer's
+                            # pending entries, from the start) once Redis is back or has
+                            # room: an event Redis accepted is never dropped for it.
+                            self._own_pending = b"0"
+                        await self._step()
         finally:
             self._running = False
+
+    async def _step(self) -> None:
+        """Take over and claim what is due, then read one batch and handle it."""
+        options = self.options
+        try:
+            now = anyio.current_time()
+            if now >= self._next_check:
+                await self._take_over_dead()
+                if self.upkeep is not None and self._own_pending is None:
+                    await self.upkeep()
+                self._next_check = now + options.claim_every_s
+            if now >= self._next_claim:
+                await self._claim_abandoned()
+                self._next_claim = now + options.claim_idle_s / 4
+            entries = await self._read(self._own_pending)
+            if self._own_pending is not None:
+                self._own_pending = entries[-1][0] if entries else None
+            if entries:
+                await self.handler(entries)
+        except redis.exceptions.ResponseError as error:
+            if not str(error).startswith(("NOGROUP", "UNBLOCKED")):
+                raise
+            # Redis lost the stream and its group (restarted empty, or flushed, perhaps
+            # under a blocked read): create them again and go on reading what arrives
+            # from now on.
+            log.warning("stream.group_recreated", stream=options.stream, group=options.group)
+            await ensure_group(self.client, options.stream, options.group)
+            self._own_pending = b"0"
 
     async def _read(self, pending_after: bytes | None) -> list[Entry]:
         """Pending entries after the given id, or (None) new ones."""
