@@ -13,6 +13,7 @@ from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import run_folder_name
 from gencoach.limits import StageLimits
+from gencoach.retrying import RetryPolicy
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.store.graphstore import GraphStore
@@ -86,7 +87,7 @@ async def test_a_failed_save_is_retried_and_shown_until_it_succeeds(
     await store.apply(known_events("stuck", finished=True))
     blocker = tmp_path / "stuck"
     blocker.write_text("not a folder")
-    saves = SaveLoop(store, persister, first_backoff_s=0.05)
+    saves = SaveLoop(store, persister, RetryPolicy(timeout_s=None, wait_initial_s=0.05))
     async with anyio.create_task_group() as tg:
         await tg.start(saves.run, tg)
         await saves.queue("stuck")

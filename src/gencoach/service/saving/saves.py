@@ -1,9 +1,9 @@
 """The save loop: finished runs are written one at a time, each retried until it succeeds.
 
 A failed save (Redis dropped the connection, the disk was full) is recorded on the
-run, so `GET /v1/runs/{id}` shows it, and queued again after a backoff that doubles
-up to `MAX_BACKOFF_S`. A save not written when the controller stops is queued by the
-next controller's reconciler, which queues every finished run not yet saved.
+run, so `GET /v1/runs/{id}` shows it, and tried again as `SAVE_RETRY` says
+(docs/operations.md, "Retries"). A save not written when the controller stops is queued by the next
+controller's reconciler, which queues every finished run not yet saved.
 """
 
 from __future__ import annotations
@@ -15,28 +15,28 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from gencoach.logs import get_logger
+from gencoach.retrying import Attempt, Retrying, RetryPolicy
 from gencoach.service.isolation import REDIS_UNAVAILABLE
 from gencoach.service.saving.persist import Persister
 from gencoach.service.store.graphstore import GraphStore
 
 log = get_logger("saves")
 
-FIRST_BACKOFF_S: Final = 1.0
-MAX_BACKOFF_S: Final = 60.0
+# A failed save is tried again until it is written.
+SAVE_RETRY: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=60.0)
 
 
 class SaveLoop:
-    """Queues runs to save and writes them, retrying failures with backoff."""
+    """Queues runs to save and writes them, retrying failures (`retry`)."""
 
     def __init__(
-        self, store: GraphStore, persister: Persister, first_backoff_s: float = FIRST_BACKOFF_S
+        self, store: GraphStore, persister: Persister, retry: RetryPolicy = SAVE_RETRY
     ) -> None:
         self.store = store
         self.persister = persister
-        self.first_backoff_s = first_backoff_s
+        self.retry = retry
         self._send, self._receive = anyio.create_memory_object_stream[str](1000)
         self._done = anyio.Event()
-        self._tasks: TaskGroup | None = None
         self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
 
     async def queue(self, run_id: str) -> None:
@@ -61,31 +61,38 @@ class SaveLoop:
 
     async def run(self, tasks: TaskGroup, *, task_status: TaskStatus[None]) -> None:
         """Save the runs queued until closed (the reconciler queues those left unsaved)."""
-        self._tasks = tasks
         task_status.started()
         async with self._receive:
             async for run_id in self._receive:
-                await self._save(run_id, attempt=1)
+                tries = aiter(self.retry.retrying(on=Exception))
+                if not await self._save(run_id, await anext(tries)):
+                    tasks.start_soon(self._retry, run_id, tries)
         self._done.set()
 
-    async def _save(self, run_id: str, attempt: int) -> None:
-        try:
-            await self.persister.save(run_id)
-            self._queued.discard(run_id)
-        except Exception as error:  # one bad save must not stop the others
-            delay_s = min(self.first_backoff_s * 2 ** (attempt - 1), MAX_BACKOFF_S)
-            reason = f"{type(error).__name__}: {error}"
-            if isinstance(error, REDIS_UNAVAILABLE):
-                log.warning("run.save_failed", run_id=run_id, reason=reason, retry_in_s=delay_s)
-            else:
-                log.exception("run.save_failed", run_id=run_id, retry_in_s=delay_s)
-            with contextlib.suppress(*REDIS_UNAVAILABLE):  # the retry records it
-                await self.store.record_save_failure(run_id, reason, attempt)
-            if self._tasks is not None:
-                self._tasks.start_soon(self._retry, run_id, attempt + 1, delay_s)
+    async def _retry(self, run_id: str, tries: Retrying) -> None:
+        """Try a failed save again after the policy's backoff until it is written, or
+        the loop closed (the next controller's reconciler queues it then)."""
+        async for attempt in tries:
+            if self._done.is_set() or await self._save(run_id, attempt):
+                return
 
-    async def _retry(self, run_id: str, attempt: int, delay_s: float) -> None:
-        await anyio.sleep(delay_s)
-        if self._done.is_set():
-            return
-        await self._save(run_id, attempt)
+    async def _save(self, run_id: str, attempt: Attempt) -> bool:
+        """One try at the run's save; whether it was written."""
+        with attempt:
+            try:
+                await self.persister.save(run_id)
+            except Exception as error:  # one bad save must not stop the others
+                reason = f"{type(error).__name__}: {error}"
+                retry_in_s = attempt.next_wait_s
+                if isinstance(error, REDIS_UNAVAILABLE):
+                    log.warning(
+                        "run.save_failed", run_id=run_id, reason=reason, retry_in_s=retry_in_s
+                    )
+                else:
+                    log.exception("run.save_failed", run_id=run_id, retry_in_s=retry_in_s)
+                with contextlib.suppress(*REDIS_UNAVAILABLE):  # the retry records it
+                    await self.store.record_save_failure(run_id, reason, attempt.num)
+                raise
+            self._queued.discard(run_id)
+            return True
+        return False
