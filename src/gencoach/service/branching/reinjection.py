@@ -2,16 +2,17 @@
 
 A corrected request's proposals are reinjected through the agent's own endpoint, each
 on a copy of its anchor's input whose `extra_keys["coaching"]` is the proposal's
-`extra_keys` verbatim, exactly as MAGMA-GEN does (bounded per agent, retried with
-backoff, then abandoned with the reason); each becomes a recorded branch and an order
-for the generator, and the request's pending slot turns into a completed attempt. When
-a trajectory holding an attempt id reaches stage success the attempt is proven, once;
-when it fails again it stays executed until its run ends, then unproven.
+`extra_keys` verbatim, exactly as MAGMA-GEN does (bounded per agent, retried as
+`AGENT_RETRY` says, then abandoned with the reason); each becomes a recorded branch
+and an order for the generator, and the request's pending slot turns into a completed
+attempt. When a trajectory holding an attempt id reaches stage success the attempt is
+proven, once; when it fails again it stays executed until its run ends, then unproven.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import anyio
 import httpx
@@ -32,6 +33,7 @@ from gencoach.protocol import (
     coached_input,
     payload_sent,
 )
+from gencoach.retrying import RetryPolicy
 from gencoach.service.branching.coached_branches import (
     Anchor,
     BranchRecorder,
@@ -48,7 +50,7 @@ from gencoach.service.coaching.decider import (
     StageEnded,
     Unbranchable,
 )
-from gencoach.service.coaching.registry import AgentRegistry
+from gencoach.service.coaching.registry import AgentRegistry, agent_unreachable
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.isolation import guarded, isolated
 from gencoach.service.leases import Lease
@@ -58,7 +60,8 @@ from gencoach.service.store.trajectory import trajectory
 
 log = get_logger("reinjection")
 
-AGENT_TRIES = 3
+# An agent unreachable or overloaded while a proposal is reinjected is asked again.
+AGENT_RETRY: Final = RetryPolicy(timeout_s=None, attempts=3, wait_initial_s=0.5)
 AGENT_CALLS_PER_AGENT = 4
 # The longest one controller holds a request's reinjection (its claim is let go when
 # done, and taken over at once if the controller dies): longer than any reinjection.
@@ -77,7 +80,7 @@ class Reinjector:
         budgets: Budgets,
         examples: Examples,
         registry: AgentRegistry,
-        retry_wait_s: float = 0.5,
+        retry: RetryPolicy = AGENT_RETRY,
         metrics: MetricsRecorder | None = None,
         claims: Lease | None = None,
     ) -> None:
@@ -89,7 +92,7 @@ class Reinjector:
         self.budgets = budgets
         self.examples = examples
         self.registry = registry
-        self.retry_wait_s = retry_wait_s
+        self.retry = retry
         self.claims = claims
         self.in_progress: set[str] = set()
         self._per_agent: dict[str, anyio.CapacityLimiter] = {}
@@ -221,19 +224,11 @@ class Reinjector:
             agent_url, anyio.CapacityLimiter(AGENT_CALLS_PER_AGENT)
         )
         agent = AgentClient(agent_url, self.http)
-        for attempt in range(1, AGENT_TRIES + 1):
-            try:
+        async for attempt in self.retry.retrying(on=agent_unreachable, log_as="reinjection.retry"):
+            with attempt:  # an answer that breaks the protocol will not improve: not retried
                 async with limiter:
                     return (await agent.respond(call)).root[0]
-            except AgentCallError as error:
-                if attempt == AGENT_TRIES or not error.retryable:
-                    raise  # an answer that breaks the protocol will not improve
-                wait_s = self.retry_wait_s * 2 ** (attempt - 1)
-                log.warning(
-                    "reinjection.retry", attempt=attempt, wait_s=wait_s, reason=error.reason
-                )
-                await anyio.sleep(wait_s)
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable: stamina either returns or raises")
 
     async def outcome(
         self, run_id: str, attempts: list[int], stage_end: StageEnd, stage_id: int

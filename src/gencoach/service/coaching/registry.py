@@ -7,16 +7,20 @@ reason and the run goes on without specialized coaching. At `run.finished` the
 session is closed.
 
 An agent that cannot be reached (a connection error, a timeout, a 5xx or 429) is asked
-again with backoff (1 s, doubling, at most 30 s apart) until `registration_give_up_s`
-has passed since the first attempt; then the run is marked registered with the reason,
-logged once as `agent.registration_abandoned`. An agent that answers wrongly is refused
-at once. Runs naming the same agent share one read of its announcement: a campaign of
-thousands of runs behind an agent that is down asks it once per backoff step, not once
-per run. Whoever waits for a run's registration in this process is woken when it ends;
-a run registered by another controller is noticed by re-reading its flag, with backoff.
+again (`REGISTRATION_RETRY`; docs/operations.md, "Retries") until
+`registration_give_up_s` has passed since the first attempt; then the run is marked
+registered with the reason, logged once as `agent.registration_abandoned`. An agent
+that answers wrongly is refused at once. Runs naming the same agent share one read of
+its announcement: a campaign of thousands of runs behind an agent that is down asks it
+once per backoff step, not once per run. Whoever waits for a run's registration in this
+process is woken when it ends; a run registered by another controller is noticed by
+re-reading its flag, with backoff.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+from typing import Final
 
 import anyio
 import httpx
@@ -33,6 +37,7 @@ from gencoach.protocol import (
     CoachingBackendConfig,
     CoachingSessionConfig,
 )
+from gencoach.retrying import RetryPolicy
 from gencoach.service.coaching.router import AgentCoaching
 from gencoach.service.store.graphstore import META
 from gencoach.service.store.nodes import as_text
@@ -43,8 +48,14 @@ log = get_logger("registry")
 # MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
 SESSION_BACKEND_TYPE = "ollama"
 REGISTERED = "registered"
-FIRST_RETRY_S = 1.0
-LONGEST_RETRY_S = 30.0
+# An agent that cannot be reached is asked again for its info until
+# `controller.registration_give_up_s` (the bound, set per call).
+REGISTRATION_RETRY: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=30.0)
+
+
+def agent_unreachable(error: Exception) -> bool:
+    """Whether an agent call may work later: the agent was unreachable or overloaded."""
+    return isinstance(error, AgentCallError) and error.retryable
 
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
@@ -167,32 +178,26 @@ class AgentRegistry:
         return lookup.info
 
     async def _announcement(self, run_id: str, agent: AgentClient, settings: Settings) -> AgentInfo:
-        """The agent's info, asked again with backoff while it cannot be reached."""
+        """The agent's info, asked again (`REGISTRATION_RETRY`) while it cannot be reached,
+        for up to `registration_give_up_s`."""
         give_up_s = settings.controller.registration_give_up_s
-        deadline = anyio.current_time() + give_up_s
-        retry_s = FIRST_RETRY_S
-        attempts = 0
-        while True:
-            attempts += 1
-            reason = "no answer in time"
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                try:
-                    return await agent.info()
-                except AgentCallError as error:
-                    if not error.retryable:
-                        raise
-                    reason = error.reason
-            if deadline - anyio.current_time() <= retry_s:
-                break
-            log.warning(
-                "agent.registration_retry",
-                run_id=run_id,
-                attempt=attempts,
-                retry_in_s=retry_s,
-                reason=reason,
-            )
-            await anyio.sleep(retry_s)
-            retry_s = min(retry_s * 2, LONGEST_RETRY_S)
+        policy = replace(REGISTRATION_RETRY, timeout_s=give_up_s)
+        attempts, reason = 0, "no answer in time"
+        with anyio.move_on_after(give_up_s):  # the bound holds for a try that hangs too
+            try:
+                async for attempt in policy.retrying(
+                    on=agent_unreachable, log_as="agent.registration_retry", run_id=run_id
+                ):
+                    with attempt:
+                        attempts, reason = attempt.num, "no answer in time"
+                        try:
+                            return await agent.info()
+                        except AgentCallError as error:
+                            reason = error.reason
+                            raise
+            except AgentCallError as error:
+                if not error.retryable:
+                    raise
         tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
         why = f"gave up after {tries} over {give_up_s:g} s; last: {reason}"
         log.error(
