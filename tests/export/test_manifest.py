@@ -10,6 +10,8 @@ import pytest
 
 from gencoach.__about__ import __version__
 from gencoach.export import ExportError
+from gencoach.export.splits import Partition, Task
+from gencoach.export.writer import DatasetWriter
 from tests.export.conftest import Export
 from tests.export.saves import run_config, write_run
 
@@ -169,6 +171,22 @@ def test_outputs_are_never_written_through_a_symlink(
         export("chat", dedupe=False)
     assert victim.read_text() == "keep me"
     assert sorted(path.name for path in folder.iterdir()) == ["chat_train.jsonl"]
+
+
+def test_a_failure_while_staging_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """When writing the split files fails, `abort` removes every temporary file (the spool
+    being read included): the destination folder is left empty."""
+    writer = DatasetWriter(tmp_path / "out", {"chat": "chat.jsonl"})
+    task = Task("scenario", "target")
+    writer.add("chat", task, {"messages": []})
+
+    def broken(line: bytes) -> bytes:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        writer.stage(Partition((task,), ()), broken)
+    writer.abort()
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_a_symlinked_destination_is_refused(
