@@ -18,6 +18,7 @@ from gencoach.orders import OrderReader
 from tests.chaos.slow_loading import SlowLoadingRedis
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import STARTUP_S
+from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def loading_redis(tmp_path: Path) -> Iterator[SlowLoadingRedis]:
 def _events(server: SlowLoadingRedis) -> list[bytes]:
     client = server.client()
     try:
-        return [fields[b"event"] for _, fields in client.xrange(Keys().events)]
+        return [fields[b"event"] for _, fields in entries(client, Keys().events)]
     finally:
         client.close()
 
@@ -59,7 +60,7 @@ def test_an_async_reporter_starting_while_redis_loads_sends_once_it_has_loaded(
         client = redis.asyncio.Redis.from_url(loading_redis.url)
         send, receive = anyio.create_memory_object_stream[object](1)
         with send, receive:
-            await OrderReader(client, group="g").register("starting", send)  # type: ignore[arg-type]
+            await OrderReader(client, group="g").register("starting", send)
         await client.aclose()
 
     anyio.run(generator)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from gencoach.sim.reporting import EventSender
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import free_port
 from tests.support.restartable_redis import RestartableRedis
+from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow
 
@@ -30,6 +32,8 @@ def test_a_batch_survives_redis_being_away_or_full_for_a_moment(
     """Redis down (or refusing writes at its maxmemory) when a batch is sent, and back a
     second later: the batch arrives."""
     server = private_redis
+    fail: Callable[[], object]
+    recover: Callable[[], object]
     if fault == "restarted":
         fail, recover = server.kill, server.start
     else:
@@ -44,7 +48,9 @@ def test_a_batch_survives_redis_being_away_or_full_for_a_moment(
         reporter.emit("run.finished")
         reporter.close()
         client = redis.Redis.from_url(server.url)
-        types = [json.loads(fields[b"event"])["type"] for _, fields in client.xrange(Keys().events)]
+        types = [
+            json.loads(fields[b"event"])["type"] for _, fields in entries(client, Keys().events)
+        ]
         # The restarted Redis is empty but for the batch sent again.
         assert types == (
             ["run.finished"] if fault == "restarted" else ["run.started", "run.finished"]

@@ -15,7 +15,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import redis
@@ -23,6 +23,7 @@ import redis
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import RUN_STARTED
+from tests.support.streams import entries
 
 KEYS = Keys()
 STREAMS = {"intake": KEYS.events, "terminals": KEYS.terminals, "results": KEYS.results}
@@ -165,7 +166,7 @@ def post_runs(url: str, runs: dict[str, list[dict[str, Any]]]) -> None:
 def orders_by_request(client: redis.Redis, run_id: str) -> Counter[str]:
     """How many branch orders each request of the run has on the run's stream."""
     found: Counter[str] = Counter()
-    for _, fields in client.xrange(KEYS.branches(run_id)):
+    for _, fields in entries(client, KEYS.branches(run_id)):
         found[json.loads(fields[b"order"])["branch_id"].split("|")[0]] += 1
     return found
 
@@ -189,7 +190,7 @@ def why_unordered(client: redis.Redis, url: str, run_ids: list[str]) -> str:
     """What Redis and the controller say about runs still without a branch order."""
     lines = []
     for run_id in [r for r in run_ids if not orders_by_request(client, r)][:8]:
-        meta = client.hgetall(KEYS.run(run_id, "meta"))
+        meta = cast(dict[bytes, bytes], client.hgetall(KEYS.run(run_id, "meta")))
         parked = client.hkeys(KEYS.run(run_id, "parked"))
         try:
             requests = httpx.get(f"{url}/v1/runs/{run_id}/requests", timeout=10).json()

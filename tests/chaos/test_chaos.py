@@ -46,6 +46,7 @@ from tests.support.metrics import scrape
 from tests.support.processes import kill_tree
 from tests.support.restartable_redis import RestartableRedis
 from tests.support.saves import assert_audit_clean
+from tests.support.streams import entries
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(600)]
 
@@ -222,7 +223,7 @@ def _duplicate_orders(client: redis.Redis, run_ids: list[str]) -> list[str]:
     found = []
     for run_id in run_ids:
         seen: Counter[tuple[str, str]] = Counter()
-        for _, fields in client.xrange(keys.branches(run_id)):
+        for _, fields in entries(client, keys.branches(run_id)):
             order = json.loads(fields[b"order"])
             seen[("branch", order["branch_id"])] += 1
             seen[("candidate", order["candidate_id"])] += 1
@@ -426,7 +427,7 @@ def test_several_controllers_lose_nothing_when_one_is_killed(
                 doubled += [f"{run_id}: {r} not admitted" for r in orders if r not in wanted]
             assert missing == [], "admitted requests without a branch order"
             assert doubled == [], "branch orders published twice, or for no admitted request"
-            dead = [fields for _, fields in client.xrange(Keys().dead_events)]
+            dead = [fields for _, fields in entries(client, Keys().dead_events)]
             assert dead == [], f"dead letters: {dead[:5]}"
             for kill in cluster.kills:
                 assert kill.taken_over_s is not None

@@ -14,7 +14,7 @@ from tests.integrations.frozenlake import FrozenLake
 _SCRATCH: list[Any] = []  # every env of the module pushes and pops here
 
 
-class _SharedScratch(gymnasium.Wrapper):  # type: ignore[type-arg]
+class _SharedScratch(gymnasium.Wrapper):
     def step(self, action: Any) -> Any:
         _SCRATCH.append(action)
         time.sleep(0.001)  # another thread steps meanwhile, as native code would let it

@@ -13,7 +13,7 @@ from tests.integrations.frozenlake import FrozenLake
 STEP_S = 0.15
 
 
-class _SlowSteps(gymnasium.Wrapper):  # type: ignore[type-arg]
+class _SlowSteps(gymnasium.Wrapper):
     def step(self, action: Any) -> Any:
         time.sleep(STEP_S)
         return self.env.step(action)

@@ -61,7 +61,7 @@ async def test_babyai_mistakes_are_coached_into_proven_branches(
     reports: list[CampaignReport] = []
     with (
         oracle_controller(tmp_path, redis_url) as controller,
-        babyai_agent(tmp_path, **rates) as agent,
+        babyai_agent(tmp_path, 0, **rates) as agent,
     ):
         async with anyio.create_task_group() as tg:
             for adapter in adapters:

@@ -18,6 +18,7 @@ from gencoach.constants import EVENT_FIELD, Keys
 from tests.integrations.support import env_agent
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.lake import walker
+from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +68,8 @@ def test_sim_gym_plays_runs_and_reports_them(
     assert done.stdout.startswith("3 runs: ")
     assert "candidates asked, 0 coached" in done.stdout
     events: list[dict[str, Any]] = [
-        json.loads(fields[EVENT_FIELD.encode()]) for _, fields in redis_client.xrange(Keys().events)
+        json.loads(fields[EVENT_FIELD.encode()])
+        for _, fields in entries(redis_client, Keys().events)
     ]
     finished = {e["run_id"] for e in events if e["type"] == "run.finished"}
     assert finished == {"cli-0", "cli-1", "cli-2"}

@@ -12,7 +12,6 @@ import anyio
 import pytest
 import redis
 
-from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.integrations.gymnasium import (
     CampaignOptions,
     CampaignReport,
@@ -25,13 +24,14 @@ from gencoach.integrations.textrooms import TextRoomsAdapter
 from tests.integrations.frozenlake import FrozenLake
 from tests.support.agent_server import ThreadedServer
 from tests.support.llm_server import json_reply, scripted_llm_servers, tool_calls_reply
+from tests.support.streams import reported_events
 
 pytest.importorskip("gymnasium")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(120)]
 
 
 def _events(client: redis.Redis) -> list[dict[str, Any]]:
-    return [json.loads(f[EVENT_FIELD.encode()]) for _, f in client.xrange(Keys().events)]
+    return reported_events(client)
 
 
 async def _campaign(

@@ -13,7 +13,8 @@ from gencoach.constants import ORDER_FIELD, Keys
 from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
 from tests.integrations.frozenlake import FrozenLake
 from tests.support.agent_server import ScriptedAgent
-from tests.support.lake import RUN, lake_order, reported_events, walker
+from tests.support.lake import RUN, lake_order, walker
+from tests.support.streams import reported_events
 
 pytest.importorskip("gymnasium")
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(60)]

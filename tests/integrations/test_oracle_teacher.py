@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from gencoach.config.settings import BackendSettings
-from gencoach.protocol import FailureDiagnosisAnswer
+from gencoach.protocol import AgentDecision, FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, PythonBackend
 
 pytest.importorskip("gymnasium")
@@ -72,7 +72,7 @@ async def test_an_oracle_that_answers_a_whole_call_gives_its_arguments() -> None
     answers = await _ask("tests.integrations.walklake:teacher", [_job(_walk("up"), {"walk": True})])
     [answer] = answers
     expected = answer.expected_decision
-    assert expected is not None
+    assert isinstance(expected, AgentDecision)
     assert expected.model_dump(mode="json")["tool_calls"] == [
         {"name": "walk", "arguments": {"direction": "down"}, "target_robot_name": "agent"}
     ]

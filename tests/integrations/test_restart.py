@@ -16,8 +16,9 @@ import redis
 from gencoach.constants import ORDER_FIELD, Keys
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import wait_for
-from tests.support.lake import lake_order, reported_events, walker
+from tests.support.lake import lake_order, walker
 from tests.support.processes import kill_tree
+from tests.support.streams import reported_events
 
 pytest.importorskip("gymnasium")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

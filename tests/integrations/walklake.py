@@ -16,7 +16,11 @@ DIRECTIONS = ("left", "down", "right", "up")  # FrozenLake's actions 0 to 3
 class WalkLake(FrozenLake):
     """The 4x4 lake walked with `walk(direction)`."""
 
-    tools = (Tool("walk", "Walk one cell.", None, (("direction", "left, down, right or up"),)),)
+    # FrozenLake (shown in the docs as it is) leaves its tools and oracle to inference:
+    # four tools and an action, which this lake replaces with one tool and its call.
+    tools = (  # type: ignore[assignment]
+        Tool("walk", "Walk one cell.", None, (("direction", "left, down, right or up"),)),
+    )
 
     def __init__(self, walk: bool = True) -> None:
         self.walk = walk
@@ -27,7 +31,9 @@ class WalkLake(FrozenLake):
     def action(self, call: ToolCall) -> Any:
         return DIRECTIONS.index(str(call.arguments["direction"]))
 
-    def oracle(self, env: Any, seed: int, actions: Sequence[Any]) -> ToolCall | None:
+    def oracle(  # type: ignore[override]
+        self, env: Any, seed: int, actions: Sequence[Any]
+    ) -> ToolCall | None:
         path = shortest_path(env)
         return self.call("walk", direction=DIRECTIONS[path[0]]) if path else None
 

@@ -11,6 +11,7 @@ from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.protocol import BranchOrder
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.settling import SCRIPT, settle_keys
+from tests.support.streams import entries
 
 Json = dict[str, Any]
 
@@ -18,7 +19,7 @@ Json = dict[str, Any]
 def streamed_events(client: redis.Redis, run_id: str) -> list[Json]:
     """The events of one run on the events stream, in stream order."""
     events = [
-        json.loads(fields[EVENT_FIELD.encode()]) for _, fields in client.xrange(Keys().events)
+        json.loads(fields[EVENT_FIELD.encode()]) for _, fields in entries(client, Keys().events)
     ]
     return [event for event in events if event["run_id"] == run_id]
 

@@ -176,6 +176,7 @@ async def test_the_graph_matches_the_generation_and_an_order_is_executed(
         )
         for situation_id in ("e0-s1", following)
     }
+    assert right.output is not None
     pressed = right.output.tool_calls[0].arguments["id"]
     assert saved[following].world.press_log == [*saved["e0-s1"].world.press_log, pressed]
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import redis
 
-from gencoach.constants import EVENT_FIELD, Keys
+from gencoach.constants import Keys
 from gencoach.errors import ContractError
 from gencoach.sim import Episode, EpisodeState
 from gencoach.sim.reporting import EventSender, execution_record, stage_info
 from tests.sim.events import read_log
 from tests.sim.players import act, call
+from tests.support.streams import reported_events
 
 STARTED = {
     "agent_url": "http://127.0.0.1:1",
@@ -107,9 +107,7 @@ async def test_a_redis_recorder_streams_in_order_and_saves_states(
         await recorder.save_state(5, other, keep=True)
         await recorder.emit("run.finished")
         assert redis_client.xlen(Keys().events) == 0  # nothing is sent before a flush
-    entries = redis_client.xrange(Keys().events)
-    streamed = [json.loads(fields[EVENT_FIELD.encode()]) for _, fields in entries]
-    assert streamed == read_log(log)
+    assert reported_events(redis_client) == read_log(log)
     saved = redis_client.hget(Keys().teacher_state("r"), "5")
     assert saved is not None
     assert EpisodeState.model_validate_json(saved) == state

@@ -46,9 +46,9 @@ WRONG_BIN = {
 }
 
 
-def _text(decision: AgentDecision | None) -> str | None:
+def _text(decision: AgentDecision | str | None) -> str | None:
     """The expected decision in the one-line convention, for short assertions."""
-    return format_decision(decision) if decision is not None else None
+    return format_decision(decision) if isinstance(decision, AgentDecision) else decision
 
 
 def press(button: str, robot: str = "panda") -> dict[str, Any]:
@@ -217,7 +217,9 @@ async def test_the_teacher_serves_as_a_python_backend(states: redis.Redis, redis
         context = await job_context(client, Keys(), job, [s.input.id for s in job.trajectory])
     finally:
         await client.aclose()
-    assert set(context["teacher_state"]) == {str(step.input.id) for step in played.steps}
+    states = context["teacher_state"]
+    assert isinstance(states, dict)
+    assert set(states) == {str(step.input.id) for step in played.steps}
     async with make_backend("teacher", settings) as backend:
         verdict = await worker_diagnose(job, backend, Transcript(), context)
     assert verdict.status == "done"

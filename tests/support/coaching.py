@@ -104,11 +104,12 @@ def request_in_state(
 def branch_orders(reporter: Reporter, count: int, timeout_s: float = 15.0) -> list[BranchOrder]:
     """The run's first `count` branch orders, as its generator reads them."""
     orders: list[BranchOrder] = []
-    wait_for(
-        lambda: orders.extend(reporter.branch_orders(block_s=0.2)) or len(orders) >= count,
-        timeout_s=timeout_s,
-        what=f"{count} branch order(s)",
-    )
+
+    def enough() -> bool:
+        orders.extend(reporter.branch_orders(block_s=0.2))
+        return len(orders) >= count
+
+    wait_for(enough, timeout_s=timeout_s, what=f"{count} branch order(s)")
     return orders
 
 

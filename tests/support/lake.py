@@ -1,14 +1,10 @@
-"""FrozenLake runs in tests: the walker agent that falls into a hole, the events its
-generator reported, and a branch order as gencoach writes one for the lake."""
+"""FrozenLake runs in tests: the walker agent that falls into a hole, and a branch order as
+gencoach writes one for the lake."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import redis
-
-from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.integrations.gymnasium import GymEpisode
 from tests.integrations.frozenlake import FrozenLake, shortest_path
 
@@ -26,11 +22,6 @@ def walker(item: dict[str, Any], index: int) -> dict[str, Any]:
     action = {(0, 0): 2, (0, 1): 1}.get((row, col), path[0])
     name = FrozenLake.tools[action].name
     return {"output": {"say": "", "tool_calls": [{"name": name, "target_robot_name": "agent"}]}}
-
-
-def reported_events(client: redis.Redis) -> list[dict[str, Any]]:
-    """Every event on the events stream, in order."""
-    return [json.loads(f[EVENT_FIELD.encode()]) for _, f in client.xrange(Keys().events)]
 
 
 def lake_order(

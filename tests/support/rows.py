@@ -98,7 +98,7 @@ def _content_problems(message: Mapping[str, Any], where: str) -> tuple[list[str]
         return [f"{where}.content is neither a string nor a list of parts"], False
     problems = []
     for index, part in enumerate(content):
-        key = _PART_TEXT.get(part.get("type")) if isinstance(part, dict) else None
+        key = _PART_TEXT.get(part.get("type") or "") if isinstance(part, dict) else None
         if key is None:
             problems.append(f"{where}.content.{index} is not a text or thinking part: {part!r}")
         elif not isinstance(part.get(key), str) or not part[key]:
@@ -170,7 +170,7 @@ def row_problems(row: Mapping[str, Any]) -> list[str]:
 def check_rows(rows: Iterable[Mapping[str, Any]], where: str) -> int:
     """Assert every row is valid; how many rows had a conversation to check."""
     checked = 0
-    failures = []
+    failures: list[str] = []
     for index, row in enumerate(rows):
         failures.extend(f"{where} row {index}: {problem}" for problem in row_problems(row))
         checked += bool({"messages", "model_input", "context", "prompt"} & set(row))
@@ -222,9 +222,15 @@ def check_library(path: Path) -> int:
     """Assert every readable record and every example of both views (and its chat row) of
     a library is valid; examples checked. A library that cannot be opened is not ours to
     judge (a test may have broken it on purpose)."""
-    from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, TrainingView
+    from gencoach.library import (
+        CanonicalDatasetAdapter,
+        ContentAvailability,
+        DatasetQuery,
+        TrainingView,
+    )
     from gencoach.library.errors import LibraryError
     from gencoach.library.output import chat_row
+    from gencoach.library.views import FullTrajectoryExample
 
     try:
         lib = CanonicalDatasetAdapter(path)
@@ -232,13 +238,13 @@ def check_library(path: Path) -> int:
         return 0
     checked = 0
     with lib:
-        readable = DatasetQuery(content_availability=("hosted", "overlay"))
+        hosted = (ContentAvailability.HOSTED, ContentAvailability.OVERLAY)
+        readable = DatasetQuery(content_availability=hosted)
         for record in lib.iter_records(readable):
             check_record(dataclasses.asdict(record.trajectory))
-        eligible = DatasetQuery(
-            content_availability=("hosted", "overlay"), structurally_eligible=True
-        )
+        eligible = DatasetQuery(content_availability=hosted, structurally_eligible=True)
         for example in lib.iter_examples(eligible, view=TrainingView.FULL_TRAJECTORY):
+            assert isinstance(example, FullTrajectoryExample)
             checked += check_rows([example.to_dict(), chat_row(example)], f"{path} full")
         for example in lib.iter_examples(eligible, view=TrainingView.ASSISTANT_TURN):
             checked += check_rows([example.to_dict()], f"{path} turn")
