@@ -14,8 +14,8 @@ to the run's reporter and its stream, and are acknowledged at once.
 
 Registering a run and acknowledging an order ride out a Redis restart, a Redis still
 loading its data set and one refusing writes at its maxmemory, like the reporters' calls
-(`gencoach.retrying`, for up to `retry_timeout_s`); the reading loop waits each out and
-reads on.
+(`gencoach.retrying`, for up to `retry_timeout_s`); the reading loop tries a failed read
+again every `block_s` as long as it runs (docs/operations.md, "Retries").
 
 ```python
 reader = OrderReader(client, group="my-campaign")
@@ -78,6 +78,10 @@ class OrderReader:
     ) -> None:
         self.client = client
         self.retry = RetryPolicy(timeout_s=retry_timeout_s)
+        # A failed read is tried again every `block_s`, as long as the reader runs.
+        self.reading = RetryPolicy(
+            timeout_s=None, wait_initial_s=block_s, wait_max_s=block_s, wait_jitter_s=0
+        )
         self.keys = Keys(key_prefix)
         self.group = group
         self.consumer = consumer
@@ -128,11 +132,12 @@ class OrderReader:
                 await self._changed.wait()
                 self._changed = anyio.Event()
                 continue
-            try:
-                await self._read_once()
-            except redis.RedisError as error:
-                log.warning("orders.unreadable", error=str(error))
-                await anyio.sleep(self.block_s)
+            async for attempt in self.reading.retrying(
+                on=redis.RedisError, log_as="orders.unreadable"
+            ):
+                with attempt:
+                    if self._runs:  # else every run went while Redis was away
+                        await self._read_once()
 
     async def _read_once(self) -> None:
         # Histories first, without blocking (XREADGROUP never blocks on a history).

@@ -34,6 +34,7 @@ from anyio.abc import TaskGroup
 from gencoach.__about__ import __version__
 from gencoach.logs import bound, get_logger
 from gencoach.protocol import BranchOrder
+from gencoach.retrying import RetryPolicy
 from gencoach.sim.agent_io import AgentAsker, Answer
 from gencoach.sim.branches import (
     Activity,
@@ -74,6 +75,13 @@ class Generator:
             options, run_id, recorder, asker, self.book, self.budget, self.report
         )
         self._orders_seen: set[str] = set()
+        # A read of the orders that Redis refused is tried again every `poll_s`.
+        self._reading = RetryPolicy(
+            timeout_s=None,
+            wait_initial_s=options.poll_s,
+            wait_max_s=options.poll_s,
+            wait_jitter_s=0,
+        )
         self._stopping = False
         self._orders_done = anyio.Event()
         self._tg: TaskGroup | None = None
@@ -169,12 +177,13 @@ class Generator:
     async def _poll_orders(self) -> None:
         try:
             while not self._stopping:
-                try:
-                    orders = await self.recorder.branch_orders(self.options.poll_s)
-                except redis.RedisError as error:
-                    log.warning("sim.orders_unreadable", error=str(error))
-                    await anyio.sleep(self.options.poll_s)
-                    continue
+                orders: list[BranchOrder] = []
+                async for attempt in self._reading.retrying(
+                    on=redis.RedisError, log_as="sim.orders_unreadable"
+                ):
+                    with attempt:
+                        if not self._stopping:
+                            orders = await self.recorder.branch_orders(self.options.poll_s)
                 for order in orders:
                     self._accept(order)
                 self.activity.poke()  # a settled answer may have come with the read
