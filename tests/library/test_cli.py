@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
+import pytest
+import typer
 from typer.testing import CliRunner
 
 from gencoach.cli import app
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery
+from gencoach.library.cli import build
 from tests.library.sources import coached_save, magma_save
 
 runner = CliRunner()
@@ -130,3 +135,26 @@ def test_a_federated_build_and_its_overlay_from_the_command_line(
     with CanonicalDatasetAdapter(lib, content_overlays=overlays) as joined:
         (record,) = joined.iter_records(DatasetQuery(source_ids="chat:restricted.jsonl"))
         assert record.trajectory.supervised_targets == [{"role": "assistant", "content": "4"}]
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_progress_bar_and_the_skips_above_it(
+    saves: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a TTY, build tracks its sources with a bar (as an export tracks its saves) and
+    still names each skipped path; `--no-progress` keeps the terminal free of the bar."""
+    for progress, lib in ((True, "lib"), (False, "quiet")):
+        terminal = _Terminal()
+        monkeypatch.setattr(sys, "stderr", terminal)
+        with pytest.raises(typer.Exit) as ended:
+            build(tmp_path / lib, [saves, tmp_path / "nowhere"], progress=progress)
+        assert ended.value.exit_code == 1
+        shown = terminal.getvalue()
+        assert ("reading sources" in shown) is progress
+        assert f"skipped {tmp_path / 'nowhere'}: does not exist" in shown

@@ -1,4 +1,5 @@
-"""A progress bar over the saves, on a terminal only, with messages printed above it."""
+"""A progress bar, on a terminal only, with messages printed above it: over the saves of an
+export, or the sources of a library build."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ T = TypeVar("T")
 
 @dataclass
 class Display:
-    """Where one-line messages go and how the saves are tracked."""
+    """Where one-line messages go and how the saves (or sources) are tracked."""
 
     progress: Progress | None = None
+    description: str = "exporting saves"
 
     def say(self, message: str) -> None:
         """Print a message on stderr (above the bar when there is one)."""
@@ -31,14 +33,15 @@ class Display:
         """The items, advancing the bar as each is taken."""
         if self.progress is None:
             return items
-        return self.progress.track(items, total=total, description="exporting saves")
+        return self.progress.track(items, total=total, description=self.description)
 
 
 @contextmanager
-def display(wanted: bool) -> Iterator[Display]:
-    """A bar when `wanted` and stderr is a terminal; plain messages otherwise."""
+def display(wanted: bool, description: str = "exporting saves") -> Iterator[Display]:
+    """A bar described by `description` when `wanted` and stderr is a terminal; plain
+    messages otherwise."""
     if not (wanted and sys.stderr.isatty()):
-        yield Display()
+        yield Display(description=description)
         return
     with Progress(console=Console(stderr=True), transient=True) as progress:
-        yield Display(progress)
+        yield Display(progress, description)

@@ -36,10 +36,11 @@ from gencoach.library.writer import (
     write_manifest,
 )
 
-Track = Callable[[Sequence[SourceAdapter]], Iterable[SourceAdapter]]
+Track = Callable[[Sequence[SourceAdapter], int], Iterable[SourceAdapter]]
+"""Takes the sources and how many they are (a progress bar, as an export's over saves)."""
 
 
-def _no_track(sources: Sequence[SourceAdapter]) -> Iterable[SourceAdapter]:
+def _no_track(sources: Sequence[SourceAdapter], total: int) -> Iterable[SourceAdapter]:
     return sources
 
 
@@ -75,7 +76,7 @@ def _feed(
     say: Callable[[str], None],
     unhosted: frozenset[int] = frozenset(),
 ) -> None:
-    for number, source in enumerate(track(sources)):
+    for number, source in enumerate(track(sources, len(sources))):
         try:
             if writer.known(source.revision):
                 result.already_present.append(source.location)

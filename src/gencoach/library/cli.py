@@ -7,8 +7,7 @@ sources were skipped (each named on stderr), 2 when nothing was written.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final
@@ -28,12 +27,13 @@ from gencoach.library.records import (
 if TYPE_CHECKING:
     from gencoach.export.tool_failures import ToolFailures
     from gencoach.library.adapter import CanonicalDatasetAdapter
-    from gencoach.library.build import BuildResult, Track
-    from gencoach.library.sources.base import SourceAdapter
+    from gencoach.library.build import BuildResult
 
 EXIT_OK: Final = 0
 EXIT_SKIPPED: Final = 1
 EXIT_UNUSABLE: Final = 2
+READING: Final = "reading sources"
+"""What the progress bar of `build` and `append` says."""
 
 library_app = typer.Typer(
     help="Trajectory libraries: canonical, queryable, read-only stores for training.",
@@ -47,25 +47,6 @@ def _error(message: str) -> None:
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr)
-
-
-@contextmanager
-def _progress(wanted: bool) -> Iterator[tuple[Track, Callable[[str], None]]]:
-    from rich.console import Console
-    from rich.progress import Progress
-
-    if not (wanted and sys.stderr.isatty()):
-        yield (lambda sources: sources), _say
-        return
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-
-        def track(sources: Sequence[SourceAdapter]) -> Iterable[SourceAdapter]:
-            return bar.track(sources, total=len(sources), description="reading sources")
-
-        def say(message: str) -> None:
-            bar.console.print(message, markup=False, highlight=False, soft_wrap=True)
-
-        yield track, say
 
 
 def _finish(verb: str, result: BuildResult) -> int:
@@ -127,15 +108,16 @@ def build(
     progress: Progressive = True,
 ) -> None:
     """Build a new library from sources (a source that cannot be read is skipped)."""
+    from gencoach.export.progress import display
     from gencoach.library.build import build_library
 
     try:
         failures = _failures(tool_failures)
-        with _progress(progress) as (track, say):
+        with display(progress, READING) as screen:
             result = build_library(
                 sources or [], output, release, split_seed=split_seed,
                 metadata_only=metadata_only or [], permissions=permissions, failures=failures,
-                track=track, say=say,
+                track=screen.track, say=screen.say,
             )  # fmt: skip
     except LibraryError as error:
         _error(str(error))
@@ -154,14 +136,15 @@ def append(
     progress: Progressive = True,
 ) -> None:
     """Make a new library: the base plus new sources, writing append_report.json."""
+    from gencoach.export.progress import display
     from gencoach.library.build import append_library
 
     try:
         failures = _failures(tool_failures)
-        with _progress(progress) as (track, say):
+        with display(progress, READING) as screen:
             result = append_library(
                 base, inputs, output, release, permissions=permissions, failures=failures,
-                track=track, say=say,
+                track=screen.track, say=screen.say,
             )  # fmt: skip
     except LibraryError as error:
         _error(str(error))
