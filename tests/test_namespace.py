@@ -65,4 +65,4 @@ def test_importing_gencoach_imports_none_of_the_service() -> None:
 def test_an_unknown_name_is_an_attribute_error() -> None:
     """A typo reads as Python's own error, naming the package."""
     with pytest.raises(AttributeError, match="'gencoach' has no attribute 'Reportr'"):
-        gencoach.Reportr  # type: ignore[attr-defined]  # noqa: B018
+        gencoach.Reportr  # noqa: B018

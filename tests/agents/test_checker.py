@@ -137,7 +137,8 @@ class RaisingCoach:
 
     async def coach(self, request: Any, session: Any) -> Any:
         """Break as a buggy coach does."""
-        return {}["expected_decision"]
+        nothing: dict[str, Any] = {}
+        return nothing["expected_decision"]
 
 
 @pytest.mark.asyncio

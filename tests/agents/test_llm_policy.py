@@ -118,7 +118,9 @@ async def test_unreadable_arguments_become_an_error_candidate(
     assert output.status == "error"
     assert output.error is not None
     assert output.error.code == "malformed_output"
-    assert "{id: sw3" in output.internal_steps[0]["output_raw"]
+    raw = output.internal_steps[0]["output_raw"]
+    assert isinstance(raw, str)
+    assert "{id: sw3" in raw
 
 
 @pytest.mark.asyncio

@@ -16,7 +16,7 @@ from tests.agents.fakes import PRESS, EchoPolicy, info
 from tests.agents.payloads import agent_input, request
 
 Serve = Callable[[Any], str]
-BEFORE = {
+BEFORE: dict[str, Any] = {
     "history": [
         {"author": "USER", "content": "Press sw1 twice, then sw2."},
         {"author": "MODEL", "content": json.dumps(PRESS.model_dump(mode="json"))},
@@ -31,7 +31,9 @@ def test_after_appends_the_instruction_and_the_decision() -> None:
     memory = Memory.parse(BEFORE)
     after = memory.after(AgentInstruction(type="env", content="{}"), PRESS)
     data = after.to_json()
-    assert data["history"][-2:] == [
+    history = data["history"]
+    assert isinstance(history, list)
+    assert history[-2:] == [
         {"author": "SYSTEM", "content": "{}"},
         {"author": "MODEL", "content": json.dumps(PRESS.model_dump(mode="json"))},
     ]

@@ -4,7 +4,7 @@ labelled by who made the decision."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -26,7 +26,7 @@ from tests.support.llm_server import (
 )
 
 Serve = Callable[[Any], str]
-PRESS_SW1 = {
+PRESS_SW1: dict[str, Any] = {
     "say": "",
     "tool_calls": [
         {"name": "press_button", "arguments": {"id": "sw1"}, "target_robot_name": "panda"}
@@ -174,7 +174,7 @@ def _llm_agent(serve: Serve, llm: ScriptedLLMServer) -> str:
 
 @pytest.mark.parametrize("kind", ["format", "failure"])
 def test_the_llm_policy_asked_again_is_labelled_its_repair_model(
-    serve: Serve, llm: ScriptedLLMServer, kind: str
+    serve: Serve, llm: ScriptedLLMServer, kind: Literal["format", "failure"]
 ) -> None:
     """With the LLM policy, a format repair and a failure's last resort (no session, prose
     expected decision) ask the agent's model again, and the proposals say `repair_model`."""

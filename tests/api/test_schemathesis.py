@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.api, pytest.mark.slow, pytest.mark.timeout(900)]
 
 TOKEN = "schemathesis-token-0123456789"
 EXAMPLES = os.environ.get("GC_API_EXAMPLES", "25")
-SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(os.sys.executable).parent))
+SCHEMATHESIS = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
 
 
 ACTIVE, FINISHED = "api-active", "api/finished"

@@ -17,11 +17,11 @@ def _request(route: str, *states: str | tuple[str, float], **fields: Any) -> Coa
     for index, state in enumerate(states):
         name, at = state if isinstance(state, tuple) else (state, float(index))
         reason = fields.pop("reason", None) if index == len(states) - 1 else None
-        history.append(Transition(state=name, at=at, reason=reason))  # type: ignore[arg-type]
+        history.append(Transition(state=name, at=at, reason=reason))
     return CoachingRequest(
         request_id=f"r:{next(_ids)}:{route}",
         run_id="r",
-        route=route,  # type: ignore[arg-type]
+        route=route,
         kind=None,
         type_coaching="failure:diagnosis",
         candidate_id=1,
@@ -121,7 +121,7 @@ def test_job_stats_come_from_the_job_records_not_the_states() -> None:
 
     def jobs(*records: tuple[str, str, float | None]) -> list[JobRecord]:
         return [
-            JobRecord(job=job, attempt=1, status=status, duration_s=seconds)  # type: ignore[arg-type]
+            JobRecord(job=job, attempt=1, status=status, duration_s=seconds)
             for job, status, seconds in records
         ]
 

@@ -67,7 +67,7 @@ def test_auth_route_applies_the_api_token_rule(controller: ControllerProcess) ->
     url = f"{controller.url}/console/api/auth"
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"Authorization": "Bearer nope"}).status_code == 403
-    assert httpx.get(url, headers={"Authorization": "Bearer é".encode()}).status_code == 403
+    assert httpx.get(url, headers={b"Authorization": "Bearer é".encode()}).status_code == 403
     assert httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 

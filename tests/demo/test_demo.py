@@ -87,8 +87,8 @@ def test_ctrl_c_leaves_no_process_and_no_redis(tmp_path: Path) -> None:
 def _interrupt_demo(tmp_path: Path, endpoint: str) -> None:
     # Every wait given, so the demo times no model call before it starts; the runs' waits
     # outlast the test, so the demo cannot end on its own before the interrupt.
-    waits = ("--agent-timeout", "60", "--branch-grace", "900", "--max-wall-s", "900")
-    waits += ("--job-timeout", "900", "--llm-timeout", "900")
+    waits = ["--agent-timeout", "60", "--branch-grace", "900", "--max-wall-s", "900"]
+    waits += ["--job-timeout", "900", "--llm-timeout", "900"]
     demo = _demo(
         tmp_path, *("--llm-endpoint", endpoint, "--model", "m", "--coach-with-llm"), *waits
     )

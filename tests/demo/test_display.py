@@ -83,8 +83,14 @@ def test_a_terminal_keeps_only_the_summary_table_and_shows_the_live_footer_whole
     the demo runs; it is erased at the end, so the summary table is the one table left."""
     monkeypatch.setenv("TERM", "xterm-256color")
     buffer = io.StringIO()
-    terminal = {"force_terminal": True, "force_interactive": True, "width": 80, "height": 40}
-    console = Console(file=buffer, soft_wrap=True, **terminal)  # soft_wrap: as the CLI's
+    console = Console(  # soft_wrap: as the CLI's
+        file=buffer,
+        soft_wrap=True,
+        force_terminal=True,
+        force_interactive=True,
+        width=80,
+        height=40,
+    )
     fit_to_output(console)
     assert console.width == 80
 

@@ -25,7 +25,7 @@ INSTRUCTIONS = [
 
 def _pins() -> dict[str, str]:
     lines = (ROOT / "docker" / "constraints.txt").read_text().splitlines()
-    pins = {}
+    pins: dict[str, str] = {}
     for line in lines:
         if line and not line.startswith("#"):
             name, _, version = line.partition("==")

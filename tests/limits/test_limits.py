@@ -295,7 +295,10 @@ async def test_invalid_arguments_are_refused_before_any_write(
         limits._admit.script  # the same text the service runs
     )
     keys = limits.stage_keys(RUN, STAGE)
-    for args in (["r1", 0, 5, 5, 0, STAGE], ["r1", 100, 5, "x", 0, STAGE], ["", 100, 5, 5, 0, 1]):
+    cases: list[list[str | int]] = [
+        ["r1", 0, 5, 5, 0, STAGE], ["r1", 100, 5, "x", 0, STAGE], ["", 100, 5, 5, 0, 1]
+    ]  # fmt: skip
+    for args in cases:
         with pytest.raises(redis.ResponseError, match="must"):
             script(keys=keys, args=args)
     assert redis_client.dbsize() == 0

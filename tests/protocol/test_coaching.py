@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from gencoach import protocol as p
 from tests.protocol import examples as ex
@@ -203,7 +204,10 @@ def test_a_reinjected_input_carries_the_proposal_verbatim_under_coaching() -> No
         {"id": 3, "instruction": {"type": "user", "content": "go"}, "num_outputs": 2,
          "extra_keys": {"episode": 7, "coaching": {"kind": "replace_say", "text": "old"}}}
     )  # fmt: skip
-    payload = {"kind": "replace_decision", "decision": {"say": "new", "tool_calls": []}}
+    payload: dict[str, JsonValue] = {
+        "kind": "replace_decision",
+        "decision": {"say": "new", "tool_calls": []},
+    }
     coached = p.coached_input(anchor, payload)
     assert coached.extra_keys == {"episode": 7, "coaching": payload}
     assert coached.num_outputs == 1
@@ -223,8 +227,12 @@ def test_decision_source_is_sent_only_to_agents_that_read_it() -> None:
     """A payload gencoach wrote (a rewrite, a person's decision) keeps `decision_source`
     for an agent announcing the capability and loses it for one that does not; an agent's
     own payload goes back verbatim, whatever it announced."""
-    payload = {"kind": "replace_say", "text": "42", "decision_source": "rewrite"}
-    bare = {"kind": "replace_say", "text": "42"}
+    payload: dict[str, JsonValue] = {
+        "kind": "replace_say",
+        "text": "42",
+        "decision_source": "rewrite",
+    }
+    bare: dict[str, JsonValue] = {"kind": "replace_say", "text": "42"}
     assert p.payload_sent(payload, written_here=True, reads_source=True) == payload
     assert p.payload_sent(payload, written_here=True, reads_source=False) == bare
     assert p.payload_sent(payload, written_here=False, reads_source=False) == payload

@@ -200,7 +200,11 @@ def test_branch_order_refusals(change: dict[str, Any], field: str) -> None:
 
 def test_run_task_description_may_be_magma_object() -> None:
     """run.started takes a task description as text or as MAGMA-GEN's object."""
-    description = {"task_description": "Serve.", "stages_description": [], "coaching_hint": None}
+    description: dict[str, Any] = {
+        "task_description": "Serve.",
+        "stages_description": [],
+        "coaching_hint": None,
+    }
     event = p.parse_event({**rx.run_started(), "task_description": description})
     assert isinstance(event, p.RunStarted)
     assert isinstance(event.task_description, p.TaskDescription)

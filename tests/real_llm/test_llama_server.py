@@ -56,7 +56,7 @@ def _perform(
     with capture_logs() as logs:
         result = anyio.run(run)
     completed = [entry for entry in logs if entry["event"] == "backend.completed"]
-    CALLS.extend(completed)
+    CALLS.extend(dict(entry) for entry in completed)
     return result, logs
 
 

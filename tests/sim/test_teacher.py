@@ -217,9 +217,9 @@ async def test_the_teacher_serves_as_a_python_backend(states: redis.Redis, redis
         context = await job_context(client, Keys(), job, [s.input.id for s in job.trajectory])
     finally:
         await client.aclose()
-    states = context["teacher_state"]
-    assert isinstance(states, dict)
-    assert set(states) == {str(step.input.id) for step in played.steps}
+    teacher_state = context["teacher_state"]
+    assert isinstance(teacher_state, dict)
+    assert set(teacher_state) == {str(step.input.id) for step in played.steps}
     async with make_backend("teacher", settings) as backend:
         verdict = await worker_diagnose(job, backend, Transcript(), context)
     assert verdict.status == "done"

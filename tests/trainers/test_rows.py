@@ -52,7 +52,11 @@ def test_every_exported_row_passes_the_row_validator(
 def test_the_demo_exports_pass_the_row_validator(demo_graphs: Path, tmp_path: Path) -> None:
     """A real demo run (two stages, calls cut by a stage end) in every chat shape and as
     preference pairs: every row valid."""
-    shapes = {"chat": {}, "per-turn": {"per_turn": True}, "pc": {"shape": "prompt_completion"}}
+    shapes: dict[str, dict[str, Any]] = {
+        "chat": {},
+        "per-turn": {"per_turn": True},
+        "pc": {"shape": "prompt_completion"},
+    }
     for name, options in shapes.items():
         run_export(ExportSettings(source=demo_graphs, format="chat", options=options,
                                   out=tmp_path / name))  # fmt: skip
