@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,9 +51,13 @@ def test_a_slow_reinjection_is_not_started_again_by_the_other_controller(
     reconciliation lets a corrected request sit, the other controller, which sees it
     sitting, leaves it alone: the agent is asked once and one branch order goes out."""
     llm.script(json_reply(DIAGNOSIS))
-    scripted_agent.response_delay_s = 8.0  # longer than the reconciler's 5 s staleness
+    answer = threading.Event()
+    scripted_agent.responses_gate = answer
     report_known(redis_url, "slow", scripted_agent.url)
     first, _ = two_controllers
+    wait_for(lambda: scripted_agent.response_requests, timeout_s=60, what="the reinjection")
+    time.sleep(8.0)  # the agent answers later than the reconciler's 5 s staleness
+    answer.set()
     wait_for(
         request_in_state(first, "slow", "failure", "reinjected"), timeout_s=90, what="reinjection"
     )
