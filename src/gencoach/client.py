@@ -57,7 +57,14 @@ from gencoach.constants import Keys
 from gencoach.errors import GencoachError
 from gencoach.outbox import Ack, Outbox, Outgoing
 from gencoach.protocol import BranchOrder, RunSettled
-from gencoach.retrying import REDIS_TRANSIENT, RetryPolicy, describe, no_client_retries, server_busy
+from gencoach.retrying import (
+    REDIS_TRANSIENT,
+    Retrying,
+    RetryPolicy,
+    describe,
+    no_client_retries,
+    server_busy,
+)
 from gencoach.settling import SCRIPT
 
 
@@ -116,7 +123,7 @@ class _ReporterBase:
         self.retry_timeout_s = retry_timeout_s
         self._reached = False  # retries are for a connection that worked and dropped
 
-    def _retrying(self) -> Any:
+    def _retrying(self) -> Retrying:
         """The stamina retry context for one call (see the module docstring)."""
         policy = RetryPolicy(timeout_s=self.retry_timeout_s, attempts=self.attempts)
         return policy.retrying(on=self._retryable)
