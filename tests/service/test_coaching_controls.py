@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from typing import cast
 
 import httpx
 import pytest
@@ -26,7 +27,7 @@ KEYS = Keys()
 
 
 def _meta(client: redis.Redis, run_id: str) -> dict[str, str]:
-    raw = client.hgetall(KEYS.run(run_id, "meta"))
+    raw = cast(dict[bytes, bytes], client.hgetall(KEYS.run(run_id, "meta")))
     return {key.decode(): value.decode() for key, value in raw.items()}
 
 

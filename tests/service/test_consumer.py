@@ -4,6 +4,7 @@ outlives its stream vanishing."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import anyio
 import pytest
@@ -61,7 +62,7 @@ async def _consumer(client: Redis, alive: bool) -> tuple[StreamConsumer, Collect
 
 async def _held_by_other(client: Redis, count: int) -> list[bytes]:
     await client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
-    ids = [await client.xadd(STREAM, {"n": str(n)}) for n in range(count)]
+    ids = [cast(bytes, await client.xadd(STREAM, {"n": str(n)})) for n in range(count)]
     await client.xreadgroup(GROUP, "other", {STREAM: ">"}, count=count)
     return ids
 

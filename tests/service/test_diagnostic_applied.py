@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from gencoach.client import Reporter
-from gencoach.protocol import BranchOrder, CoachingMarker
+from gencoach.protocol import CoachingMarker
 from gencoach.service.branching.coached_branches import (
     applies_trajectory_diagnostic,
     correction_markers,
 )
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, requests_of
+from tests.support.coaching import branch_orders, coaching_settings, requests_of
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED, _candidate, _executed, _input, _press, _situation
 from tests.support.llm_server import ScriptedLLMServer, json_reply
@@ -94,9 +94,7 @@ def test_earlier_wrong_moves_are_still_blamed_after_a_format_fix(
             _candidate("c2", "S_b", say_and_press, invalid_reason="say or call, not both"),
             _executed("c2", "invalid"),
         )
-        orders: list[BranchOrder] = []
-        wait_for(lambda: orders.extend(generator.branch_orders(block_s=0.2)) or orders, 90)
-        (fixed,) = orders
+        (fixed,) = branch_orders(generator, 1, 90)
         assert fixed.coaching.type_coaching == "format_error:format_fix"
         assert fixed.coaching.trajectory_diagnostic_applied is False
         attempts = [fixed.attempt_id]

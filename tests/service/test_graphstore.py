@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.protocol import AnyEvent, CoachingMarker, parse_event
+from gencoach.protocol import AnyEvent, CoachingMarker, SituationCreated, parse_event
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.trajectory import (
     UnknownNodeError,
@@ -164,8 +164,10 @@ async def test_a_lineage_read_again_is_remembered_until_the_run_id_starts_again(
     assert await _commands(store) - before == 1 + 1  # the HMGET, and the INFO that counts
     await store.client.delete(*store.run_keys("r1"))
     events = known_events("r1")
-    events[1] = events[1].model_copy(
-        update={"stage": events[1].stage.model_copy(update={"goal": "new"})}
+    situation = events[1]
+    assert isinstance(situation, SituationCreated)
+    events[1] = situation.model_copy(
+        update={"stage": situation.stage.model_copy(update={"goal": "new"})}
     )
     assert {result.outcome for result in await store.apply(events)} == {"ok"}
     fresh = await store.lineage("r1", 6)

@@ -18,6 +18,7 @@ from tests.support.coaching import coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer
+from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,7 @@ def test_bad_ids_on_the_stream_are_dead_lettered_and_the_controller_stays_up(
     for event in bad:
         redis_client.xadd(keys.events, {EVENT_FIELD: json.dumps(event)})
     dead = wait_for(
-        lambda: len(entries := redis_client.xrange(keys.dead_events)) == 3 and entries,
+        lambda: len(dead := entries(redis_client, keys.dead_events)) == 3 and dead,
         what="three dead letters",
     )
     reasons = [fields[b"reason"].decode() for _, fields in dead]

@@ -15,6 +15,7 @@ from gencoach.service.recovery.housekeeping import Housekeeper
 from gencoach.service.store.graphstore import META, GraphStore
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_events, known_run_events
+from tests.support.streams import async_entries, async_read_group
 
 KEYS = Keys()
 
@@ -27,13 +28,13 @@ async def test_a_stream_keeps_every_entry_some_group_has_not_acknowledged(
     stream = KEYS.events
     ids = [await async_redis.xadd(stream, {"n": index}) for index in range(10)]
     await async_redis.xgroup_create(stream, "fast", id="0")
-    read = await async_redis.xreadgroup("fast", "c", {stream: ">"}, count=6)
-    delivered = [entry_id for entry_id, _ in read[0][1]]
+    read = await async_read_group(async_redis, "fast", "c", stream, count=6)
+    delivered = [entry_id for entry_id, _ in read]
     await async_redis.xack(stream, "fast", *delivered[:4])
     keeper = Housekeeper(async_redis, KEYS, saved_ttl_s=60, every_s=1)
 
     assert await keeper.trim(stream) == 4
-    assert [entry_id for entry_id, _ in await async_redis.xrange(stream)] == ids[4:]
+    assert [entry_id for entry_id, _ in await async_entries(async_redis, stream)] == ids[4:]
 
     await async_redis.xgroup_create(stream, "slow", id="0")
     await async_redis.xack(stream, "fast", *delivered[4:])

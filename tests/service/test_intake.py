@@ -18,6 +18,7 @@ from gencoach.service.store.graphstore import META
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.metrics import scrape
+from tests.support.streams import entries, read_group
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +48,8 @@ def _assert_complete_saves(output_dir: Path, run_ids: list[str]) -> None:
 
 
 def _dead(client: redis.Redis) -> list[dict[str, str]]:
-    entries = client.xrange(KEYS.dead_events)
-    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in entries]
+    dead = entries(client, KEYS.dead_events)
+    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in dead]
 
 
 def test_bad_events_are_dead_lettered_and_intake_goes_on(
@@ -141,8 +142,8 @@ def test_a_dead_consumers_run_started_is_taken_over_and_its_run_loses_nothing(
     `claim_idle_s`, and the run is saved whole with no dead letter."""
     _publish_runs(redis_url, ["orphaned"])
     redis_client.xgroup_create(KEYS.events, CONTROLLER_GROUP, id="0", mkstream=True)
-    taken = redis_client.xreadgroup(CONTROLLER_GROUP, "vanished-host", {KEYS.events: ">"}, 1)
-    assert json.loads(taken[0][1][0][1][EVENT_FIELD.encode()])["type"] == "run.started"
+    ((_, taken),) = read_group(redis_client, CONTROLLER_GROUP, "vanished-host", KEYS.events, 1)
+    assert json.loads(taken[EVENT_FIELD.encode()])["type"] == "run.started"
     controller = controller_factory(lease_s=1, gap_timeout_s=60, claim_idle_s=600)
     controller.start()
     wait_for(lambda: _all_saved(controller.output_dir, ["orphaned"]), what="the orphaned run")

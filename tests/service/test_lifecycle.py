@@ -53,7 +53,7 @@ def _request(state: RequestState, candidate_id: int = 1, **changes: object) -> C
         candidate_gen_id=f"c{candidate_id}",
         stage_id=0,
         state="opportunity",
-        **changes,  # type: ignore[arg-type]
+        **changes,
     ).moved(state)
 
 

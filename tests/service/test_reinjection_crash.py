@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
+from typing import cast
 
 import httpx
 import pytest
@@ -25,7 +26,7 @@ DIAGNOSIS = {"decision_index": 2, "reason": "sw9 is wrong", "expected_decision":
 
 def _alternatives(client: redis.Redis, run_id: str) -> int:
     """How many coached situations gencoach recorded in the run."""
-    ids = client.hkeys(KEYS.run(run_id, "situation_ids"))
+    ids = cast(list[bytes], client.hkeys(KEYS.run(run_id, "situation_ids")))
     return sum(1 for situation_id in ids if situation_id.startswith(b"coach:"))
 
 
@@ -84,7 +85,9 @@ def test_killed_between_the_answer_and_the_order(
     controller.wait()
     # Rewind to the moment after the nodes were recorded and before the order went out.
     redis_client.delete(KEYS.branches("window"), KEYS.run("window", "orders"))
-    stored = redis_client.hget(KEYS.run("window", "requests"), request["request_id"])
+    stored = cast(
+        bytes | None, redis_client.hget(KEYS.run("window", "requests"), request["request_id"])
+    )
     assert stored is not None
     redis_client.hset(
         KEYS.run("window", "requests"),
@@ -144,7 +147,7 @@ def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
     server.start()
     slow.url = server.url
     try:
-        slow.responses_gate = threading.Event()  # never opened: a call that hangs
+        slow.responses_gate = gate = threading.Event()  # never opened: a call that hangs
         scripted_agent.responses_gate = fast_gate = threading.Event()
         controller = _start(controller_factory, llm)
         # "a-slow" sorts first: a pass visiting runs in turn would wait on it.
@@ -169,7 +172,7 @@ def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
         stages = httpx.get(f"{controller.url}/v1/runs/a-slow/stages").json()["stages"]
         assert sum(stage["pending"] for stage in stages) == 1
     finally:
-        slow.responses_gate.set()
+        gate.set()
         server.stop()
 
 

@@ -50,7 +50,7 @@ async def test_no_action_and_exceeded_route_to_failure_coaching(store: GraphStor
         assert execution is not None
         ended = execution.model_copy(update={"stage_end": StageEnd(event=event, state="exceeded")})
         changed = [*steps[:-1], dataclasses.replace(steps[-1], execution=ended)]
-        assert route(changed, EVERYTHING, ON) == Routed(event, "failure", f"{event}:diagnosis", 2)  # type: ignore[arg-type]
+        assert route(changed, EVERYTHING, ON) == Routed(event, "failure", f"{event}:diagnosis", 2)
 
 
 async def test_text_only_failure_is_rewritten_for_resuming_agents(store: GraphStore) -> None:

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -176,7 +176,7 @@ def test_filters_apply_together_and_counts_add_up_with_metrics_and_status(
     )
     assert _metrics_runs(url) == {"active": 45, "finished": 0, "saved": 0}
     assert _listed(url, limit=1000)["total"] == 45
-    entries = redis_client.hkeys(Keys().runs_index("entries"))
+    entries = cast(list[bytes], redis_client.hkeys(Keys().runs_index("entries")))
     assert sorted(item.decode() for item in entries) == sorted(set(run_ids) - set(ending))
     assert not redis_client.zcard(Keys().runs_index("expiries"))
 

@@ -4,7 +4,7 @@ stores, logs or serves: logs, request reasons, the requests route, coaching logs
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -18,6 +18,7 @@ from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer, error
+from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow
 
@@ -63,9 +64,9 @@ def test_an_echoed_api_key_is_masked_everywhere(
         value
         for key in redis_client.keys("*")
         if redis_client.type(key) == b"hash"
-        for value in redis_client.hgetall(key).values()
+        for value in cast(dict[bytes, bytes], redis_client.hgetall(key)).values()
     ) + b"".join(
-        value for _, fields in redis_client.xrange(Keys().results) for value in fields.values()
+        value for _, fields in entries(redis_client, Keys().results) for value in fields.values()
     )
     logs = "".join(path.read_text() for path in (folder / "_coaching_logs").iterdir())
     assert f"bad key {SECRET_MASK}" in logs

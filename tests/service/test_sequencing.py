@@ -4,7 +4,7 @@ wait in Redis and apply when it fills, or without it once the wait times out."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import pytest
@@ -161,7 +161,9 @@ async def test_a_gap_no_pending_entry_can_fill_is_released_by_the_sweep(
     await async_redis.xreadgroup("controllers", "other", {KEYS.events: ">"})
     await _apply(store, events[:5])
     resumed = events[-1].model_copy(update={"seq": 500})
-    brought = await async_redis.xadd(KEYS.events, {"event": "the resumed run.finished"})
+    brought = cast(
+        bytes, await async_redis.xadd(KEYS.events, {"event": "the resumed run.finished"})
+    )
     done = await store.sequencer.apply([resumed], [brought])
     assert done.results[0].outcome == "parked"
     pipe = async_redis.pipeline(transaction=False)
@@ -184,7 +186,7 @@ async def test_a_wait_held_up_by_a_stuck_controller_times_out(async_redis: Redis
     await async_redis.xgroup_create(KEYS.events, "controllers", id="0", mkstream=True)
     await async_redis.xadd(KEYS.events, {"event": "held for ever"})
     await async_redis.xreadgroup("controllers", "stuck", {KEYS.events: ">"})
-    brought = await async_redis.xadd(KEYS.events, {"event": "seq 6"})
+    brought = cast(bytes, await async_redis.xadd(KEYS.events, {"event": "seq 6"}))
     await _apply(store, events[:5])
     done = await store.sequencer.apply(events[6:7], [brought])
     pipe = async_redis.pipeline(transaction=False)

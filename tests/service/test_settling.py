@@ -24,6 +24,7 @@ from tests.support.coaching import coaching_settings, succeed_after
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.llm_server import ScriptedLLMServer, json_reply
+from tests.support.streams import entries
 
 KEYS = Keys()
 
@@ -37,11 +38,11 @@ def _report_known(reporter: Reporter, agent_url: str) -> None:
 
 
 def _run(controller: ControllerProcess, run_id: str) -> dict[str, object]:
-    return httpx.get(f"{controller.url}/v1/runs/{run_id}").json()  # type: ignore[no-any-return]
+    return httpx.get(f"{controller.url}/v1/runs/{run_id}").json()
 
 
 def _entries(client: redis.Redis, run_id: str) -> list[BranchOrder | RunSettled]:
-    return [parse_entry(fields) for _, fields in client.xrange(KEYS.branches(run_id))]
+    return [parse_entry(fields) for _, fields in entries(client, KEYS.branches(run_id))]
 
 
 def test_the_scripts_states_that_may_order_are_the_lifecycles() -> None:
