@@ -89,7 +89,8 @@ class RetryPolicy:
 
 
 class Retrying:
-    """A policy's tries of one call, on stamina; iterate it once, sync or async."""
+    """A policy's tries of one call, on stamina: iterated once, sync or async (a second
+    `async for`, in another task perhaps, carries on from the next try)."""
 
     def __init__(
         self, policy: RetryPolicy, on: Retryable, log_as: str | None, fields: dict[str, object]
@@ -114,7 +115,7 @@ class Retrying:
         return (Attempt(self, tried) for tried in self._tries)
 
     def __aiter__(self) -> Retrying:
-        if self._async is None:  # iterated again (from another task): carried on
+        if self._async is None:
             self.started = time.monotonic()
             self._async = aiter(self._tries)
         return self
