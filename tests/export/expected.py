@@ -14,7 +14,7 @@ SYSTEM = (
     "Rules:\n- press buttons in order"
 )
 ROBOT = {"type": "string", "description": "name of the robot that runs the call"}
-PRESS_TOOL = {
+PRESS_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "press_button",

@@ -186,7 +186,11 @@ def coached_run(plain: bool = False) -> list[SituationRecord]:
     can change a row and tests may spell rows out whole.
     """
     if plain:
-        given = {"tools": PLAIN_TOOLS, "attributes": PLAIN_ATTRIBUTES, "memory": PLAIN_MEMORY}
+        given: dict[str, Any] = {
+            "tools": PLAIN_TOOLS,
+            "attributes": PLAIN_ATTRIBUTES,
+            "memory": PLAIN_MEMORY,
+        }
         return [
             situation(
                 record.id,

@@ -307,7 +307,7 @@ def test_chat_files_load_with_hugging_face_datasets(
 ) -> None:
     """`load_dataset("json")` reads every chat file without a schema error, rows intact."""
     datasets = pytest.importorskip("datasets")
-    steps = [{"reasoning": "press the next one"}]
+    steps: list[dict[str, Any]] = [{"reasoning": "press the next one"}]
     situations = coached_run()
     situations[1].candidates[0].internal_steps.extend(steps)
     write_run(source / "a", situations)

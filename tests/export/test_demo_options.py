@@ -30,6 +30,14 @@ def _scenarios(rows: list[dict[str, Any]]) -> list[str]:
     return sorted({str(row["scenario"]) for row in rows})
 
 
+def _started_at(folder: Path) -> float:
+    """When the run saved in `folder` started, as its producer recorded."""
+    producer = read_config(folder).producer
+    assert producer is not None
+    assert producer.started_at is not None
+    return producer.started_at
+
+
 def _graded(out: Path) -> int:
     manifest = json.loads((out / "export_manifest.json").read_text())
     return sum(agent["graded"] for agent in manifest["agents"])
@@ -44,10 +52,7 @@ def test_cases_since_and_limit_choose_the_runs_read(demo_saves: Path, tmp_path: 
     assert _graded(tmp_path / "cases") == 2
 
     folders = {read_config(p.parent).scenario: p.parent for p in demo_saves.glob("*/config.json")}
-    started = {
-        scenario: read_config(folder).producer.started_at  # type: ignore[union-attr]
-        for scenario, folder in folders.items()
-    }
+    started = {scenario: _started_at(folder) for scenario, folder in folders.items()}
     first = datetime.fromtimestamp(min(started.values()), UTC)
     last = datetime.fromtimestamp(max(started.values()), UTC)
     _export(demo_saves, tmp_path / "since", since=first.isoformat())

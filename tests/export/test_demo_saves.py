@@ -71,7 +71,7 @@ def test_dedupe_trains_each_decision_once(demo_saves: Path, tmp_path: Path) -> N
     is trainable once, the manifest counting the repeats; `dedupe` off keeps them all."""
 
     def trainable(rows: list[dict[str, object]]) -> int:
-        return sum(bool(m["trainable"]) for row in rows for m in row["messages"])  # type: ignore[attr-defined, index]
+        return sum(bool(m["trainable"]) for row in rows for m in row["messages"])  # type: ignore[attr-defined]
 
     deduped = _export(demo_saves, tmp_path / "deduped")
     repeated = _export(demo_saves, tmp_path / "repeated", dedupe=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from importlib.metadata import EntryPoint
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import ClassVar
 
@@ -62,7 +62,7 @@ def not_an_exporter(options: Mapping[str, JsonValue]) -> object:
 
 
 def _install(monkeypatch: pytest.MonkeyPatch, *extra: tuple[str, str]) -> None:
-    builtin = list(discovery.entry_points(group=GROUP))
+    builtin = list(entry_points(group=GROUP))
     added = [EntryPoint(name, value, GROUP) for name, value in extra]
 
     def fake(group: str) -> list[EntryPoint]:

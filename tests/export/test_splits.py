@@ -13,6 +13,12 @@ from tests.export.conftest import Export, read_rows
 from tests.export.saves import run_config, write_run
 
 
+def _target(key: Task | Folder) -> str:
+    """The target of a split key the export split by task."""
+    assert isinstance(key, Task), key
+    return key.target
+
+
 def _tasks(count: int) -> list[Task]:
     return [Task("scenario", f"target-{index}") for index in range(count)]
 
@@ -81,7 +87,7 @@ def test_rows_of_one_task_never_straddle_splits(export: Export, source: Path) ->
 
     train, validation = tasks_of("chat_train.jsonl"), tasks_of("chat_validation.jsonl")
     assert outcome.partition is not None
-    assert validation == {task.target for task in outcome.partition.validation}
+    assert validation == {_target(task) for task in outcome.partition.validation}
     assert len(validation) == 1
     assert len(train) == 2
     assert train.isdisjoint(validation)
@@ -114,7 +120,7 @@ def test_tasks_without_rows_take_no_validation_slot(export: Export, source: Path
     write_run(source / "c", [], config=run_config("run-c", target="empty", roots=()))
     outcome = export("chat", dedupe=False, validation_ratio=0.5)
     assert outcome.partition is not None
-    listed = {task.target for task in outcome.partition.train + outcome.partition.validation}
+    listed = {_target(task) for task in outcome.partition.train + outcome.partition.validation}
     assert listed == {"good", "also-good"}
     assert len(read_rows(source / "datasets" / "chat" / "chat_validation.jsonl")) == 5
 

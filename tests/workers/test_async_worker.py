@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -160,7 +160,9 @@ def test_repair_jobs_are_taken_before_diagnosis_jobs(
         put(redis_client, "record", redis_url, "test:order", f"repair-{index}", queue=QUEUE_REPAIR)
     pool = start_pool(processes=1, concurrency=1, burst=True)
     assert pool.wait(60) == 0, pool.log()
-    order = [entry.decode() for entry in redis_client.lrange("test:order", 0, -1)]
+    order = [
+        entry.decode() for entry in cast(list[bytes], redis_client.lrange("test:order", 0, -1))
+    ]
     assert order == ["repair-0", "repair-1", "diagnosis-0", "diagnosis-1"]
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from gencoach.errors import ContractError
+from gencoach.protocol import AgentDecision
 from gencoach.protocol.jobs import JobStep
 from gencoach.protocol.llm import answer_schema, parse_llm_answer
 from gencoach.workers.backends import make_backend
@@ -110,7 +111,7 @@ def test_an_offered_call_or_a_null_decision_is_accepted() -> None:
     """The offered tool with its arguments passes, and so does null (no decision named)."""
     call = {"name": "take_obj", "arguments": {"obj": "cube"}, "target_robot_name": "ur5"}
     answer = parse_llm_answer(failure_contract(_steps()), _answer(**call))
-    assert answer.expected_decision is not None
+    assert isinstance(answer.expected_decision, AgentDecision)
     assert answer.expected_decision.tool_calls[0].name == "take_obj"
     assert parse_llm_answer(failure_contract(_steps()), _answer()).expected_decision is None
 

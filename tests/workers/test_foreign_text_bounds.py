@@ -16,6 +16,7 @@ from gencoach.workers.context import WorkerContext, worker_context
 from gencoach.workers.job_functions import run_diagnosis, run_repair
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, reply
+from tests.support.streams import entries
 from tests.workers.builders import admit, diagnosis_job, repair_job, results, settings_data
 
 MEGABYTES = 10 * 1024 * 1024
@@ -40,7 +41,7 @@ def bounded(
 
 
 def _stream_bytes(client: redis.Redis) -> int:
-    return sum(len(fields[RESULT_FIELD.encode()]) for _, fields in client.xrange(Keys().results))
+    return sum(len(fields[RESULT_FIELD.encode()]) for _, fields in entries(client, Keys().results))
 
 
 def test_a_ten_megabyte_answer_is_refused_and_kept_cut(

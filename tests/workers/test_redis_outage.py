@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -28,7 +29,7 @@ def server(private_redis: RestartableRedis) -> RestartableRedis:
     return private_redis
 
 
-def events(log: Path, name: str) -> list[dict[str, object]]:
+def events(log: Path, name: str) -> list[dict[str, Any]]:
     found = []
     for line in log.read_text(errors="replace").splitlines():
         if line.startswith("{") and json.loads(line).get("event") == name:
