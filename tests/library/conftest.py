@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,9 @@ def saves(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def library(saves: Path, tmp_path: Path) -> CanonicalDatasetAdapter:
+def library(saves: Path, tmp_path: Path) -> Iterator[CanonicalDatasetAdapter]:
     """A library built from `saves`, open."""
     build_library([saves], tmp_path / "lib", "r1")
     adapter = CanonicalDatasetAdapter(tmp_path / "lib")
-    yield adapter  # type: ignore[misc]
+    yield adapter
     adapter.close()

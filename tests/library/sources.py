@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ def chat_row(
     }
 
 
-def write_chat(path: Path, rows: list[dict[str, Any]] | list[str]) -> Path:
+def write_chat(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
     """A chat JSONL file of rows (strings are written as they are)."""
     lines = [row if isinstance(row, str) else json.dumps(row) for row in rows]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -97,7 +97,7 @@ def test_every_task_is_in_exactly_one_split(library: CanonicalDatasetAdapter) ->
     for row in library.select():
         splits.setdefault(row.task_key, set()).add(row.split)
     assert all(len(found) == 1 for found in splits.values())
-    per_split = sum(len(library.select(DatasetQuery(splits=split))) for split in Split)
+    per_split = sum(len(library.select(DatasetQuery(splits=(split,)))) for split in Split)
     assert per_split == len(library.select())
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -101,9 +102,9 @@ def federated(seed_library: Path) -> Path:
 
 
 @pytest.fixture
-def dataset(seed_library: Path) -> CanonicalDatasetAdapter:
+def dataset(seed_library: Path) -> Iterator[CanonicalDatasetAdapter]:
     with CanonicalDatasetAdapter(seed_library) as opened:
-        yield opened  # type: ignore[misc]
+        yield opened
 
 
 def test_opening_and_the_inventory(seed_library: Path) -> None:
