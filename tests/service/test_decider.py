@@ -229,5 +229,5 @@ def test_the_docs_show_the_event_table() -> None:
         _, event, _, states, _, _ = line.split("|")
         (name,) = re.findall(r"`(\w+)`", event)
         listed = set(re.findall(r"`(\w+)`", states))
-        shown[name] = set(TRANSITIONS) - TERMINAL if "any open state" in states else listed
+        shown[name] = set[str](TRANSITIONS) - TERMINAL if "any open state" in states else listed
     assert shown == {name: set(states) for name, states in EVENT_TABLE.items()}

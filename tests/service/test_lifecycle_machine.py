@@ -116,23 +116,20 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _event(self, data: st.DataObject, candidate: int) -> Event:
         job = data.draw(st.sampled_from(JOBS))
         attempt = data.draw(st.integers(1, 2))
-        return data.draw(
-            st.sampled_from(
-                [
-                    Refused("not coached"),
-                    Admitted(job),
-                    JobTaken(job, attempt),
-                    _answered(job, attempt, data.draw(st.sampled_from(ANSWERS))),
-                    WorkerLost("the lease lapsed"),
-                    BranchesRecorded((100 + candidate,), ("replacement",)),
-                    BranchesRecorded(()),
-                    Unbranchable("the run is saved"),
-                    CandidateExecuted(),
-                    StageEnded(100 + candidate, data.draw(st.booleans()), "success"),
-                    RunEnded(),
-                ]
-            )
-        )
+        choices: list[Event] = [
+            Refused("not coached"),
+            Admitted(job),
+            JobTaken(job, attempt),
+            _answered(job, attempt, data.draw(st.sampled_from(ANSWERS))),
+            WorkerLost("the lease lapsed"),
+            BranchesRecorded((100 + candidate,), ("replacement",)),
+            BranchesRecorded(()),
+            Unbranchable("the run is saved"),
+            CandidateExecuted(),
+            StageEnded(100 + candidate, data.draw(st.booleans()), "success"),
+            RunEnded(),
+        ]
+        return data.draw(st.sampled_from(choices))
 
     def _expect(self, candidate: int, event: Event) -> RequestState | None:
         """The state the model says the event leads to, None when it is refused."""
