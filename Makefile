@@ -79,8 +79,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# src strictly; tests with the relaxed settings pyproject.toml gives them.
 typecheck: $(STAMP)
 	$(BIN)/mypy src
+	$(BIN)/mypy tests
 
 # The suite on WORKERS pytest-xdist processes (2: this kind of machine has two cores, and
 # most tests wait on processes they started; 0: in one process), each test file on one

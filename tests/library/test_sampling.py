@@ -91,4 +91,4 @@ def test_bad_sampling_settings_are_refused() -> None:
     with pytest.raises(QueryError, match=r"^count: must be a non-negative integer, got -1$"):
         SamplingConfig(-1)
     with pytest.raises(QueryError, match=r"^strategy: unknown value 'fair'"):
-        SamplingConfig(3, strategy="fair")  # type: ignore[arg-type]
+        SamplingConfig(3, strategy="fair")

@@ -21,7 +21,7 @@ from gencoach.protocol.jobs import (
 )
 
 RUN = "run-7"
-STAGE = {"id": 2, "goal": "press sw4", "hint": "sw4 is on the left wall"}
+STAGE: dict[str, Any] = {"id": 2, "goal": "press sw4", "hint": "sw4 is on the left wall"}
 FAILURE_ANSWER = {
     "decision_index": 2,
     "reason": "pressed sw0 first",
