@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 import redis.exceptions
@@ -67,3 +69,19 @@ async def test_async_tries_carried_on_from_another_task_continue_the_count() -> 
     async with anyio.create_task_group() as tg:
         tg.start_soon(carry_on)
     assert seen == [1, 2, 3]
+
+
+def test_a_wait_the_predicate_returns_is_slept_and_logged_beyond_wait_max() -> None:
+    """A predicate answering 0.3 (a server's Retry-After) makes the next try wait 0.3 s,
+    past the policy's 0.01 s longest backoff, and the retry is logged with that wait."""
+    started: list[float] = []
+    policy = RetryPolicy(timeout_s=None, attempts=2, wait_initial_s=0.01, wait_max_s=0.01)
+    with capture_logs() as logs:
+        for attempt in policy.retrying(on=lambda error: 0.3, log_as="thing.retry"):
+            with attempt:
+                started.append(time.monotonic())
+                if attempt.num == 1:
+                    raise OSError("busy")
+    (retry,) = [event for event in logs if event["event"] == "thing.retry"]
+    assert retry["retry_in_s"] == 0.3
+    assert started[1] - started[0] >= 0.3

@@ -11,8 +11,9 @@ that talks to Redis treats them alike (`REDIS_TRANSIENT`):
 
 A `RetryPolicy` waits them (or what else it is given) out with exponential backoff
 and jitter, for up to `timeout_s` or `attempts`, or as long as its caller runs
-(`timeout_s=None`), then lets the last error through for the caller to name. Each
-retried thing defines its policy where it is configured; docs/operations.md,
+(`timeout_s=None`), then lets the last error through for the caller to name. A
+predicate may instead return the wait an error asks for (a server's `Retry-After`).
+Each retried thing defines its policy where it is configured; docs/operations.md,
 "Retries", lists them all in one table.
 """
 
@@ -34,8 +35,11 @@ from gencoach.logs import get_logger
 
 log = get_logger("retrying")
 
-# What to retry: error types, or a predicate on the error.
-Retryable: TypeAlias = type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool]
+# What to retry: error types, or a predicate on the error that may return, instead of
+# True, the seconds to wait before the next try (stamina's backoff hook).
+Retryable: TypeAlias = (
+    type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool | float]
+)
 
 # What a Redis call may raise that a later call may not (BusyLoadingError is a
 # ConnectionError).
@@ -83,8 +87,9 @@ class RetryPolicy:
         self, on: Retryable = REDIS_TRANSIENT, *, log_as: str | None = None, **fields: object
     ) -> Retrying:
         """The tries of one call (`for attempt in ...: with attempt: ...`, or `async for`),
-        retrying what `on` names (error types, or a predicate on the error). With `log_as`,
-        each failure that will be tried again is logged as that warning, with `fields`."""
+        retrying what `on` names (error types, or a predicate on the error, which may
+        return the wait instead of True). With `log_as`, each failure that will be tried
+        again is logged as that warning, with the wait and `fields`."""
         return Retrying(self, on, log_as, fields)
 
 
@@ -124,8 +129,9 @@ class Retrying:
         assert self._async is not None, "iterated with async for"
         return Attempt(self, await anext(self._async))
 
-    def retries(self, error: BaseException, num: int) -> bool:
-        """Whether stamina tries again after attempt `num` failed with `error`."""
+    def retried(self, error: BaseException, num: int) -> bool | float:
+        """Whether stamina tries again after attempt `num` failed with `error`: False, True
+        (after the policy's backoff), or the seconds `on` asked to wait."""
         policy = self.policy
         if policy.attempts is not None and num >= policy.attempts:
             return False
@@ -167,14 +173,16 @@ class Attempt:
         traceback: TracebackType | None,
     ) -> bool | None:
         tries = self._tries
-        if error is not None and tries.log_as is not None and tries.retries(error, self.num):
-            log.warning(
-                tries.log_as,
-                error=describe(error),
-                attempt=self.num,
-                retry_in_s=self.next_wait_s,
-                **tries.fields,
-            )
+        if error is not None and tries.log_as is not None:
+            retried = tries.retried(error, self.num)
+            if retried is not False:
+                log.warning(
+                    tries.log_as,
+                    error=describe(error),
+                    attempt=self.num,
+                    retry_in_s=self.next_wait_s if retried is True else round(retried, 3),
+                    **tries.fields,
+                )
         return self._tried.__exit__(kind, error, traceback)
 
 
