@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gencoach.export import ExportOutcome, ExportSettings, run_export
+from tests.support.exports import Export, run_demo
 from tests.support.rows import rows_trainers_can_trust  # noqa: F401 - an autouse fixture
-
-Export = Callable[..., ExportOutcome]
 
 
 @pytest.fixture
@@ -34,29 +29,6 @@ def export(source: Path) -> Export:
         return run_export(ExportSettings(source=source, format=fmt, **settings), report=sink.append)
 
     return run
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a `.jsonl` file or a `.json` array."""
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        rows: list[dict[str, Any]] = json.loads(text)
-        return rows
-    return [json.loads(line) for line in text.splitlines()]
-
-
-def run_demo(output: Path, *arguments: str) -> Path:
-    """Run `gencoach demo` into `output` with `arguments`; the folder of its saves."""
-    done = subprocess.run(
-        [sys.executable, "-m", "gencoach", "demo", *arguments, "--output", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert done.returncode == 0, f"gencoach demo failed:\n{done.stdout}\n{done.stderr}"
-    (graphs,) = output.glob("*/graphs")
-    return graphs
 
 
 @pytest.fixture(scope="session")

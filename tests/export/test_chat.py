@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from gencoach.errors import ExportError
-from tests.export.conftest import Export, read_rows
 from tests.export.expected import (
     PRESS_TOOL,
     ROBOT,
@@ -29,6 +28,7 @@ from tests.export.saves import (
     stage,
     write_run,
 )
+from tests.support.exports import Export, read_rows
 
 
 def _chat(source: Path, name: str = "chat.jsonl") -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ import pytest
 from gencoach.errors import ExportError
 from gencoach.export import ExportSettings, run_export
 from gencoach.export.tool_failures import ToolFailures
-from tests.export.conftest import Export, read_rows
 from tests.export.saves import (
     FEEDBACK,
     candidate,
@@ -23,6 +22,7 @@ from tests.export.saves import (
     stage,
     write_run,
 )
+from tests.support.exports import Export, read_rows
 
 OK = {"stage_0": stage(1, 0, 0, 1)}
 

@@ -15,7 +15,7 @@ from gencoach.errors import ExportError
 from gencoach.export import ExportSettings, run_export
 from gencoach.export.tool_failures import ToolFailures
 from gencoach.graph import read_config
-from tests.export.conftest import read_rows
+from tests.support.exports import read_rows
 
 # The demo runs once per session (about 20 s on two busy cores) inside the first test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

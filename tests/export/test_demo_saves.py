@@ -11,7 +11,7 @@ from gencoach.export import ExportSettings, run_export
 from gencoach.export.history import is_target
 from gencoach.export.selection import select
 from gencoach.graph import read_save
-from tests.export.conftest import read_rows
+from tests.support.exports import read_rows
 
 # The demo runs once per session (about 20 s on two busy cores) inside the first test.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

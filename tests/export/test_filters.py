@@ -9,8 +9,8 @@ import pytest
 
 from gencoach.errors import ExportError
 from gencoach.export.command import ExportFilters, export_command
-from tests.export.conftest import Export, read_rows
 from tests.export.saves import run_config, write_run
+from tests.support.exports import Export, read_rows
 
 
 def _runs(source: Path) -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from gencoach.export import ExportError
 from gencoach.export.command import summary
-from tests.export.conftest import Export, read_rows
 from tests.export.saves import (
     FEEDBACK,
     PLAIN_TOOLS,
@@ -22,6 +21,7 @@ from tests.export.saves import (
     stage,
     write_run,
 )
+from tests.support.exports import Export, read_rows
 
 OPTIMAL = {"stage_0": stage(1, 0, 0, 1)}
 

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from gencoach.export.command import summary
-from tests.export.conftest import Export, read_rows
 from tests.export.saves import (
     FEEDBACK,
     PLAIN_MEMORY,
@@ -30,6 +29,7 @@ from tests.export.saves import (
     stage,
     write_run,
 )
+from tests.support.exports import Export, read_rows
 
 BUTTONS = ("sw0", "sw4", "sw9", "sw2")
 

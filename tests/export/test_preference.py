@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from gencoach.protocol import SituationRecord
-from tests.export.conftest import Export, read_rows
 from tests.export.expected import PRESS_TOOL, SYSTEM, feedback, press_turn
 from tests.export.saves import FEEDBACK, coached_run, write_run
+from tests.support.exports import Export, read_rows
 
 
 def _pairs(source: Path) -> list[dict[str, Any]]:

