@@ -1,8 +1,9 @@
-"""Fixtures for backend tests: scripted LLM servers, an async Redis client, fake sleeps."""
+"""Fixtures for backend tests: scripted LLM servers, an async Redis client, fast retries."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator, MutableMapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,7 +12,8 @@ import redis
 import redis.asyncio
 
 from gencoach.config.settings import BackendSettings
-from gencoach.workers.backends import RetryPolicy
+from gencoach.retrying import RetryPolicy
+from gencoach.workers.backends.openai import BACKEND_RETRY
 from gencoach.workers.context import WorkerContext, worker_context
 from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
 from tests.workers.builders import settings_for
@@ -38,28 +40,10 @@ async def aredis(redis_url: str, redis_client: redis.Redis) -> AsyncIterator[red
     await client.aclose()
 
 
-class FakeSleep:
-    """Records the waits a retry policy asks for instead of sleeping through them."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-@pytest.fixture
-def fake_sleep() -> FakeSleep:
-    """A sleep that returns at once and remembers how long it was asked to wait."""
-    return FakeSleep()
-
-
-def fast_retry(sleep: FakeSleep | None = None, **options: Any) -> RetryPolicy:
-    """A policy with tiny, jitter-free waits (or recorded ones), to keep tests fast."""
+def fast_retry(**options: Any) -> RetryPolicy:
+    """A backend retry policy with tiny, jitter-free waits, to keep tests fast."""
     defaults: dict[str, Any] = {"wait_initial_s": 0.01, "wait_max_s": 0.05, "wait_jitter_s": 0.0}
-    if sleep is not None:
-        defaults["sleep"] = sleep
-    return RetryPolicy(**{**defaults, **options})
+    return replace(BACKEND_RETRY, **{**defaults, **options})
 
 
 def openai_settings(endpoint: str, **options: Any) -> BackendSettings:

@@ -19,7 +19,6 @@ def test_all_is_pinned() -> None:
         "OpenAIBackend",
         "PythonBackend",
         "RedisSemaphore",
-        "RetryPolicy",
         "Usage",
         "UsageLedger",
         "UsageTotals",

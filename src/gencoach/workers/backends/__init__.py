@@ -12,7 +12,6 @@ from gencoach.workers.backends.concurrency import RedisSemaphore
 from gencoach.workers.backends.factory import make_backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
-from gencoach.workers.backends.retries import RetryPolicy
 from gencoach.workers.backends.schemas import response_format
 from gencoach.workers.backends.usage import UsageLedger, UsageTotals
 
@@ -25,7 +24,6 @@ __all__ = [
     "OpenAIBackend",
     "PythonBackend",
     "RedisSemaphore",
-    "RetryPolicy",
     "Usage",
     "UsageLedger",
     "UsageTotals",

@@ -7,10 +7,10 @@ import redis.asyncio
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
 from gencoach.metrics import MetricsRecorder
+from gencoach.retrying import RetryPolicy
 from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
-from gencoach.workers.backends.retries import RetryPolicy
 from gencoach.workers.backends.wakeups import SlotWakeups
 
 
@@ -30,9 +30,10 @@ def make_backend(
 
     With `redis`, its concurrency cap is shared by every worker process and its token
     usage summed under `keys` (the default prefix unless given); `retry` tunes the waits
-    between an HTTP backend's tries; `concurrency` is the cap unless the settings set
-    `max_concurrency`; `wakeups` is the process's subscription to slot releases;
-    `metrics` counts its calls, latencies and tokens.
+    between an HTTP backend's tries (as many as the settings' `max_retries` allow);
+    `concurrency` is the cap unless the settings set `max_concurrency`; `wakeups` is the
+    process's subscription to slot releases; `metrics` counts its calls, latencies and
+    tokens.
     """
     if settings.type == "python":
         return PythonBackend(

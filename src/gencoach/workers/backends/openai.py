@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
 import json
-from typing import Any
+import time
+from dataclasses import replace
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -22,10 +25,10 @@ from gencoach.errors import (
 from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.protocol.base import JsonObject
+from gencoach.retrying import RetryPolicy
 from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.modes import ModeMemory
-from gencoach.workers.backends.retries import RETRY_EXCEPTIONS, RetryPolicy, retryable_status
 from gencoach.workers.backends.schemas import (
     FALLBACKS,
     StructuredOutput,
@@ -39,6 +42,71 @@ from gencoach.workers.tls import shared_ssl_context
 log = get_logger("backends.openai")
 
 _SHOWN_CHARS = 500  # of a server's error message, in logs and errors
+
+# A backend call's tries: 0.5 s doubling to 20 s (plus up to 0.5 s of jitter) between
+# them, or what the server's Retry-After asks, up to RETRY_AFTER_MAX_S; the backend's
+# `max_retries` setting bounds them.
+BACKEND_RETRY: Final = RetryPolicy(
+    timeout_s=None, wait_initial_s=0.5, wait_max_s=20.0, wait_jitter_s=0.5
+)
+RETRY_AFTER_MAX_S = 60.0
+
+# Failures worth another try: the request may not have reached the model, or the server
+# dropped it (refused, reset or closed connections, timeouts). Misconfigurations such as
+# an unsupported URL scheme are not among them.
+RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
+    httpx.TimeoutException,
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    TimeoutError,
+)
+
+
+def retryable_status(status: int) -> bool:
+    """Whether an HTTP status is worth another try: 408, 429 and every 5xx."""
+    return status in (408, 429) or 500 <= status <= 599
+
+
+def retry_after_s(value: str | None, now: float) -> float | None:
+    """Seconds a `Retry-After` header asks to wait (delay or HTTP date, at most
+    RETRY_AFTER_MAX_S); None if absent or odd."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # RFC 9110 dates are GMT
+            return None
+        seconds = when.timestamp() - now
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(0.0, seconds), RETRY_AFTER_MAX_S)
+
+
+class _TransientError(Exception):
+    """A try that failed in a way worth another (a transport error, a retryable status)."""
+
+    def __init__(
+        self, cause: str, attempt: int, status: int | None = None, wait_s: float | None = None
+    ) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.attempt = attempt
+        self.status = status
+        self.wait_s = wait_s  # what the server's Retry-After asked, if it did
+
+
+def _retried(error: Exception) -> bool | float:
+    """BACKEND_RETRY's rule: a failed try is tried again, after the wait the server asked
+    for if it did; anything else (a refusal, a bad reply) is raised at once."""
+    if not isinstance(error, _TransientError):
+        return False
+    return True if error.wait_s is None else error.wait_s
 
 
 class _FormatRefusedError(Exception):
@@ -89,7 +157,8 @@ class OpenAIBackend(Backend):
     """POSTs chats to `settings.endpoint`, the full `.../v1/chat/completions` URL.
 
     Retries connection errors, timeouts, 408, 429 and 5xx up to `settings.max_retries`
-    times, waiting as `retry` says (honouring `Retry-After`); any other 4xx fails at once.
+    times, waiting as `retry` (BACKEND_RETRY) says or as long as a `Retry-After` asks;
+    any other 4xx fails at once.
     Each try is bounded by `settings.timeout_s` as a whole. Every call carries the
     backend's `max_tokens` and `temperature`; an answer cut at `max_tokens` raises
     BackendTruncatedError.
@@ -126,7 +195,7 @@ class OpenAIBackend(Backend):
             metrics=metrics,
         )
         self.endpoint = public_url(settings.endpoint)
-        self.retry = retry or RetryPolicy()
+        self.retry = replace(retry or BACKEND_RETRY, attempts=settings.max_retries + 1)
         modes_key = (keys or Keys()).backend_structured_output(name)
         self.modes = ModeMemory(name, self.endpoint, redis, modes_key)
         self._client: httpx.AsyncClient | None = None
@@ -231,57 +300,50 @@ class OpenAIBackend(Backend):
 
     async def _send(self, body: dict[str, Any]) -> Reply:
         """POST one body with the retries transient failures deserve."""
-        tries = self.settings.max_retries + 1
-        for attempt in range(1, tries + 1):
-            status: int | None = None
-            retry_after: str | None = None
-            try:
-                async with self._slot():
-                    response = await self._post(body)
-            except RETRY_EXCEPTIONS as error:
-                cause = _describe(error, self.settings.timeout_s)
-            else:
-                if response.is_success:
-                    return self._reply(response, body, attempt)
-                status = response.status_code
-                message = server_message(response)
-                cause = f"HTTP {status}: {message}"
-                if "response_format" in body and refuses_format(status, message):
-                    raise _FormatRefusedError(cause, status, attempt)
-                if not retryable_status(status):
-                    log.error("backend.refused", backend=self.name, attempt=attempt, cause=cause)
-                    raise BackendRequestError(
-                        self.name, cause, attempts=attempt, endpoint=self.endpoint, status=status
-                    )
-                retry_after = response.headers.get("Retry-After")
-            if attempt == tries:
-                log.error(
-                    "backend.gave_up",
-                    backend=self.name,
-                    endpoint=self.endpoint,
-                    attempt=attempt,
-                    status=status,
-                    cause=cause,
-                )
-                raise BackendUnavailable(
-                    self.name,
-                    f"gave up: {cause}",
-                    attempts=attempt,
-                    endpoint=self.endpoint,
-                    status=status,
-                )
-            wait_s = self.retry.wait_s(attempt, retry_after)
-            log.warning(
-                "backend.retry",
+        tries = self.retry.retrying(on=_retried, log_as="backend.retry", backend=self.name)
+        try:
+            async for attempt in tries:
+                with attempt:
+                    return await self._try(body, attempt.num)
+        except _TransientError as failed:
+            log.error(
+                "backend.gave_up",
                 backend=self.name,
-                attempt=attempt,
-                status=status,
-                cause=cause,
-                retry_after=retry_after,
-                wait_s=round(wait_s, 3),
+                endpoint=self.endpoint,
+                attempt=failed.attempt,
+                status=failed.status,
+                cause=failed.cause,
             )
-            await self.retry.sleep(wait_s)
+            raise BackendUnavailable(
+                self.name,
+                f"gave up: {failed.cause}",
+                attempts=failed.attempt,
+                endpoint=self.endpoint,
+                status=failed.status,
+            ) from None
         raise AssertionError("unreachable: the last try returns or raises")
+
+    async def _try(self, body: dict[str, Any], attempt: int) -> Reply:
+        """POST once: the reply, or _TransientError if another try may do better."""
+        try:
+            async with self._slot():
+                response = await self._post(body)
+        except RETRY_EXCEPTIONS as error:
+            raise _TransientError(_describe(error, self.settings.timeout_s), attempt) from error
+        if response.is_success:
+            return self._reply(response, body, attempt)
+        status = response.status_code
+        message = server_message(response)
+        cause = f"HTTP {status}: {message}"
+        if "response_format" in body and refuses_format(status, message):
+            raise _FormatRefusedError(cause, status, attempt)
+        if not retryable_status(status):
+            log.error("backend.refused", backend=self.name, attempt=attempt, cause=cause)
+            raise BackendRequestError(
+                self.name, cause, attempts=attempt, endpoint=self.endpoint, status=status
+            )
+        wait_s = retry_after_s(response.headers.get("Retry-After"), time.time())
+        raise _TransientError(cause, attempt, status, wait_s)
 
     async def _post(self, body: dict[str, Any]) -> httpx.Response:
         assert self._client is not None
