@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.support.agent_server import ThreadedServer
+from tests.support.agent_server import Serve, ThreadedServer
 from tests.support.llm_server import ScriptedLLMServer, scripted_llm_servers
-
-Serve = Callable[[Any], str]
 
 
 @pytest.fixture

@@ -14,10 +14,9 @@ from gencoach.agents import SessionStore, create_agent_app
 from gencoach.protocol import AgentRequest, AgentResponse
 from tests.agents.fakes import EchoPolicy, FixedCoach, info
 from tests.agents.payloads import agent_input, coaching_request, request, session_config
+from tests.support.agent_server import Serve
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.processes import free_port
-
-Serve = Callable[[Any], str]
 
 
 def _fields(response: httpx.Response) -> list[str]:

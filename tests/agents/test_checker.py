@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,10 +16,10 @@ from gencoach.agents.reference import (
     reference_info,
 )
 from tests.agents.broken import broken_agent
+from tests.support.agent_server import Serve
 from tests.support.llm_server import ScriptedLLMServer
 from tests.support.processes import free_port
 
-Serve = Callable[[Any], str]
 ALL_CHECKS = [
     "health", "info.strict", "info.protocol_version", "responses.single",
     "responses.candidates", "responses.strict", "memory.replacement", "errors.well_formed",

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gencoach.agents.cli import agent_app, check_agent
 from tests.agents.broken import broken_agent
-from tests.agents.conftest import Serve
+from tests.support.agent_server import Serve
 from tests.support.processes import answers_200, free_port, log_tail, wait_started
 
 SERVE = "from gencoach.agents.cli import agent_app; agent_app(prog_name='gencoach agent')"

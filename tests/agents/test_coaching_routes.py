@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -11,9 +10,8 @@ from gencoach.agents import create_agent_app
 from gencoach.protocol import SpecializedCoachingRequest, SpecializedCoachingResponse
 from tests.agents.fakes import EchoPolicy, FixedCoach, info
 from tests.agents.payloads import coaching_request, session_config
+from tests.support.agent_server import Serve
 from tests.support.llm_server import ScriptedLLMServer
-
-Serve = Callable[[Any], str]
 
 
 def _post(url: str, body: dict[str, Any]) -> httpx.Response:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -13,6 +12,7 @@ from gencoach.agents.reference import ReferenceOptions, reference_app
 from gencoach.sim import Episode
 from tests.agents.payloads import request
 from tests.agents.play import ask, situation_input
+from tests.support.agent_server import Serve
 from tests.support.llm_server import (
     ScriptedLLMServer,
     error,
@@ -21,8 +21,6 @@ from tests.support.llm_server import (
     tool_calls_reply,
 )
 from tests.support.processes import free_port
-
-Serve = Callable[[Any], str]
 
 
 def _agent(serve: Serve, endpoint: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -14,8 +13,8 @@ from gencoach.errors import ContractError
 from gencoach.protocol import AgentInput, AgentInstruction, AgentResponse
 from tests.agents.fakes import PRESS, EchoPolicy, info
 from tests.agents.payloads import agent_input, request
+from tests.support.agent_server import Serve
 
-Serve = Callable[[Any], str]
 BEFORE: dict[str, Any] = {
     "history": [
         {"author": "USER", "content": "Press sw1 twice, then sw2."},

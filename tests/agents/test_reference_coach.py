@@ -3,7 +3,6 @@ labelled by who made the decision."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 import httpx
@@ -17,6 +16,7 @@ from gencoach.agents.reference import (
 )
 from gencoach.protocol import SpecializedCoachingRequest, SpecializedCoachingResponse
 from tests.agents.payloads import agent_input, coaching_request, request, session_config
+from tests.support.agent_server import Serve
 from tests.support.llm_server import (
     ScriptedLLMServer,
     error,
@@ -25,7 +25,6 @@ from tests.support.llm_server import (
     tool_calls_reply,
 )
 
-Serve = Callable[[Any], str]
 PRESS_SW1: dict[str, Any] = {
     "say": "",
     "tool_calls": [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,8 +9,7 @@ import pytest
 from gencoach.agents.reference import MISTAKES, MistakeRates, ReferenceOptions, reference_app
 from gencoach.sim import SCENARIOS, Episode
 from tests.agents.play import ask, play, situation_input
-
-Serve = Callable[[Any], str]
+from tests.support.agent_server import Serve
 
 
 def _agent(serve: Serve, seed: int = 0, **rates: float) -> str:

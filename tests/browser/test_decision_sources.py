@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
-from tests.browser.conftest import Pages
 from tests.browser.runs import BranchExecutor, report_run
 from tests.support.agent_server import ScriptedAgent, correction
+from tests.support.browser import Pages
 from tests.support.coaching import PRESS_SW4
 from tests.support.controller import ControllerProcess
 from tests.support.llm_server import ScriptedLLMServer, json_reply

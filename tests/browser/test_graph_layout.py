@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gencoach.protocol import TaskDescription
-from tests.browser.conftest import Pages
 from tests.browser.saves_console import saves_console_at
 from tests.export.saves import candidate, executed, press, run_config, situation, stage, write_run
+from tests.support.browser import Pages
 
 RUN = "nested-run"
 FAILED = json.dumps(

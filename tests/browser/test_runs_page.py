@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, parse_event
 from gencoach.service.store.graphstore import GraphStore
-from tests.browser.conftest import Pages
+from tests.support.browser import Pages
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import RUN_STARTED
 

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.browser.conftest import Pages
 from tests.browser.saves_console import saves_console_at
+from tests.support.browser import Pages
 from tests.support.controller import ControllerProcess
 from tests.support.saves import chain_save
 

@@ -34,6 +34,10 @@ DEFAULT_DECISION: Json = {
 }
 
 
+Serve = Callable[[Any], str]
+"""The `serve` fixture of the agent tests: serve an ASGI app on loopback; its URL."""
+
+
 def default_info(**changes: Any) -> Json:
     """An announcement offering every kind of coaching."""
     info: Json = {
