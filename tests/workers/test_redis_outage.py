@@ -12,9 +12,13 @@ from typing import Any
 import anyio
 import pytest
 import redis
+import redis.asyncio
 import yaml
 from rq import Worker
+from structlog.testing import capture_logs
 
+from gencoach.constants import QUEUE_DOORBELL
+from gencoach.workers.outage import RedisOutage
 from tests.support.controller import wait_for
 from tests.support.jobs import put
 from tests.support.processes import kill_tree, wait_started
@@ -35,6 +39,34 @@ def events(log: Path, name: str) -> list[dict[str, Any]]:
         if line.startswith("{") and json.loads(line).get("event") == name:
             found.append(json.loads(line))
     return found
+
+
+@pytest.mark.asyncio
+async def test_the_failure_that_starts_an_outage_is_its_first_try(
+    aredis: redis.asyncio.Redis, redis_client: redis.Redis
+) -> None:
+    """The failed call that reports an outage counts as the first try: the doorbell is rung
+    once, after the policy's first wait (0.5 s), not at once; a second caller joins the
+    wait, and the outage is logged once as it starts and once as it ends."""
+    outage = RedisOutage("redis://test")
+    whose: list[bool] = []
+
+    async def wait() -> None:
+        whose.append(await outage.wait_until_back(aredis, redis.ConnectionError("gone")))
+
+    started = anyio.current_time()
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            await anyio.sleep(0.1)
+            group.start_soon(wait)
+    assert anyio.current_time() - started >= 0.5
+    assert whose == [True, False]
+    assert redis_client.llen(QUEUE_DOORBELL) == 1
+    assert [e["event"] for e in logs if e["event"].startswith("worker.redis")] == [
+        "worker.redis_unreachable",
+        "worker.redis_back",
+    ]
 
 
 def test_a_worker_waits_out_a_redis_restart(server: RestartableRedis, tmp_path: Path) -> None:

@@ -4,15 +4,16 @@ Redis may drop the connection (a restart), answer LOADING while it reads its app
 file, or refuse every write at its `maxmemory` (OOM) while reads go on: all three are an
 outage (`gencoach.retrying.REDIS_TRANSIENT`). The first failure logs one warning naming
 the Redis (host, port and database) and why; the worker then tries a write (a token on
-the workers' doorbell list, which wakes one idle worker at most) with the project's
-retry policy and no bound, its pause growing to `MAX_PAUSE_S`, and logs one line when
-Redis takes writes again, with how long it did not. Jobs in flight meanwhile cannot
-publish: their leases lapse and the controller retries their requests.
+the workers' doorbell list, which wakes one idle worker at most) through
+`WAIT_FOR_REDIS`, with no bound, and logs one line when Redis takes writes again, with
+how long it did not. Jobs in flight meanwhile cannot publish: their leases lapse and the
+controller retries their requests.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Final
 
 import anyio
 import redis
@@ -27,10 +28,9 @@ from gencoach.rq_adapter import DOORBELL_MAX, ring
 log = get_logger("worker")
 
 REDIS_AWAY = REDIS_TRANSIENT
-FIRST_PAUSE_S = 0.5
-MAX_PAUSE_S = 10.0
-# A worker waits as long as Redis is away: it has nothing else to do.
-WAIT_FOR_REDIS = RetryPolicy(timeout_s=None, wait_initial_s=FIRST_PAUSE_S, wait_max_s=MAX_PAUSE_S)
+# A worker waits as long as Redis is away (it has nothing else to do): 0.5 s doubling to
+# 10 s between tries.
+WAIT_FOR_REDIS: Final = RetryPolicy(timeout_s=None, wait_initial_s=0.5, wait_max_s=10.0)
 
 
 def address_of(client: redis.Redis | redis.asyncio.Redis) -> str:
@@ -97,9 +97,10 @@ class RedisOutage:
         self.outages += 1
         started = anyio.current_time()
         _unreachable(self.url, error)
-        await anyio.sleep(FIRST_PAUSE_S)
         async for attempt in WAIT_FOR_REDIS.retrying():
             with attempt:
+                if attempt.num == 1:
+                    raise error  # the caller's failed call was the first try: wait, then ring
                 async with client.pipeline(transaction=False) as pipe:
                     pipe.lpush(QUEUE_DOORBELL, b"1")
                     pipe.ltrim(QUEUE_DOORBELL, 0, DOORBELL_MAX - 1)
