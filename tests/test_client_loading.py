@@ -15,9 +15,9 @@ import redis.asyncio
 from gencoach.client import AsyncReporter, Reporter, ReportError
 from gencoach.constants import Keys
 from gencoach.orders import OrderReader
-from tests.chaos.slow_loading import SlowLoadingRedis
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import STARTUP_S
+from tests.support.slow_loading import SlowLoadingRedis
 from tests.support.streams import entries
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import redis
 from gencoach.connections import embedded_dir
 from gencoach.connections import redis_url as resolve_redis_url
 from gencoach.errors import RedisError
-from tests.chaos.slow_loading import SlowLoadingRedis
 from tests.support.processes import free_port
+from tests.support.slow_loading import SlowLoadingRedis
 
 
 def test_configured_server_is_used_as_is(redis_url: str, tmp_path: Path) -> None:

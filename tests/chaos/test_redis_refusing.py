@@ -17,12 +17,12 @@ import pytest
 import redis
 
 from tests.chaos.load import LoadReport, start_generators
-from tests.chaos.slow_loading import SlowLoadingRedis
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
 from tests.support.processes import STARTUP_S
+from tests.support.slow_loading import SlowLoadingRedis
 
 pytestmark = [pytest.mark.slow, pytest.mark.chaos, pytest.mark.timeout(300)]
 

@@ -24,8 +24,8 @@ from gencoach.integrations.gymnasium import (
     run_campaign,
 )
 from gencoach.integrations.minigrid import BabyAIAdapter
-from tests.integrations.support import babyai_agent, oracle_controller
 from tests.support.controller import wait_for
+from tests.support.integrations import babyai_agent, oracle_controller
 from tests.support.saves import assert_audit_clean, save_complete
 
 pytest.importorskip("minigrid")

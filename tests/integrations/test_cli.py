@@ -15,8 +15,8 @@ import redis
 from gencoach.agents import create_agent_app
 from gencoach.agents.reference import reference_info
 from gencoach.constants import EVENT_FIELD, Keys
-from tests.integrations.support import env_agent
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
+from tests.support.integrations import env_agent
 from tests.support.lake import walker
 from tests.support.streams import entries
 

@@ -20,8 +20,8 @@ import redis
 from gencoach.integrations.gymnasium import CampaignOptions, GymEpisode, run_campaign
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.protocol import ToolCall
-from tests.integrations.support import env_agent, oracle_controller
 from tests.support.controller import wait_for
+from tests.support.integrations import env_agent, oracle_controller
 from tests.support.saves import assert_audit_clean, save_complete
 
 pytest.importorskip("gymnasium")

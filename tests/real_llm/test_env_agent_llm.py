@@ -19,9 +19,9 @@ from gencoach.integrations.gymnasium.agent import EnvAgentOptions, env_app
 from gencoach.integrations.gymnasium.episode import GYM_STATE_KEY
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.protocol import AgentResponse
-from tests.integrations.support import oracle_controller
 from tests.support.agent_server import ThreadedServer
 from tests.support.controller import wait_for
+from tests.support.integrations import oracle_controller
 from tests.support.llama_server import MODEL_ALIAS, LlamaServer, missing_extra, start_server
 from tests.support.saves import assert_audit_clean, save_complete
 

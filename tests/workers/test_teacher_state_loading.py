@@ -10,7 +10,7 @@ import redis.asyncio
 
 from gencoach.constants import Keys
 from gencoach.workers.teacher_state import teacher_states
-from tests.chaos.slow_loading import SlowLoadingRedis
+from tests.support.slow_loading import SlowLoadingRedis
 
 pytestmark = pytest.mark.slow
 
