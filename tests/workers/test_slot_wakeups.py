@@ -7,8 +7,11 @@ from contextlib import asynccontextmanager
 
 import anyio
 import pytest
+import redis
 import redis.asyncio
+from structlog.testing import capture_logs
 
+from gencoach.retrying import no_client_retries
 from gencoach.workers.backends import RedisSemaphore
 from gencoach.workers.backends.wakeups import SlotWakeups
 
@@ -106,3 +109,41 @@ async def test_each_release_lets_one_more_waiter_in(aredis: redis.asyncio.Redis)
             assert await semaphore.holders() == [got[-1]]
             holder = got[-1]
     assert got == ["a", "b", "c"]
+
+
+@pytest.mark.asyncio
+async def test_a_lost_subscription_is_taken_again_and_wakes_waiters_again(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    """The process's subscription killed under a waiting job is logged lost, subscribed
+    again after RESUBSCRIBE's first wait, and the next release wakes the waiter at once
+    rather than at its 30 s lease."""
+    client = redis.asyncio.Redis.from_url(redis_url, retry=no_client_retries())
+    got: list[str] = []
+    try:
+        with capture_logs() as logs:
+            async with running(client) as wakeups, anyio.create_task_group() as group:
+                semaphore = RedisSemaphore(client, KEY, 1, 30.0, wakeups=wakeups)
+                assert await semaphore.try_acquire("holder")
+                group.start_soon(wait_in_turn, semaphore, "waiter", got)
+                await subscribed(redis_client, semaphore.channel)
+                assert redis_client.client_kill_filter(_type="pubsub") == 1
+                killed = anyio.current_time()
+                await subscribed(redis_client, semaphore.channel)
+                assert anyio.current_time() - killed >= 1.0
+                released = anyio.current_time()
+                assert await semaphore.release("holder")
+        assert got == ["waiter"]
+        assert anyio.current_time() - released < 5.0
+        lost = [entry for entry in logs if entry["event"] == "slots.wakeups_lost"]
+        assert [entry["attempt"] for entry in lost] == [1]
+        assert [entry["event"] for entry in logs if entry["event"] == "slots.wakeups_back"]
+    finally:
+        await client.aclose()
+
+
+async def subscribed(client: redis.Redis, channel: str) -> None:
+    """Return once some connection is subscribed to `channel` (within 10 s)."""
+    with anyio.fail_after(10):
+        while client.pubsub_numsub(channel)[0][1] == 0:  # noqa: ASYNC110 - the server's count, no event
+            await anyio.sleep(0.01)

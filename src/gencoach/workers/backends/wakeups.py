@@ -3,6 +3,8 @@
 Releasing a slot publishes on the slots' channel; each listening process wakes its
 longest-waiting job for that backend, which tries again. Nobody polls: a waiter sleeps
 until a release wakes it or the first lease lapses (a crashed holder's slot frees then).
+A lost subscription is taken again through `RESUBSCRIBE`, and every waiter looks again
+(a release may have been missed meanwhile).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Final
 
 import anyio
 import anyio.abc
@@ -17,9 +20,12 @@ import redis.asyncio
 from redis.asyncio.client import PubSub
 
 from gencoach.logs import get_logger
+from gencoach.retrying import RetryPolicy
 
-# After a lost pub/sub connection, wait this long before subscribing again.
-RECONNECT_S = 1.0
+# A lost pub/sub connection is subscribed again 1 s later, doubling to 5 s, as long as
+# the process runs; waiters meanwhile still wake when the first lease lapses.
+RESUBSCRIBE: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=5.0)
+LOST: Final = (redis.RedisError, OSError)
 
 log = get_logger("backends.wakeups")
 
@@ -82,22 +88,24 @@ class SlotWakeups:
             assert self._pubsub is not None
             try:
                 channel = await next_release(self._pubsub)
-            except (redis.RedisError, OSError) as error:
-                log.warning("slots.wakeups_lost", error=str(error))
+            except LOST as error:
                 self._wake_all()  # a release may have been missed: everyone looks again
-                await anyio.sleep(RECONNECT_S)
-                await self._resubscribe()
+                await self._resubscribe(error)
+                self._wake_all()  # and while it was not subscribed
                 continue
             self._wake_first(channel)
 
-    async def _resubscribe(self) -> None:
-        try:
-            if self._pubsub is not None:
-                await self._pubsub.aclose()  # type: ignore[no-untyped-call]
-            self._pubsub = self._client.pubsub()
-            await self._pubsub.subscribe(*self._channels)
-        except (redis.RedisError, OSError) as error:
-            log.warning("slots.resubscribe_failed", error=str(error))
+    async def _resubscribe(self, lost: Exception) -> None:
+        """Subscribe again to every channel, the lost read counting as the first try."""
+        async for attempt in RESUBSCRIBE.retrying(on=LOST, log_as="slots.wakeups_lost"):
+            with attempt:
+                if attempt.num == 1:
+                    raise lost
+                if self._pubsub is not None:
+                    await self._pubsub.aclose()  # type: ignore[no-untyped-call]
+                self._pubsub = self._client.pubsub()
+                await self._pubsub.subscribe(*self._channels)
+        log.info("slots.wakeups_back", attempts=attempt.num)
 
     def _wake_first(self, channel: str) -> None:
         line = self._lines.get(channel)
