@@ -8,7 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import HERE, Processes, Stack, answers, free_port, wait_until
+from magma_runs import agent_inputs, simulate_until_proven, start_agent
+
+from conftest import Processes, Stack, wait_until
 
 RUN = "interop-magma-agent"
 
@@ -36,42 +38,6 @@ def _settings(llm_stub: str) -> dict[str, Any]:
     }
 
 
-def _start_agent(
-    magma_python: Path, processes: Processes, tmp_path: Path, *flags: str
-) -> tuple[str, Path]:
-    """Start the MAGMA agent; its URL and the log of the inputs it receives."""
-    port, log = free_port(), tmp_path / "agent-inputs.jsonl"
-    script = str(HERE / "magma_agent.py")
-    args = [str(magma_python), script, "--port", str(port), "--log", str(log), *flags]
-    processes.start("agent", args)
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: processes.check_alive() or answers(f"{url}/health"), 30, "the agent")
-    return url, log
-
-
-def simulate_until_proven(
-    gencoach: Path, agent_url: str, redis_url: str, stack: Stack, run_id: str, folder: Path
-) -> list[dict[str, Any]]:
-    """Run the reference simulator on buttons against the agent; the proven requests."""
-    sim = subprocess.run(
-        [str(gencoach), "sim", "run", "--agent-url", agent_url, "--scenario", "buttons",
-         "--redis-url", redis_url, "--key-prefix", stack.key_prefix, "--run-id", run_id,
-         "--seed", "3", "--branches", "1", "--max-wall-s", "30", "--branch-grace-s", "30"],
-        capture_output=True, text=True, timeout=150, check=False, cwd=folder,
-    )  # fmt: skip
-    assert sim.returncode == 0, sim.stdout + sim.stderr
-    proven: list[dict[str, Any]] = wait_until(
-        lambda: [r for r in stack.requests_of(run_id) if r["state"] == "proven"],
-        60,
-        f"a proven failure request (requests: {stack.requests_of(run_id)})",
-    )
-    return proven
-
-
-def _inputs(log: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-
-
 def test_a_magma_agent_applies_the_correction_it_proposed_and_its_branch_is_proven(
     gencoach_stack: Callable[[dict[str, Any]], Stack],
     gencoach_bin: Path,
@@ -84,12 +50,12 @@ def test_a_magma_agent_applies_the_correction_it_proposed_and_its_branch_is_prov
     """The agent's MAGMA-style proposal comes back as `extra_keys.coaching`, verbatim; the
     agent answers with it, and the coached branch reaches stage success (proven)."""
     stack = gencoach_stack(_settings(llm_stub))
-    agent_url, log = _start_agent(magma_python, processes, tmp_path)
+    agent_url, log = start_agent(magma_python, processes, tmp_path)
 
     proven = simulate_until_proven(gencoach_bin, agent_url, redis_url, stack, RUN, tmp_path)
     assert proven[0]["route"] == "failure"
 
-    coached = [item for item in _inputs(log) if "coaching" in item["extra_keys"]]
+    coached = [item for item in agent_inputs(log) if "coaching" in item["extra_keys"]]
     assert coached, "the agent never received a reinjected correction"
     payload = coached[0]["extra_keys"]["coaching"]
     assert payload["kind"] == "replace_decision"  # the agent's own proposal, unwrapped
@@ -124,7 +90,7 @@ def test_check_agent_passes_the_magma_agent(
 ) -> None:
     """`gencoach check-agent` passes an agent built from magma-core: its unwrapped proposals
     and its reading of `extra_keys.coaching` are what the checker expects."""
-    url, _ = _start_agent(magma_python, processes, tmp_path)
+    url, _ = start_agent(magma_python, processes, tmp_path)
     result = _check_agent(gencoach_bin, url)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASS coaching.failure" in result.stdout
@@ -136,7 +102,7 @@ def test_check_agent_fails_the_magma_agent_that_ignores_its_correction(
 ) -> None:
     """The same agent answering reinjected inputs as any other fails the reinjection check,
     with the correction it ignored."""
-    url, _ = _start_agent(magma_python, processes, tmp_path, "--ignore-coaching")
+    url, _ = start_agent(magma_python, processes, tmp_path, "--ignore-coaching")
     result = _check_agent(gencoach_bin, url)
     assert result.returncode == 1
     (line,) = [line for line in result.stdout.splitlines() if "coaching.reinjection" in line]

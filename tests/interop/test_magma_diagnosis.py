@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from magma_gen.coaching.coach_structure import DiagnosisResult
-from test_magma_agent import _inputs, _start_agent, simulate_until_proven
+from magma_runs import agent_inputs, simulate_until_proven, start_agent
 
 from conftest import Processes, Stack
 
@@ -108,7 +108,7 @@ def test_magma_format_diagnoses_are_accepted_and_read_alike_by_magmas_parser(
     diagnosis says (decision, reason, expected text); the MAGMA agent's repair from that
     text is reinjected, and its branch is proven."""
     stack = gencoach_stack(_settings(magma_llm.endpoint))
-    agent_url, log = _start_agent(magma_python, processes, tmp_path)
+    agent_url, log = start_agent(magma_python, processes, tmp_path)
     proven = simulate_until_proven(gencoach_bin, agent_url, redis_url, stack, RUN, tmp_path)
     diagnosed = [r for r in stack.requests_of(RUN) if r["diagnosis"] is not None]
     assert len(magma_llm.answers) == len(diagnosed), "every answer accepted, none asked again"
@@ -124,7 +124,7 @@ def test_magma_format_diagnoses_are_accepted_and_read_alike_by_magmas_parser(
     }  # fmt: skip
     assert accepted == by_answer
     assert proven[0]["decision_source"] == "unknown", "a MAGMA agent says nothing of it"
-    coached = [item for item in _inputs(log) if "coaching" in item["extra_keys"]]
+    coached = [item for item in agent_inputs(log) if "coaching" in item["extra_keys"]]
     assert coached, "the agent never received a reinjected correction"
     plan = coached[0]["memory"]["plan"]
     press = coached[0]["extra_keys"]["coaching"]["decision"]["tool_calls"][0]
