@@ -16,11 +16,11 @@ import redis
 
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
-from tests.sim.events import read_log
-from tests.sim.players import buttons_player
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
+from tests.support.generation_log import read_log
 from tests.support.metrics import Samples, scrape
+from tests.support.players import buttons_player
 from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]

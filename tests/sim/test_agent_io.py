@@ -8,7 +8,7 @@ import pytest
 
 from gencoach.protocol import AgentDecision, AgentOutput
 from gencoach.sim.agent_io import CALL_FAILED, Answer, invalid_reason
-from tests.sim.players import act, call
+from tests.support.players import act, call
 
 
 def decision(data: dict[str, Any]) -> AgentDecision:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from gencoach.protocol import AgentDecision
 from gencoach.sim import Episode
 from gencoach.sim.departures import judge
-from tests.sim.players import act, call
 from tests.sim.trajectories import sequence
+from tests.support.players import act, call
 
 A, _, B = sequence()
 

@@ -11,9 +11,9 @@ import pytest
 
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from tests.sim.events import Tree, read_log
-from tests.sim.players import buttons_player, text_player, two_stage_player
 from tests.support.agent_server import ScriptedAgent
+from tests.support.generation_log import Tree, read_log
+from tests.support.players import buttons_player, text_player, two_stage_player
 from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]

@@ -22,11 +22,11 @@ from gencoach.service.store.nodes import RunGraph
 from gencoach.sim import EpisodeState
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from tests.sim.events import Tree, read_log
 from tests.sim.orders import branch_order, hold_settling, publish_held
-from tests.sim.players import buttons_player
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
+from tests.support.generation_log import Tree, read_log
+from tests.support.players import buttons_player
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(90)]
 

@@ -13,10 +13,10 @@ from gencoach.constants import Keys
 from gencoach.sim import EpisodeState
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from tests.sim.events import Tree, read_log
 from tests.sim.orders import branch_order, find_event, publish, streamed_events
-from tests.sim.players import buttons_player
 from tests.support.agent_server import ScriptedAgent
+from tests.support.generation_log import Tree, read_log
+from tests.support.players import buttons_player
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(30)]
 

@@ -11,8 +11,8 @@ from gencoach.constants import Keys
 from gencoach.errors import ContractError
 from gencoach.sim import Episode, EpisodeState
 from gencoach.sim.reporting import EventSender, execution_record, stage_info
-from tests.sim.events import read_log
-from tests.sim.players import act, call
+from tests.support.generation_log import read_log
+from tests.support.players import act, call
 from tests.support.streams import reported_events
 
 STARTED = {

@@ -13,9 +13,9 @@ import typer
 
 from gencoach.cli import app
 from gencoach.sim import SCENARIOS
-from tests.sim.events import Tree, read_log
-from tests.sim.players import buttons_player
 from tests.support.agent_server import ScriptedAgent
+from tests.support.generation_log import Tree, read_log
+from tests.support.players import buttons_player
 from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]

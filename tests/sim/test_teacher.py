@@ -28,7 +28,6 @@ from gencoach.workers.diagnosis import diagnose as worker_diagnose
 from gencoach.workers.prompts import RewriteAnswer
 from gencoach.workers.teacher_state import job_context
 from gencoach.workers.transcripts import Transcript
-from tests.sim.players import act, call
 from tests.sim.trajectories import (
     Played,
     bins,
@@ -37,6 +36,7 @@ from tests.sim.trajectories import (
     rewrite_context,
     sequence,
 )
+from tests.support.players import act, call
 
 RUN = "teach"
 A, _, B = sequence()

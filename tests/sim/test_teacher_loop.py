@@ -13,11 +13,11 @@ import redis
 
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
-from tests.sim.events import Tree, read_log
-from tests.sim.players import buttons_player
 from tests.sim.trajectories import sequence
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess
+from tests.support.generation_log import Tree, read_log
+from tests.support.players import buttons_player
 from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]
