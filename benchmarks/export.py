@@ -54,7 +54,7 @@ def _peak_rss_mb() -> float:
 def _template() -> tuple[str, list[tuple[int, str]]]:
     """One run as JSON text, with `@RUN@` where the run index goes."""
     from gencoach.graph import ScoredCandidate, descendant_scores, outcome_of
-    from tests.export.saves import candidate, executed, press, run_config, say, situation
+    from tests.support.saved_runs import candidate, executed, press, run_config, say, situation
 
     members: dict[int, list[int]] = {}
     scoring: dict[int, ScoredCandidate] = {}

@@ -13,8 +13,16 @@ import pytest
 
 from gencoach.protocol import TaskDescription
 from tests.browser.saves_console import saves_console_at
-from tests.export.saves import candidate, executed, press, run_config, situation, stage, write_run
 from tests.support.browser import Pages
+from tests.support.saved_runs import (
+    candidate,
+    executed,
+    press,
+    run_config,
+    situation,
+    stage,
+    write_run,
+)
 
 RUN = "nested-run"
 FAILED = json.dumps(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.export.saves import FEEDBACK
+from tests.support.saved_runs import FEEDBACK
 
 SYSTEM = (
     "You are an agent that controls robots. Answer the user in words, or act by calling "

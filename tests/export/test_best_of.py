@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.export.saves import (
+from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import (
     candidate,
     executed,
     press,
@@ -16,7 +17,6 @@ from tests.export.saves import (
     stage,
     write_run,
 )
-from tests.support.exports import Export, read_rows
 
 BEST = {"stage_0": stage(1, 0, 0, 1)}  # 0.4
 NEXT = {"stage_0": stage(1, 1, 0, 2)}  # 0.3, within 0.1 of the best

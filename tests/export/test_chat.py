@@ -17,7 +17,8 @@ from tests.export.expected import (
     press_turn,
     recorded,
 )
-from tests.export.saves import (
+from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import (
     FEEDBACK,
     candidate,
     coached_run,
@@ -28,7 +29,6 @@ from tests.export.saves import (
     stage,
     write_run,
 )
-from tests.support.exports import Export, read_rows
 
 
 def _chat(source: Path, name: str = "chat.jsonl") -> list[dict[str, Any]]:

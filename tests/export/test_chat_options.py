@@ -11,7 +11,8 @@ import pytest
 from gencoach.errors import ExportError
 from gencoach.export import ExportSettings, run_export
 from gencoach.export.tool_failures import ToolFailures
-from tests.export.saves import (
+from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import (
     FEEDBACK,
     candidate,
     executed,
@@ -22,7 +23,6 @@ from tests.export.saves import (
     stage,
     write_run,
 )
-from tests.support.exports import Export, read_rows
 
 OK = {"stage_0": stage(1, 0, 0, 1)}
 

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gencoach.cli import app
-from tests.export.saves import run_config, write_run
 from tests.support.exports import read_rows
+from tests.support.saved_runs import run_config, write_run
 
 runner = CliRunner()
 

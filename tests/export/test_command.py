@@ -12,7 +12,7 @@ import pytest
 from gencoach.errors import SaveError
 from gencoach.export import export_command
 from gencoach.graph import read_config, write_save
-from tests.export.saves import coached_run, run_config, write_run
+from tests.support.saved_runs import coached_run, run_config, write_run
 
 
 def _run(source: Path, fmt: str = "chat", options: Path | None = None, **overrides: object) -> int:

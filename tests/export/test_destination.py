@@ -9,8 +9,8 @@ import pytest
 
 from gencoach.errors import ExportError
 from gencoach.export.manifest import MANIFEST_FILE
-from tests.export.saves import write_run
 from tests.support.exports import Export
+from tests.support.saved_runs import write_run
 
 MAGMA_MANIFEST = {
     "producer": {"package": "magma_gen", "version": "2.0.0"},

@@ -25,8 +25,8 @@ from gencoach.export import (
     load_exporter,
 )
 from gencoach.graph import SavedGraph
-from tests.export.saves import write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import write_run
 
 
 class EchoExporter(Exporter):

@@ -9,8 +9,8 @@ import pytest
 
 from gencoach.errors import ExportError
 from gencoach.export.command import ExportFilters, export_command
-from tests.export.saves import run_config, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import run_config, write_run
 
 
 def _runs(source: Path) -> None:

@@ -17,8 +17,8 @@ from gencoach.export.discovery import installed_formats, load_exporter
 from gencoach.export.formats.base import Exporter
 from gencoach.export.magma import MagmaExporter
 from gencoach.protocol import SituationRecord
-from tests.export.saves import coached_run, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import coached_run, write_run
 
 EXPORT_DOC = Path(__file__).resolve().parents[2] / "docs" / "export.md"
 FORMATS = sorted(installed_formats())

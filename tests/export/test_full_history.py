@@ -10,7 +10,8 @@ import pytest
 
 from gencoach.export import ExportError
 from gencoach.export.command import summary
-from tests.export.saves import (
+from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import (
     FEEDBACK,
     PLAIN_TOOLS,
     candidate,
@@ -21,7 +22,6 @@ from tests.export.saves import (
     stage,
     write_run,
 )
-from tests.support.exports import Export, read_rows
 
 OPTIMAL = {"stage_0": stage(1, 0, 0, 1)}
 

@@ -12,8 +12,8 @@ from gencoach.__about__ import __version__
 from gencoach.export import ExportError
 from gencoach.export.splits import Partition, Task
 from gencoach.export.writer import DatasetWriter
-from tests.export.saves import run_config, write_run
 from tests.support.exports import Export
+from tests.support.saved_runs import run_config, write_run
 
 
 def _manifest(source: Path) -> dict[str, object]:

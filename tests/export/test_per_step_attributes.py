@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from gencoach.export.command import summary
-from tests.export.saves import (
+from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import (
     FEEDBACK,
     PLAIN_MEMORY,
     PLAIN_TOOLS,
@@ -29,7 +30,6 @@ from tests.export.saves import (
     stage,
     write_run,
 )
-from tests.support.exports import Export, read_rows
 
 BUTTONS = ("sw0", "sw4", "sw9", "sw2")
 

@@ -9,8 +9,8 @@ import pytest
 
 from gencoach.protocol import SituationRecord
 from tests.export.expected import PRESS_TOOL, SYSTEM, feedback, press_turn
-from tests.export.saves import FEEDBACK, coached_run, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import FEEDBACK, coached_run, write_run
 
 
 def _pairs(source: Path) -> list[dict[str, Any]]:

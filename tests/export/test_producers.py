@@ -15,8 +15,8 @@ from gencoach.export.command import (
     ExportFilters,
     export_command,
 )
-from tests.export.saves import run_config, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import run_config, write_run
 
 FILES = {"chat": "chat.jsonl", "full-history": "hr_data.json", "preference": "preference.jsonl"}
 

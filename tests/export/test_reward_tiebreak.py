@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gencoach.export.selection import select
 from gencoach.graph import read_save
-from tests.export.saves import candidate, press, single_situation, stage
+from tests.support.saved_runs import candidate, press, single_situation, stage
 
 
 def test_equal_scores_are_ordered_by_the_envs_reward(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from gencoach.export.selection import select
 from gencoach.graph import read_save
-from tests.export.saves import candidate, press, single_situation, stage, write_run
+from tests.support.saved_runs import candidate, press, single_situation, stage, write_run
 
 
 def _selected(folder: Path, *candidates: dict[str, object]) -> dict[int, float]:

@@ -8,8 +8,8 @@ from typing import Any
 
 from gencoach.library.sources.saves import SaveSource
 from tests.export.expected import PRESS_TOOL, SYSTEM, press_turn
-from tests.export.saves import coached_run, run_config, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import coached_run, run_config, write_run
 
 SINGLE_SYSTEM = SYSTEM.replace(
     "You are an agent that controls robots. Answer the user in words, or act by calling "

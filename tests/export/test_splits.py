@@ -9,8 +9,8 @@ import pytest
 
 from gencoach.errors import ExportError
 from gencoach.export.splits import Folder, Task, folder_validation_size, partition, validation_size
-from tests.export.saves import run_config, write_run
 from tests.support.exports import Export, read_rows
+from tests.support.saved_runs import run_config, write_run
 
 
 def _target(key: Task | Folder) -> str:

@@ -14,7 +14,7 @@ import pytest
 from gencoach.errors import ExportError
 from gencoach.export.command import EXIT_UNUSABLE, export_command
 from gencoach.export.tokens import TokenSettings, load_tokenizer
-from tests.export.saves import write_run
+from tests.support.saved_runs import write_run
 
 
 @pytest.mark.skipif(

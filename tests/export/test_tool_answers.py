@@ -15,9 +15,9 @@ import pytest
 
 from gencoach.library import CanonicalDatasetAdapter
 from gencoach.library.build import build_library
-from tests.export.saves import FEEDBACK, candidate, run_config, situation, stage, write_run
 from tests.support.exports import Export, read_rows
 from tests.support.rows import conversation_problems, row_problems
+from tests.support.saved_runs import FEEDBACK, candidate, run_config, situation, stage, write_run
 
 OK = {"stage_0": stage(1, 0, 0, 1)}
 
@@ -70,7 +70,7 @@ def test_per_turn_and_preference_rows_answer_the_call_cut_by_a_stage_end(
 ) -> None:
     """In the coached run, c2's call ends stage 0: every per-turn row through it and every
     preference prompt through it answers it before the next stage's instruction."""
-    from tests.export.saves import coached_run
+    from tests.support.saved_runs import coached_run
 
     write_run(source / "run", coached_run())
     export("chat", options={"per_turn": True}, dedupe=False)

@@ -9,7 +9,7 @@ from typing import Any
 
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, Trajectory
 from gencoach.protocol import RunConfig
-from tests.export.saves import candidate, press, run_config, situation, write_run
+from tests.support.saved_runs import candidate, press, run_config, situation, write_run
 
 
 def coached_save(folder: Path, run_id: str = "run-1", target: str = "sw0-sw4") -> Path:

@@ -10,8 +10,8 @@ import pytest
 from gencoach.library import CanonicalDatasetAdapter, DatasetQuery, LibraryError, SamplingConfig
 from gencoach.library.build import append_library, build_library, write_canonical
 from gencoach.library.manifest import file_sha256
-from tests.export.saves import candidate, say, situation, write_run
 from tests.library.sources import coached_save, human_save, magma_config, magma_save
+from tests.support.saved_runs import candidate, say, situation, write_run
 
 
 @pytest.fixture

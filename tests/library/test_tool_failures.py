@@ -16,8 +16,16 @@ from gencoach.library import CanonicalDatasetAdapter
 from gencoach.library.build import build_library
 from gencoach.library.declarations import read_tool_failures
 from gencoach.library.errors import LibraryError
-from tests.export.saves import FEEDBACK, candidate, executed, press, situation, stage, write_run
 from tests.library.sources import coached_save, magma_save, trajectories
+from tests.support.saved_runs import (
+    FEEDBACK,
+    candidate,
+    executed,
+    press,
+    situation,
+    stage,
+    write_run,
+)
 
 runner = CliRunner()
 OK = {"stage_0": stage(1, 0, 0, 1)}

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from gencoach.export import ExportSettings, run_export
 from gencoach.protocol import SituationRecord
-from tests.export.saves import (
+from tests.support.saved_runs import (
     FEEDBACK,
     candidate,
     coached_run,

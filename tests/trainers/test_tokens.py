@@ -131,7 +131,7 @@ def test_a_model_folder_counts_tokens_and_the_summary_says_so(
     conversation; with the budget at the median, `drop` leaves out the rows above it,
     and the summary line ends with min/median/max and what the budget did."""
     from gencoach.export.command import export_command
-    from tests.export.saves import coached_run, run_config, write_run
+    from tests.support.saved_runs import coached_run, run_config, write_run
 
     source = tmp_path / "saves"
     write_run(source / "a", coached_run(), run_config("run-a"))

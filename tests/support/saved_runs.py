@@ -1,4 +1,5 @@
-"""Hand-built MAGMA-GEN 2.0 saves for export tests, written with the real save writer.
+"""Hand-built MAGMA-GEN 2.0 saves for the export, library, trainer and browser tests, written
+with the real save writer.
 
 The coached run, with its descendant scores worked by hand (as in tests/support/graphs.py):
 
