@@ -39,7 +39,6 @@ from pathlib import Path
 import psutil
 import redis
 
-from tests.chaos.load import LoadReport, generate
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess
@@ -49,6 +48,7 @@ from tests.support.llm_server import (
     json_reply,
     scripted_llm_servers,
 )
+from tests.support.load import LoadReport, generate
 from tests.support.processes import kill_tree
 from tests.support.restartable_redis import RestartableRedis
 

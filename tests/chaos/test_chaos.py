@@ -37,11 +37,11 @@ from tests.chaos.controllers import (
     post_runs,
     why_unordered,
 )
-from tests.chaos.load import LoadReport, start_generators
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
+from tests.support.load import LoadReport, start_generators
 from tests.support.metrics import scrape
 from tests.support.processes import kill_tree
 from tests.support.restartable_redis import RestartableRedis

@@ -16,11 +16,11 @@ import httpx
 import pytest
 import redis
 
-from tests.chaos.load import LoadReport, start_generators
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import PRESS_SW4, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply, scripted_llm_servers
+from tests.support.load import LoadReport, start_generators
 from tests.support.processes import STARTUP_S
 from tests.support.slow_loading import SlowLoadingRedis
 

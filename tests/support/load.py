@@ -1,5 +1,6 @@
-"""The load of the chaos test: generator threads reporting runs and executing branches,
-through the blocking `Reporter` or, as the reference simulator does, the `AsyncReporter`."""
+"""The load of the chaos tests and the soak benchmark: generator threads reporting runs and
+executing branches, through the blocking `Reporter` or, as the reference simulator does, the
+`AsyncReporter`."""
 
 from __future__ import annotations
 
