@@ -91,3 +91,30 @@ def test_the_stage_folders_import_one_way() -> None:
             if wrong:
                 backwards.append(f"{path.relative_to(PACKAGE)} imports {wrong}")
     assert backwards == []
+
+
+TESTS = ROOT / "tests"
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests share helpers through tests/support (or their folder's helper modules), never
+    by importing another test module."""
+    importers = sorted(
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in TESTS.rglob("*.py")
+        for name in _imported_modules(path)
+        if name.rsplit(".", 1)[-1].startswith("test_")
+    )
+    assert importers == []
