@@ -1,5 +1,5 @@
-"""The package's layout rules: RQ behind one adapter, module names unique, the stage
-folders importing one way."""
+"""Layout rules: in the package, RQ behind one adapter, module names unique, the stage
+folders importing one way; in the tests, no test module importing another."""
 
 from __future__ import annotations
 
