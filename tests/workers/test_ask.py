@@ -8,8 +8,8 @@ from structlog.testing import capture_logs
 from gencoach.errors import BackendAnswerError
 from gencoach.protocol.llm import FailureDiagnosisAnswer, SuboptimalDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, Exchange, Usage, make_backend
+from tests.support.backends import events, openai_settings
 from tests.support.llm_server import ScriptedLLMServer, json_reply, reply
-from tests.workers.conftest import events, openai_settings
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("Which decision failed?")]
 DIAGNOSIS = {"decision_index": 3, "reason": "grasped too early", "expected_decision": None}

@@ -10,10 +10,10 @@ from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.exposition import render
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, make_backend
+from tests.support.backends import fast_retry, openai_settings
 from tests.support.llm_server import ScriptedLLMServer, json_reply, reply
 from tests.support.metrics import Samples, parse
 from tests.support.processes import free_port
-from tests.workers.conftest import fast_retry, openai_settings
 
 PROMPT = [ChatMessage.user("Which decision failed?")]
 DIAGNOSIS = {"decision_index": 3, "reason": "grasped too early", "expected_decision": None}

@@ -17,8 +17,8 @@ from gencoach.workers.backends import (
     UsageTotals,
     make_backend,
 )
+from tests.support.backends import openai_settings
 from tests.support.llm_server import ScriptedLLMServer, delayed, json_reply
-from tests.workers.conftest import openai_settings
 
 PROMPT = [ChatMessage.user("Which decision failed?")]
 KEYS = Keys("test")

@@ -16,9 +16,9 @@ from gencoach.workers.backends.schemas import response_format
 from gencoach.workers.contracts import failure_contract, suboptimal_contract
 from gencoach.workers.diagnosis import diagnose
 from gencoach.workers.transcripts import Transcript
+from tests.support.backends import openai_settings
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 from tests.workers.builders import diagnosis_job, step
-from tests.workers.conftest import openai_settings
 
 PRESS_TOOL = {
     "name": "press_button",

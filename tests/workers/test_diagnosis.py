@@ -11,9 +11,9 @@ from gencoach.protocol.jobs import Diagnosis
 from gencoach.workers.backends import make_backend
 from gencoach.workers.diagnosis import RULE_FIXES, STAGE_ENDS, Verdict, diagnose
 from gencoach.workers.transcripts import Transcript
+from tests.support.backends import openai_settings
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 from tests.workers.builders import FAILURE_ANSWER, diagnosis_job, example, step
-from tests.workers.conftest import openai_settings
 
 SINGLE = [step(11, "sw1", diagnosable=False), step(12, "sw9", flag="bad_call", reason="no sw9")]
 

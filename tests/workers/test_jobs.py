@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 from gencoach.workers.context import WorkerContext
 from gencoach.workers.job_functions import run_diagnosis, run_repair, run_rewrite
 from tests.support.agent_server import ScriptedAgent
+from tests.support.backends import events
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, reply
 from tests.workers.builders import (
     FAILURE_ANSWER,
@@ -21,7 +22,6 @@ from tests.workers.builders import (
     results,
     rewrite_job,
 )
-from tests.workers.conftest import events
 
 
 def test_a_diagnosis_job_publishes_its_diagnosis_once(

@@ -12,9 +12,9 @@ from gencoach.config.loading import load_settings
 from gencoach.errors import BackendError, BackendRequestError
 from gencoach.protocol.llm import CaseSelectionAnswer, FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, Usage, make_backend
+from tests.support.backends import events, fast_retry, openai_settings
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, raw, reply
 from tests.support.processes import free_port
-from tests.workers.conftest import events, fast_retry, openai_settings
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("Which decision failed?")]
 DIAGNOSIS = {"decision_index": 2, "reason": "wrong tool", "expected_decision": None}

@@ -12,6 +12,7 @@ from gencoach.errors import BackendUnavailable
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, make_backend
 from gencoach.workers.backends.openai import RETRY_AFTER_MAX_S, retry_after_s, retryable_status
+from tests.support.backends import events, fast_retry, openai_settings
 from tests.support.llm_server import (
     ScriptedLLMServer,
     delayed,
@@ -20,7 +21,6 @@ from tests.support.llm_server import (
     json_reply,
 )
 from tests.support.processes import free_port
-from tests.workers.conftest import events, fast_retry, openai_settings
 
 PROMPT = [ChatMessage.user("Which decision failed?")]
 DIAGNOSIS = {"decision_index": 1, "reason": "r", "expected_decision": None}

@@ -14,8 +14,8 @@ from gencoach.errors import BackendRequestError, BackendTruncatedError
 from gencoach.protocol.llm import FailureDiagnosisAnswer
 from gencoach.workers.backends import ChatMessage, make_backend
 from gencoach.workers.backends.modes import forget_learnt
+from tests.support.backends import events, openai_settings
 from tests.support.llm_server import ScriptedLLMServer, error, json_reply, raw, reply
-from tests.workers.conftest import events, openai_settings
 
 PROMPT = [ChatMessage.system("You diagnose."), ChatMessage.user("Which decision failed?")]
 ANSWER = {"decision_index": 1, "reason": "r", "expected_decision": None}
