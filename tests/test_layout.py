@@ -1,5 +1,5 @@
 """Layout rules: in the package, RQ behind one adapter, module names unique, the stage
-folders importing one way; in the tests, no test module importing another."""
+folders importing one way; in the tests, no test module importing another or a conftest."""
 
 from __future__ import annotations
 
@@ -108,13 +108,18 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
+def _a_test_or_conftest(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last.startswith("test_") or (name.startswith("tests.") and last == "conftest")
+
+
 def test_no_test_module_imports_another() -> None:
     """Tests share helpers through tests/support (or their folder's helper modules), never
-    by importing another test module."""
+    by importing another test module or a suite's conftest."""
     importers = sorted(
         f"{path.relative_to(ROOT)} imports {name}"
         for path in TESTS.rglob("*.py")
         for name in _imported_modules(path)
-        if name.rsplit(".", 1)[-1].startswith("test_")
+        if _a_test_or_conftest(name)
     )
     assert importers == []
