@@ -102,7 +102,7 @@ events: st.SearchStrategy[Event] = st.one_of(
     st.builds(Refused, st.just("not coached")),
     st.builds(Admitted, jobs),
     st.just(PersonDecided()),
-    st.builds(JobTaken, jobs, attempts),
+    st.builds(JobTaken, jobs, attempts, st.floats(0.1, 60)),
     st.builds(
         _answered,
         jobs,

@@ -1,12 +1,14 @@
 """A kill at every state a coaching request can be stored in loses no request and leaks no
 slot.
 
-The controller is killed with SIGKILL right after it stores the state (a crash point,
-`gencoach.crashpoints`), so whatever it would have done next (dispatch a job, reinject,
-prove) is lost with it; then it is started again. `admitted` is stored in the same write
-as `queued` (admission takes the slot and queues the first job in one step), so a kill
-there is a kill at `queued`. The worker is killed while its job runs (`diagnosing`,
-`repairing`): the pool replaces it and the request's lease lapses. Every time, the request
+The process that stores the state is killed with SIGKILL right after it (a crash point,
+`gencoach.crashpoints`), so whatever it would have done next (dispatch a job, work on it,
+reinject, prove) is lost with it. The controller stores every state but the running ones,
+and is started again. `admitted` is stored in the same write as `queued` (admission takes
+the slot and queues the first job in one step), so a kill there is a kill at `queued`. A
+worker stores its job's running state (`diagnosing`, `repairing`, `rewriting`) as it takes
+the job: killed there, or later while its job runs, it is replaced by the pool and the
+request's lease lapses. Every time, the request
 ends where it would have without the kill, with one branch order, its stage holds no
 pending slot, and the run's save passes the audit (`gencoach audit`).
 """
@@ -17,6 +19,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +30,7 @@ from rq import Worker
 from gencoach.client import Reporter
 from gencoach.constants import Keys
 from gencoach.crashpoints import ENV as CRASH_AT
+from gencoach.crashpoints import ONCE_ENV as CRASH_ONCE
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     REINJECTED_IN_KNOWN_RUN,
@@ -62,6 +66,9 @@ FAILURE_PATH = [
     "executed",
     "proven",
 ]
+# The states the worker stores (as it takes a job); the controller stores the others.
+WORKER_STATES = ("diagnosing", "repairing")
+CONTROLLER_STATES = [state for state in FAILURE_PATH if state not in WORKER_STATES]
 # A recovery waits for a lease to lapse (5 s here) or a reconciliation pass: generous.
 RECOVERY_S = 90.0
 
@@ -126,7 +133,7 @@ def _saved_and_audited(controller: ControllerProcess, redis_url: str, run_id: st
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("state", FAILURE_PATH)
+@pytest.mark.parametrize("state", CONTROLLER_STATES)
 def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     state: str,
     controller_factory: Callable[..., ControllerProcess],
@@ -139,16 +146,10 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     diagnosed, repaired and reinjected once, and proven once the generator has executed
     its one branch order; its stage holds no slot."""
     point = f"request:failure:{state}"
-    # A job's result that arrives before the controller saw the job start skips its running
-    # state: the peer that answers it is held until the kill.
-    gate = threading.Event()
     llm.default = json_reply(DIAGNOSIS)
-    if state == "diagnosing":
-        llm.script(held(gate, json_reply(DIAGNOSIS)))
-    elif state == "repairing":
-        scripted_agent.coaching_gate = gate
     controller = controller_factory(settings=_settings(llm), env={CRASH_AT: point})
     controller.start()
+    controller.env = {}  # the workers never reach a controller's crash point
     controller.start_workers()
     run_id = f"kill-{state}"
     report_known(redis_url, run_id, scripted_agent.url, with_own_coaching=False)
@@ -158,9 +159,7 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
             (order,) = branch_orders(generator, 1, RECOVERY_S)
             succeed_after(generator, order)
         _crashed(controller, point)
-        controller.env = {}
         controller.start()
-        gate.set()
         if not executed_before:
             (order,) = branch_orders(generator, 1, RECOVERY_S)
             succeed_after(generator, order)
@@ -173,33 +172,78 @@ def test_a_controller_killed_at_each_state_of_a_failure_loses_nothing(
     _saved_and_audited(controller, redis_url, run_id)
 
 
+def _worker_crashed(controller: ControllerProcess, point: str, marker: Path) -> None:
+    """Wait for a worker to kill itself at `point`; fail with the workers' output if not."""
+    try:
+        wait_for(marker.exists, timeout_s=RECOVERY_S, what=f"a worker at {point}")
+    except TimeoutError as error:
+        logs = "\n".join(log_tail(path) for path in controller.folder.glob("workers-*.log"))
+        raise AssertionError(f"{error}:\n{logs}") from error
+
+
 @pytest.mark.timeout(300)
-def test_a_controller_killed_while_rewriting_loses_nothing(
+@pytest.mark.parametrize("state", WORKER_STATES)
+def test_a_worker_killed_at_its_running_state_loses_nothing(
+    state: str,
     controller_factory: Callable[..., ControllerProcess],
     scripted_agent: ScriptedAgent,
     llm: ScriptedLLMServer,
     redis_client: redis.Redis,
     redis_url: str,
+    tmp_path: Path,
 ) -> None:
-    """The text-rewrite route's running state: killed just after storing `rewriting`,
-    the restarted controller still reinjects the rewrite once."""
-    point = "request:text_rewrite:rewriting"
-    gate = threading.Event()  # the rewrite is answered only after the restart
-    llm.script(held(gate, json_reply({"say": "the answer is 42"})))
-    llm.default = json_reply({"say": "the answer is 42"})
-    controller = controller_factory(settings=coaching_settings(llm), env={CRASH_AT: point})
+    """The worker that took the job is killed just after storing `state` (before any
+    work): the pool replaces it, the lease lapses, the job is tried again, and the request
+    is proven once the generator has executed its one branch order."""
+    point = f"request:failure:{state}"
+    marker = tmp_path / "crashed"
+    llm.default = json_reply(DIAGNOSIS)
+    controller = controller_factory(settings=_settings(llm))
     controller.start()
+    controller.env = {CRASH_AT: point, CRASH_ONCE: str(marker)}
+    controller.start_workers()
+    run_id = f"worker-at-{state}"
+    report_known(redis_url, run_id, scripted_agent.url, with_own_coaching=False)
+    _worker_crashed(controller, point, marker)
+    with Reporter(run_id, redis_url=redis_url, start_seq=500) as generator:
+        (order,) = branch_orders(generator, 1, RECOVERY_S)
+        succeed_after(generator, order)
+        request = _settled_request(controller, run_id, "failure", frozenset({"proven"}))
+    history = [step["state"] for step in request["history"]]
+    assert history.count(state) == 2, history  # stored by the killed worker, then its successor
+    assert history[-3:] == ["reinjected", "executed", "proven"], history
+    assert request["attempt"] == 2, request["history"]
+    assert redis_client.xlen(KEYS.branches(run_id)) == 1, "one branch order"
+    _no_slot_held(controller, run_id)
+    _saved_and_audited(controller, redis_url, run_id)
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_killed_at_rewriting_loses_nothing(
+    controller_factory: Callable[..., ControllerProcess],
+    scripted_agent: ScriptedAgent,
+    llm: ScriptedLLMServer,
+    redis_client: redis.Redis,
+    redis_url: str,
+    tmp_path: Path,
+) -> None:
+    """The text-rewrite route's running state: the worker killed just after storing
+    `rewriting`, the request is still rewritten and reinjected once."""
+    point = "request:text_rewrite:rewriting"
+    marker = tmp_path / "crashed"
+    llm.default = json_reply({"say": "the answer is 42"})
+    controller = controller_factory(settings=coaching_settings(llm))
+    controller.start()
+    controller.env = {CRASH_AT: point, CRASH_ONCE: str(marker)}
     controller.start_workers()
     with Reporter("kill-text", redis_url=redis_url) as reporter:
         reporter.emit("run.started", **{**RUN_STARTED, "agent_url": scripted_agent.url})
         stage = {"id": 0, "goal": "answer", "text_only": True}
         two_step_run(reporter, "text", stage, {"event": "failure", "state": "exceeded"})
-    _crashed(controller, point)
-    controller.env = {}
-    controller.start()
-    gate.set()
+    _worker_crashed(controller, point, marker)
     request = _settled_request(controller, "kill-text", "text_rewrite", frozenset({"reinjected"}))
-    assert "rewriting" in [step["state"] for step in request["history"]]
+    history = [step["state"] for step in request["history"]]
+    assert history.count("rewriting") == 2, history
     assert redis_client.xlen(KEYS.branches("kill-text")) == 1, "one branch order"
     _no_slot_held(controller, "kill-text")
     _saved_and_audited(controller, redis_url, "kill-text")

@@ -119,7 +119,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         choices: list[Event] = [
             Refused("not coached"),
             Admitted(job),
-            JobTaken(job, attempt),
+            JobTaken(job, attempt, 30.0),
             _answered(job, attempt, data.draw(st.sampled_from(ANSWERS))),
             WorkerLost("the lease lapsed"),
             BranchesRecorded((100 + candidate,), ("replacement",)),

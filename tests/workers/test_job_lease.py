@@ -61,7 +61,7 @@ def test_a_job_whose_lease_is_gone_stops_early(
     assert result.status == "abandoned"
     assert result.reason == (
         "lease of request req-1 is gone: the controller released or reclaimed its pending "
-        "slot (the request ended or was retried)"
+        "slot, or the request no longer waits for this job (it ended or was retried)"
     )
 
 

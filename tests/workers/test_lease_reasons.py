@@ -28,7 +28,10 @@ def test_a_job_started_after_its_run_finished_says_so(
 def test_a_lease_that_lapsed_is_not_blamed_on_the_controller() -> None:
     """A renewal that came too late says so, naming the lease, rather than a reclaimed slot."""
     hold = LeaseHold(
-        LeaseRef(run_id=RUN, stage_id=0, request_id="req-1", lease_s=30), lost_by="expired"
+        LeaseRef(run_id=RUN, stage_id=0, request_id="req-1", lease_s=30),
+        "diagnosis",
+        1,
+        lost_by="expired",
     )
     assert hold.reason == (
         "lease of request req-1 lapsed before this worker renewed it (lease_s 30): "

@@ -101,6 +101,22 @@ local function admit(request, stage, lease_ms, max_pending, max_unproven, human,
   return 'admitted', ''
 end
 
+-- Extend the request's live lease by `lease_ms` from `now`: 'renewed'; else 'expired'
+-- (it lapsed before this renewal, and is dropped now) or 'absent' (released, completed,
+-- reclaimed, or never taken). A renewal never revives an expired lease.
+local function renew(request, lease_ms, now)
+  local key, expiry = lease_of(request)
+  if not key then
+    return 'absent'
+  end
+  if expiry <= now then
+    redis.call('ZREM', key, request)
+    return 'expired'
+  end
+  redis.call('ZADD', key, 'XX', now + lease_ms, request)
+  return 'renewed'
+end
+
 -- Drop the request's lease, if any: 'released' when a live one was dropped, else 'absent'.
 local function release(request, now)
   purge(now)

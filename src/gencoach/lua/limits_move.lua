@@ -1,19 +1,22 @@
 -- Move a coaching request to its next state: a compare-and-set of its record, carrying
--- the stage limits' change with it, in one step (`gencoach.service.requests`).
+-- the stage limits' change with it, in one step (`gencoach.service.coaching.requests`).
 --
 -- KEYS 1-6 as for every limit script, 7 the run's requests (HASH: id -> JSON record).
 -- ARGV: 1 request id, 2 the state, 3 the attempt and 4 the number of transitions the
 --       stored record must still have (else another writer moved it first), 5 the new
 --       JSON record, 6 the limits' part: '' (none), 'release' (the request ended: its
 --       lease goes), 'admit' (7 lease ms, 8 max pending, 9 max unproven, 10 '1' for a
---       human intervention, 11 stage id), 'prove' (7 the attempt id) or 'complete' (7
+--       human intervention, 11 stage id), 'renew' (7 lease ms: a worker took the job,
+--       and holds the slot from now), 'prove' (7 the attempt id) or 'complete' (7
 --       the stage id, then pairs of a slot (the request id, or another slot of it) and
 --       the attempt id its branch was recorded as: each slot's lease becomes that
 --       completed attempt; one that conflicts is left as it is).
--- Outcomes: 'moved' (detail: the admission's 'admitted' or 'renewed', the release's
+-- Outcomes: 'moved' (detail: the admission's 'admitted' or 'renewed', the renewal's
+-- 'renewed', the release's
 -- 'released' or 'absent', 'proven', or each completion's outcome, comma-separated:
 -- 'completed', 'late', 'duplicate' or 'conflict'); 'stale' (the record moved on, or is
--- missing: detail 'missing'); 'refused' (the admission or the proof said no, detail as theirs: the record
+-- missing: detail 'missing'); 'refused' (the admission, the renewal or the proof said no,
+-- detail as theirs: the renewal's 'expired' or 'absent'; the record
 -- is unchanged). Nothing is written unless the outcome is 'moved'. The stage's counts in
 -- the reply are taken only for an admission (0 otherwise): a move costs two commands
 -- beside its limits' part.
@@ -27,6 +30,8 @@ if part == 'admit' then
     or not_integer(ARGV[8], 'max pending', 1)
     or not_integer(ARGV[9], 'max unproven', 1)
     or not_integer(ARGV[11], 'the stage id', 0)
+elseif part == 'renew' then
+  problem = problem or not_integer(ARGV[7], 'the lease (ms)', 1)
 elseif part == 'prove' then
   problem = problem or not_integer(ARGV[7], 'the attempt id', 0)
 elseif part == 'complete' then
@@ -72,6 +77,11 @@ if part == 'admit' then
     return answer('refused', detail, now)
   end
   detail = outcome
+elseif part == 'renew' then
+  detail = renew(request, tonumber(ARGV[7]), now_ms())
+  if detail ~= 'renewed' then
+    return answer('refused', detail)
+  end
 elseif part == 'prove' then
   detail = prove(ARGV[7])
   if detail ~= 'proven' then

@@ -11,14 +11,8 @@ if problem then
   return redis.error_reply(problem)
 end
 
-local now = now_ms()
-local key, expiry = lease_of(request)
-if not key then
-  return bare('gone', 'absent')
+local outcome = renew(request, tonumber(ARGV[2]), now_ms())
+if outcome ~= 'renewed' then
+  return bare('gone', outcome)
 end
-if expiry <= now then
-  redis.call('ZREM', key, request)
-  return bare('gone', 'expired')
-end
-redis.call('ZADD', key, 'XX', now + tonumber(ARGV[2]), request)
 return bare('renewed', '')

@@ -38,7 +38,6 @@ from gencoach.service.coaching.decider import (
     Dispatch,
     Event,
     JobAnswered,
-    JobTaken,
     Refused,
     Reinject,
     WorkerLost,
@@ -241,14 +240,6 @@ class CoachingPipeline:
         await self.store.add_following(graph, request.selected_id)
         timeout_s = settings.workers.job_timeout_s
         return repair_job(request, graph, steps, request.selected_id, timeout_s, lease_s)
-
-    async def started(self, request: CoachingRequest) -> None:
-        """Show a queued request as running once a worker has taken its job."""
-        if request.state != "queued" or request.job is None:
-            return  # already shown running (each pass sees the job started)
-        applied = await self.requests.apply(request, JobTaken(request.job, request.attempt))
-        if applied.stored:
-            log.info("coaching.started", job=request.job, attempt=request.attempt)
 
     async def retry(self, request: CoachingRequest, reason: str) -> None:
         """Dispatch an in-flight request's job again after its worker was lost, or give up

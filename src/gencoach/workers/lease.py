@@ -1,7 +1,11 @@
 """Keep a job's pending slot alive while it works, and stop the job once nobody waits for it.
 
 The controller admits a request with a lease on its stage's pending slot (see
-`gencoach.limits`); the job renews it every `lease_s / 3`. When a renewal finds
+`gencoach.limits`) and holds it while the job waits on its queue. The job's first call,
+before any work, reports that a worker took it (`JobTaken`): the request moves to its
+running state and the slot is renewed for the worker, in one step, so nothing has to ask
+RQ whether the job started. From then on the job renews the slot every `lease_s / 3`.
+When the first call or a renewal finds
 the lease gone (lapsed before the renewal, or released or reclaimed by the controller),
 the controller will not use the result: the job is cancelled, and its result says which.
 So is a work-horse whose worker process died (it was re-parented): RQ counts that job as
@@ -14,7 +18,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import anyio
 import anyio.abc
@@ -23,7 +27,11 @@ import redis.asyncio
 from gencoach.constants import Keys
 from gencoach.limits import Renewal, StageLimits
 from gencoach.logs import get_logger
-from gencoach.protocol.jobs import LeaseRef
+from gencoach.metrics import MetricsRecorder
+from gencoach.protocol.jobs import JobName, LeaseRef
+from gencoach.service.coaching.decider import JobTaken
+from gencoach.service.coaching.lifecycle import RUNNING
+from gencoach.service.coaching.requests import RequestStore
 
 # How often a horse checks that its worker process is still its parent.
 PARENT_CHECK_S = 1.0
@@ -43,9 +51,14 @@ async def renew_lease(client: redis.asyncio.Redis, keys: Keys, lease: LeaseRef) 
 
 @dataclass
 class LeaseHold:
-    """The state of a held lease: how often it was renewed, and why the job was stopped."""
+    """The state of a held lease: whether the job's taking was stored, how often the lease
+    was renewed since, and why the job was stopped."""
 
     lease: LeaseRef
+    job: JobName
+    attempt: int
+    metrics: MetricsRecorder | None = None
+    taken: bool = False
     renewals: int = 0
     lost_by: LostBy | None = None
 
@@ -53,7 +66,7 @@ class LeaseHold:
     def reason(self) -> str | None:
         """Why the job was stopped, for its result; None while the lease held."""
         if self.lost_by == "run":
-            if self.renewals == 0:
+            if not self.taken:
                 return "the job started after its run finished"
             return "the run finished while the job was running"
         if self.lost_by == "expired":
@@ -64,7 +77,8 @@ class LeaseHold:
         if self.lost_by == "absent":
             return (
                 f"lease of request {self.lease.request_id} is gone: the controller released "
-                "or reclaimed its pending slot (the request ended or was retried)"
+                "or reclaimed its pending slot, or the request no longer waits for this job "
+                "(it ended or was retried)"
             )
         if self.lost_by == "worker":
             return "the worker process running the job died"
@@ -76,17 +90,21 @@ async def hold_lease(
     client: redis.asyncio.Redis,
     keys: Keys,
     lease: LeaseRef,
+    job: JobName,
+    attempt: int,
     *,
+    metrics: MetricsRecorder | None = None,
     parent_pid: int | None = None,
     interval_s: float | None = None,
 ) -> AsyncIterator[LeaseHold]:
-    """Renew `lease` now and every `lease_s / 3` during the block; cancel the block if it is lost.
+    """Report the job taken (its request moves to running, its lease renewed) before the
+    block, renew `lease` every `lease_s / 3` during it; cancel the block if it is lost.
 
     With `parent_pid`, the block is cancelled too when this process stops being that
     process's child. After a cancellation the block exits quietly with `lost_by` set; an
     exception raised by the block propagates as itself.
     """
-    hold = LeaseHold(lease)
+    hold = LeaseHold(lease, job, attempt, metrics)
     interval = interval_s if interval_s is not None else max(lease.lease_s / 3, MIN_INTERVAL_S)
     error: Exception | None = None
     async with anyio.create_task_group() as group:
@@ -131,10 +149,36 @@ async def _keep(
     scope.cancel()
 
 
+async def take(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> Renewal:
+    """Report the job taken: its request moves to the job's running state and its lease is
+    renewed, in one step (`RequestStore.apply`). A request already running this job and
+    attempt (its job run again) only has its lease renewed; one that waits for another job
+    or attempt, or has ended, is `absent` to this job; one without a record is held by its
+    lease alone."""
+    lease = hold.lease
+    store = RequestStore(client, keys, hold.metrics)
+    request = await store.get(lease.run_id, lease.request_id)
+    if request is None:
+        return await renew_lease(client, keys, lease)
+    applied = await store.apply(request, JobTaken(hold.job, hold.attempt, lease.lease_s))
+    if applied.stored:
+        log.info("coaching.started", job=hold.job, attempt=hold.attempt,
+                 request_id=lease.request_id)  # fmt: skip
+        return "renewed"
+    now = applied.request
+    if (now.state, now.job, now.attempt) == (RUNNING[hold.job], hold.job, hold.attempt):
+        return await renew_lease(client, keys, lease)
+    if applied.refusal in ("expired", "absent"):
+        return cast(Renewal, applied.refusal)
+    return "absent"
+
+
 async def _renew(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> bool:
     lease = hold.lease
     try:
-        renewal = await renew_lease(client, keys, lease)
+        renewal = await (
+            renew_lease(client, keys, lease) if hold.taken else take(client, keys, hold)
+        )
     except (redis.RedisError, OSError) as error:
         # Not proof that the slot is gone: try again at the next tick, while it may hold.
         log.warning("lease.renew_failed", request_id=lease.request_id, error=str(error))
@@ -150,7 +194,9 @@ async def _renew(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> bo
             lost_by=hold.lost_by,
         )
         return False
-    hold.renewals += 1
+    if hold.taken:
+        hold.renewals += 1
+    hold.taken = True
     log.debug("lease.renewed", request_id=lease.request_id, renewals=hold.renewals)
     return True
 

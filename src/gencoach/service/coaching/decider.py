@@ -32,10 +32,11 @@ from gencoach.service.coaching.lifecycle import (
 if TYPE_CHECKING:
     from gencoach.service.coaching.requests import CoachingRequest, JobRecord
 
-SlotPart = Literal["", "admit", "release", "prove", "complete"]
+SlotPart = Literal["", "admit", "renew", "release", "prove", "complete"]
 """What the stage limits do in the step that stores a decision: nothing, take (or renew)
-the request's pending slot, give it back, count an attempt proven, or turn the slots of
-recorded branches into completed attempts."""
+the request's pending slot, renew it for the worker that took its job (refused when it
+lapsed or went), give it back, count an attempt proven, or turn the slots of recorded
+branches into completed attempts."""
 
 
 # --- Events: what happened ---------------------------------------------------------------
@@ -62,10 +63,12 @@ class PersonDecided:
 
 @dataclass(frozen=True)
 class JobTaken:
-    """A worker took the request's job."""
+    """A worker took the request's job, and holds its slot for `lease_s` from now on (it
+    reports this in the call that first renews the slot, before any work)."""
 
     job: JobName
     attempt: int
+    lease_s: float
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,8 @@ class Decision:
     slot: SlotPart = ""
     effects: tuple[Effect, ...] = ()
     proven_attempt: int | None = None
+    lease_s: float = 0.0
+    """For `renew`: the lease the worker holds the slot for."""
     completions: tuple[tuple[str, int], ...] = ()
     """For `complete`: each recorded branch's slot and attempt. The first branch turns the
     request's pending slot into its completed attempt; any further one is an attempt of
@@ -223,10 +228,11 @@ def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
             admitted = request.moved("admitted", "a person's intervention, outside the limits")
             corrected = admitted.moved("corrected", "a person gave the decision")
             return Decision(corrected, "admit", (Reinject(),))
-        case JobTaken(job, attempt):
+        case JobTaken(job, attempt, lease_s):
             if state != "queued" or request.job != job or request.attempt != attempt:
                 return _not_in(event, state, f"it waits for its {request.job} job")
-            return Decision(request.moved(RUNNING[job], "a worker took the job"))
+            running = request.moved(RUNNING[job], "a worker took the job")
+            return Decision(running, "renew", lease_s=lease_s)
         case JobAnswered():
             return _answered(request, event)
         case WorkerLost(reason, retry):

@@ -7,7 +7,8 @@ part; a request that stops being able to publish a branch order checks whether i
 now settled (`gencoach.settling`).
 
 `queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
-controller moves it to the job's running state when a worker starts it.
+worker that takes it moves it to the job's running state in the call that first renews
+its slot, before any work (`gencoach.workers.lease`).
 
 A request's id is derived from the terminal candidate and the route, so the same
 opportunity seen twice (a re-delivered event, a second controller) is one request.
@@ -186,6 +187,8 @@ def _part(decision: Decision, terms: AdmissionTerms | None) -> list[str | int]:
             int(request.human),
             request.stage_id,
         ]
+    if decision.slot == "renew":
+        return ["renew", lease_ms(decision.lease_s)]
     if decision.slot == "prove":
         return ["prove", decision.proven_attempt or 0]
     if decision.slot == "complete":

@@ -127,7 +127,6 @@ class Reconciler:
         settings = self.settings()
         lease_s = settings.coaching.lease_s
         idle_s = settings.controller.abandon_idle_s
-        self.holder.forget_old()
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
             self.backlog.observe(await self.dispatcher.backlogs())
