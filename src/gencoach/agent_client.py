@@ -7,7 +7,7 @@ Every answer is validated strictly; anything the agent gets wrong becomes an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import quote
 
 import httpx
@@ -22,6 +22,7 @@ from gencoach.protocol import (
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 )
+from gencoach.retrying import RetryPolicy
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,17 @@ class SessionOutcome:
 
     status: Literal["opened", "conflict", "unavailable"]
     reason: str = ""
+
+
+# An agent call that could not reach the agent (or found it overloaded) is asked again
+# twice, 0.5 s then about 1 s later: a reinjection's turn and a repair job's coaching call
+# (docs/operations.md, "Retries").
+AGENT_RETRY: Final = RetryPolicy(timeout_s=None, attempts=3, wait_initial_s=0.5)
+
+
+def agent_unreachable(error: Exception) -> bool:
+    """Whether an agent call may work later: the agent was unreachable or overloaded."""
+    return isinstance(error, AgentCallError) and error.retryable
 
 
 def session_path(run_id: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar
 import anyio
 import redis.asyncio
 
-from gencoach.agent_client import AgentClient
+from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
@@ -175,7 +175,15 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
     # jobs die with it.
     parent_pid = None if resources.shared else os.getppid()
     with anyio.move_on_after(context.job_timeout_s):
-        lease = hold_lease(resources.redis, context.keys, job.lease, parent_pid=parent_pid)
+        lease = hold_lease(
+            resources.redis,
+            context.keys,
+            job.lease,
+            job.job,
+            job.attempt,
+            metrics=resources.metrics,
+            parent_pid=parent_pid,
+        )
         async with lease as held:
             hold = held
             outcome = await _guarded(job, resources, transcript)
@@ -252,8 +260,12 @@ async def _repair(job: RepairJob, resources: JobResources, transcript: Transcrip
         reason = f"agent {job.agent_url} is not under the allowed prefixes (setting `agents`)"
         return Outcome("error", reason=reason)
     answer: SpecializedCoachingResponse | None = None
+    agent = AgentClient(job.agent_url, resources.http)
     with anyio.move_on_after(job.timeout_s):
-        answer = await AgentClient(job.agent_url, resources.http).coach(job.coaching)
+        tries = AGENT_RETRY.retrying(on=agent_unreachable, log_as="job.agent_retry")
+        async for attempt in tries:
+            with attempt:
+                answer = await agent.coach(job.coaching)
     if answer is None:
         reason = f"agent {job.agent_url}: no coaching answer within {job.timeout_s} s"
         return Outcome("error", reason=reason)

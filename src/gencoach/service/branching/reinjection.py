@@ -12,13 +12,12 @@ proven, once; when it fails again it stays executed until its run ends, then unp
 from __future__ import annotations
 
 import math
-from typing import Final
 
 import anyio
 import httpx
 from anyio.abc import TaskStatus
 
-from gencoach.agent_client import AgentClient
+from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.errors import AgentCallError
 from gencoach.funnel import funnel_row
 from gencoach.logs import bound, get_logger
@@ -50,7 +49,7 @@ from gencoach.service.coaching.decider import (
     StageEnded,
     Unbranchable,
 )
-from gencoach.service.coaching.registry import AgentRegistry, agent_unreachable
+from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.isolation import guarded, isolated
 from gencoach.service.leases import Lease
@@ -61,7 +60,6 @@ from gencoach.service.store.trajectory import trajectory
 log = get_logger("reinjection")
 
 # An agent unreachable or overloaded while a proposal is reinjected is asked again.
-AGENT_RETRY: Final = RetryPolicy(timeout_s=None, attempts=3, wait_initial_s=0.5)
 AGENT_CALLS_PER_AGENT = 4
 # The longest one controller holds a request's reinjection (its claim is let go when
 # done, and taken over at once if the controller dies): longer than any reinjection.

@@ -26,7 +26,7 @@ import anyio
 import httpx
 from redis.asyncio import Redis
 
-from gencoach.agent_client import AgentClient
+from gencoach.agent_client import AgentClient, agent_unreachable
 from gencoach.config import BackendSettings, Settings
 from gencoach.constants import Keys
 from gencoach.errors import AgentCallError
@@ -51,11 +51,6 @@ REGISTERED = "registered"
 # An agent that cannot be reached is asked again for its info until
 # `controller.registration_give_up_s` (the bound, set per call).
 REGISTRATION_RETRY: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=30.0)
-
-
-def agent_unreachable(error: Exception) -> bool:
-    """Whether an agent call may work later: the agent was unreachable or overloaded."""
-    return isinstance(error, AgentCallError) and error.retryable
 
 
 def session_backend(backend: BackendSettings) -> CoachingBackendConfig:
