@@ -25,7 +25,7 @@ def _complete(folder: Path) -> SavedGraph | None:
 
 def test_reporting_example_is_saved(controller: ControllerProcess, redis_url: str) -> None:
     """The example's events are accepted and its run is saved with one situation."""
-    match = re.search(r"```python\n(from gencoach\.client.*?)```", PAGE.read_text(), re.S)
+    match = re.search(r"```python\n(from gencoach.*?)```", PAGE.read_text(), re.S)
     assert match is not None
     code = match.group(1).replace("redis://127.0.0.1:6379/0", redis_url)
     exec(compile(code, str(PAGE), "exec"), {})  # noqa: S102 - our own docs
