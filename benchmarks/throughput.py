@@ -11,8 +11,10 @@ branch order appears. `--via http` (the default) posts them as an integrator doe
 the controller's `POST /v1/events`, `--runs-per-request` runs' events per request, from
 `--post-concurrency` threads sharing one keep-alive HTTP client; `--via stream` publishes
 them with `gencoach.client.Reporter` straight to the Redis events stream, one run after
-the other. Printed per W: throughput, its ratio to the ideal W/D and to MAGMA-GEN's
-one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per correction
+the other. With `--fresh`, nothing is reported before the clock starts: each run's whole
+life up to its failure (its start, stage and three decisions) is sent at once, as a
+campaign of short episodes does. Printed per W: throughput, its ratio to the ideal W/D
+and to MAGMA-GEN's one-job-at-a-time policy (1/D), p50/p99 correction latency, CPU ms per correction
 (controller, workers, Redis, from /proc), Redis commands per correction (the delta of
 `INFO commandstats`, which counts the commands Lua scripts run too, over the measured
 part, less the benchmark's own XREADs of the branch orders and its INFO), the peak RSS of
@@ -25,7 +27,7 @@ Under the table, per W, the 12 commands Redis ran most, per correction.
 
     .venv/bin/python -m benchmarks.throughput [--slots 1,2,4,8,16,32] [--per-slot 10]
         [--latency-s 1.0] [--via http|stream] [--runs-per-request 1]
-        [--post-concurrency 16] [--redis-url URL] [--log-level warning]
+        [--post-concurrency 16] [--fresh] [--redis-url URL] [--log-level warning]
 """
 
 from __future__ import annotations
@@ -131,22 +133,26 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def _publish(redis_url: str, runs: list[str], agent_url: str) -> tuple[str, dict[str, Any], int]:
-    """Report each run up to its failing execution; that event, to send later, and its seq."""
+def _life(agent_url: str) -> list[tuple[str, dict[str, Any]]]:
+    """A run's events up to and including its failing execution (event `seq` = index)."""
     events = known_run_events()[:-1]
     failing = next(
         i
         for i, (kind, fields) in enumerate(events)
         if fields.get("candidate_id") == "c4" and kind == "candidate.executed"
     )
+    return [
+        (kind, {**fields, "agent_url": agent_url} if kind == "run.started" else fields)
+        for kind, fields in events[: failing + 1]
+    ]
+
+
+def _publish(redis_url: str, runs: list[str], life: list[tuple[str, dict[str, Any]]]) -> None:
+    """Report each run up to (not including) its failing execution."""
     for run_id in runs:
         with Reporter(run_id, redis_url=redis_url) as reporter:
-            for kind, fields in events[:failing]:
-                if kind == "run.started":
-                    fields = {**fields, "agent_url": agent_url}
+            for kind, fields in life[:-1]:
                 reporter.emit(kind, **fields)
-    kind, fields = events[failing]
-    return kind, fields, failing
 
 
 class _HttpPoster:
@@ -166,7 +172,7 @@ class _HttpPoster:
         self._errors: list[str] = []
         self._lock = threading.Lock()
 
-    def start(self, events: dict[str, dict[str, Any]], sent: dict[str, float]) -> None:
+    def start(self, events: dict[str, list[dict[str, Any]]], sent: dict[str, float]) -> None:
         """Queue every request; return at once."""
         runs = list(events)
         for first in range(0, len(runs), self._runs_per_request):
@@ -174,13 +180,14 @@ class _HttpPoster:
             self._futures.append(self._pool.submit(self._post, batch, events, sent))
 
     def _post(
-        self, batch: list[str], events: dict[str, dict[str, Any]], sent: dict[str, float]
+        self, batch: list[str], events: dict[str, list[dict[str, Any]]], sent: dict[str, float]
     ) -> float:
         now = time.monotonic()
         for run_id in batch:
             sent[run_id] = now
+        body = [event for run_id in batch for event in events[run_id]]
         try:
-            response = self._http.post("/v1/events", json=[events[run_id] for run_id in batch])
+            response = self._http.post("/v1/events", json=body)
         except httpx.HTTPError as error:
             problem = f"POST /v1/events for {batch[0]}: {error!r}"
         else:
@@ -269,11 +276,13 @@ def measure(
     via: str = "http",
     runs_per_request: int = 1,
     post_concurrency: int = 16,
+    fresh: bool = False,
 ) -> Row:
     """Coach `per_slot`·`slots` failures with `slots` LLM slots; their measurements.
 
     `via` is how the failures are sent: "http" to the controller's `POST /v1/events`,
-    "stream" with a Reporter straight to the Redis events stream."""
+    "stream" with a Reporter straight to the Redis events stream. With `fresh`, each
+    run's whole life up to its failure is sent in the measured part, not only the failure."""
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
     redis_pid = int(client.info("server")["process_id"])
@@ -291,16 +300,23 @@ def measure(
                 raise SystemExit("the worker did not register within 60 s")
             time.sleep(0.05)
         runs = [f"w{slots}-{i}" for i in range(per_slot * slots)]
-        # Runs start in chunks: a controller registering hundreds of runs at once runs out
-        # of Redis connections, and their start is not what is measured.
-        for first in range(0, len(runs), SETUP_CHUNK):
-            kind, fields, seq = _publish(redis_url, runs[first : first + SETUP_CHUNK], agent.url)
-            _wait_intake(client)
+        life = _life(agent.url)
+        sent_first = 0 if fresh else len(life) - 1
+        if not fresh:
+            # Runs start in chunks (their start is not what is measured).
+            for first in range(0, len(runs), SETUP_CHUNK):
+                _publish(redis_url, runs[first : first + SETUP_CHUNK], life)
+                _wait_intake(client)
         assert controller.process is not None
         pids = {"controller": [controller.process.pid], "redis": [redis_pid]}
         pids["workers"] = _tree(workers.pid)
         failures = {
-            run_id: {"type": kind, "run_id": run_id, "seq": seq, **fields} for run_id in runs
+            run_id: [
+                {"type": kind, "run_id": run_id, "seq": seq, **fields}
+                for seq, (kind, fields) in enumerate(life)
+                if seq >= sent_first
+            ]
+            for run_id in runs
         }
         if via == "http":
             poster = _HttpPoster(controller.url, post_concurrency, runs_per_request)
@@ -313,9 +329,10 @@ def measure(
             poster.start(failures, sent)
         else:
             for run_id in runs:
-                with Reporter(run_id, redis_url=redis_url, start_seq=seq) as reporter:
+                with Reporter(run_id, redis_url=redis_url, start_seq=sent_first) as reporter:
                     sent[run_id] = time.monotonic()
-                    reporter.emit(kind, **fields)
+                    for kind, fields in life[sent_first:]:
+                        reporter.emit(kind, **fields)
             posted = time.monotonic()
         timeout_s = 60 + 4 * per_slot * latency_s
         check = poster.check if poster is not None else lambda: None
@@ -395,6 +412,11 @@ def main() -> None:
     parser.add_argument(
         "--post-concurrency", type=int, default=16, help="requests at once (--via http)"
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="send each run's whole life in the measured part, not only its failure",
+    )
     options = parser.parse_args()
     d = options.latency_s
     if options.via == "http":
@@ -406,6 +428,8 @@ def main() -> None:
         how = "Reporter to the Redis events stream, one run after the other"
     print(f"D = {d} s, N = {options.per_slot}·W, one worker process, worker concurrency 2·W")
     print(f"failures sent via {options.via}: {how}")
+    if options.fresh:
+        print("fresh runs: each run's whole life up to its failure is sent in the measured part")
     print(
         f"{'W':>3} {'N':>4} {'corr/s':>7} {'/ideal':>7} {'/GEN':>6} {'p50 s':>6} {'p99 s':>6}"
         f" {'CPU ms/corr (ctl+wrk+redis)':>28} {'redis cmds/corr':>15}"
@@ -426,6 +450,7 @@ def main() -> None:
                     via=options.via,
                     runs_per_request=options.runs_per_request,
                     post_concurrency=options.post_concurrency,
+                    fresh=options.fresh,
                 )
             rows.append(row)
             commands = sum(row.commands.values()) / row.corrections
