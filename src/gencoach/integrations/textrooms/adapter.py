@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gencoach.integrations.gymnasium import GymAdapter, Tool
-from gencoach.integrations.textrooms.env import House, TextRoomsEnv
+from gencoach.integrations.textrooms.env import ROOM_COUNT, House, TextRoomsEnv
 from gencoach.protocol import ToolCall
 
 ROOM_TOOLS = (
@@ -63,12 +63,16 @@ class TextRoomsAdapter(GymAdapter):
     tools = ROOM_TOOLS
     thread_safe = True
 
-    def __init__(self, max_steps: int = 30) -> None:
+    def __init__(self, max_steps: int = 30, rooms: int = ROOM_COUNT, decoy: bool = True) -> None:
         self.max_steps = max_steps
+        self.rooms = rooms
+        """The house's size: fewer rooms, a shorter way (1 room: take, drop)."""
+        self.decoy = decoy
+        """False: no cursed object to avoid."""
 
     def make_env(self, seed: int) -> Any:
         """A fresh house (its layout is drawn at `reset(seed=seed)`)."""
-        return TextRoomsEnv()
+        return TextRoomsEnv(self.rooms, self.decoy)
 
     def instruction(self, env: Any, observation: Any) -> str:
         """The mission."""
@@ -85,8 +89,13 @@ class TextRoomsAdapter(GymAdapter):
         return f"{call.name} {value}"
 
     def options(self) -> dict[str, Any]:
-        """What rebuilds this adapter."""
-        return {"max_steps": self.max_steps}
+        """What rebuilds this adapter (the house's size and decoy when not the default)."""
+        options: dict[str, Any] = {"max_steps": self.max_steps}
+        if self.rooms != ROOM_COUNT:
+            options["rooms"] = self.rooms
+        if not self.decoy:
+            options["decoy"] = False
+        return options
 
     def argument_choices(self, env: Any, tool: str, param: str) -> Sequence[str]:
         """Any room of the house, or any object of it (the cursed one included)."""

@@ -1,11 +1,12 @@
 """A small text env: rooms joined by doors, an object to carry to a room, a cursed decoy.
 
-Each seed draws a house of `ROOM_COUNT` rooms joined as a tree, the object to bring, the
-room to bring it to and a cursed decoy. Actions are text commands (a `Text` space):
-`go <room>`, `take <object>`, `drop <object>`. Observations are text. Dropping the object
-in the goal room ends the episode with reward 1; taking the decoy ends it with reward 0;
-any other command that cannot be done (a room without a door from here, an object not
-here) changes nothing and says why.
+Each seed draws a house of `ROOM_COUNT` rooms (or `rooms`, 1 to 8) joined as a tree, the
+object to bring, the room to bring it to and a cursed decoy (none with `decoy=False`; in
+a one-room house everything lies in its one room). Actions are text commands (a `Text`
+space): `go <room>`, `take <object>`, `drop <object>`. Observations are text. Dropping
+the object in the goal room ends the episode with reward 1; taking the decoy ends it
+with reward 0; any other command that cannot be done (a room without a door from here,
+an object not here) changes nothing and says why.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ class House:
 class TextRoomsEnv(gymnasium.Env[str, str]):
     """The text-rooms env; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, rooms: int = ROOM_COUNT, decoy: bool = True) -> None:
+        if not 1 <= rooms <= len(ROOMS):
+            raise ValueError(f"a house has 1 to {len(ROOMS)} rooms, not {rooms}")
+        self.rooms = rooms
+        self.decoy = decoy
+        """False: no cursed object in the house (nor in the mission)."""
         self.observation_space = spaces.Text(max_length=512, charset=_CHARSET + ".,:;'")
         self.action_space = spaces.Text(max_length=64, charset=_CHARSET)
         self.house: House | None = None
@@ -50,19 +56,24 @@ class TextRoomsEnv(gymnasium.Env[str, str]):
         """A new house drawn from the seed, the player in its first room."""
         super().reset(seed=seed)
         rng = self.np_random
-        rooms = [str(room) for room in rng.permutation(ROOMS)[:ROOM_COUNT]]
+        rooms = [str(room) for room in rng.permutation(ROOMS)[: self.rooms]]
         doors: dict[str, list[str]] = {room: [] for room in rooms}
         for index in range(1, len(rooms)):
             other = rooms[int(rng.integers(index))]
             doors[rooms[index]].append(other)
             doors[other].append(rooms[index])
         goal_object, decoy = (str(name) for name in rng.permutation(OBJECTS)[:2])
-        away = rooms[1:]
+        away = rooms[1:] or rooms  # a one-room house: everything lies in its one room
         objects = {
             goal_object: away[int(rng.integers(len(away)))],
             decoy: away[int(rng.integers(len(away)))],
         }
-        goal_room = str(rng.choice([room for room in rooms if room != objects[goal_object]]))
+        goal_room = str(
+            rng.choice([room for room in rooms if room != objects[goal_object]] or rooms)
+        )
+        if not self.decoy:
+            del objects[decoy]
+            decoy = ""
         self.house = House(
             {room: sorted(near) for room, near in doors.items()},
             objects,
@@ -83,10 +94,8 @@ class TextRoomsEnv(gymnasium.Env[str, str]):
     def mission(self) -> str:
         """The task of this house."""
         house = self.state
-        return (
-            f"Bring the {house.goal_object} to the {house.goal_room}. "
-            f"Do not take the {house.decoy}: it is cursed."
-        )
+        task = f"Bring the {house.goal_object} to the {house.goal_room}."
+        return f"{task} Do not take the {house.decoy}: it is cursed." if house.decoy else task
 
     def observe(self, said: str = "") -> str:
         """Where the player is, the doors, what lies here and what is carried."""
@@ -94,7 +103,7 @@ class TextRoomsEnv(gymnasium.Env[str, str]):
         here = [name for name, room in house.objects.items() if room == house.location]
         seen = ", ".join(f"a {name}" for name in sorted(here)) or "nothing"
         carried = ", ".join(f"a {name}" for name in house.carrying) or "nothing"
-        doors = ", ".join(house.doors[house.location])
+        doors = ", ".join(house.doors[house.location]) or "nowhere"
         text = (
             f"You are in the {house.location}. Doors lead to: {doors}. "
             f"You see: {seen}. You carry: {carried}."
