@@ -55,6 +55,8 @@ def test_the_quick_closed_loop_leaves_every_artefact(tmp_path: Path) -> None:
     for arm in arms.values():
         assert arm["scores"]["episodes"] == results["plan"]["eval_runs"]
         assert arm["scores"]["decisions"] >= arm["scores"]["episodes"]
+        # the server constrains every answer to a call of an offered tool
+        assert arm["scores"]["format_errors"] == 0
     table = (out / "table.md").read_text().splitlines()
     assert len(table) == 2 + len(arms)
     assert (out / "agent-prompts.jsonl").is_file()
