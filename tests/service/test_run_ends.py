@@ -72,9 +72,9 @@ async def test_open_requests_of_a_finished_run_end_with_what_the_end_interrupted
             continue  # admitted in the step that moves it on: it holds no slot
         await limits.admit("r1", 0, request.request_id, Limits(max_pending_per_stage=20), 60.0)
     await _stored(async_redis, keys, _request("proven", 99))
-    ends = RunEnds(async_redis, keys, requests)
+    ends = RunEnds(async_redis, keys, requests, store)
 
-    assert await ends.settle("r1", after_s=0.0)
+    assert (await ends.settle("r1", after_s=0.0)).done
 
     ended = {r.candidate_id: r for r in await requests.all("r1")}
     for index, state in enumerate(OPEN):
@@ -90,9 +90,42 @@ async def test_requests_wait_for_the_settling_delay(store: GraphStore, async_red
     keys = Keys()
     requests = RequestStore(async_redis, keys)
     await _stored(async_redis, keys, _request("reinjected", 1))
-    ends = RunEnds(async_redis, keys, requests)
-    assert not await ends.settle("r1", after_s=60.0)
+    ends = RunEnds(async_redis, keys, requests, store)
+    assert not (await ends.settle("r1", after_s=60.0)).done
     assert (await requests.get("r1", "r1:1:failure")).state == "reinjected"  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_an_executed_request_whose_branch_succeeded_is_proven_at_the_run_end(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Its stage's success never reached it as an outcome (the terminals' reader held up by
+    a Redis outage until after the run's end): the run's graph proves it, rather than the
+    end leaving it unproven. Attempt 1 is the known run's coached alternative, which ends
+    stage 0 in success."""
+    await store.apply(known_events("r1", finished=True))
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    limits = StageLimits(async_redis, keys)
+    request = _request("executed", 5).model_copy(update={"attempt_ids": [1]})
+    await _stored(async_redis, keys, request)
+    await limits.admit("r1", 0, request.request_id, Limits(), 60.0)
+    await limits.complete("r1", 0, request.request_id, 1)
+    elsewhere = _request("executed", 6).model_copy(update={"attempt_ids": [2], "stage_id": 1})
+    await _stored(async_redis, keys, elsewhere)
+    ends = RunEnds(async_redis, keys, requests, store)
+
+    settled = await ends.settle("r1", after_s=0.0)
+
+    assert (settled.done, settled.ended) == (True, 2)
+    proven = await requests.get("r1", request.request_id)
+    assert proven is not None
+    assert proven.state == "proven"
+    assert (await limits.counts("r1", 0)).proven == 1
+    # Attempt 1's success is stage 0's: it proves nothing of a stage-1 request.
+    other = await requests.get("r1", elsewhere.request_id)
+    assert other is not None
+    assert other.state == "unproven"
 
 
 @pytest.mark.asyncio
@@ -102,7 +135,7 @@ async def test_a_silent_run_is_abandoned_and_an_active_one_is_not(
     """Only a run that heard nothing for the idle time is finished, with the reason recorded."""
     await store.apply(known_events("quiet"))
     keys = Keys()
-    ends = RunEnds(async_redis, keys, RequestStore(async_redis, keys))
+    ends = RunEnds(async_redis, keys, RequestStore(async_redis, keys), store)
     assert not await ends.abandon_if_idle("quiet", 3600.0)
     await async_redis.hset(keys.run("quiet", META), "last_event_at", 0)
     assert await ends.abandon_if_idle("quiet", 3600.0)

@@ -91,7 +91,7 @@ class Reconciler:
         self.holder = SlotHolder(limits, coach, dispatcher)
         self.backlog = BacklogWatch(BACKLOG_MIN_S)
         self.runs = runs
-        self.ends = RunEnds(store.client, store.keys, requests)
+        self.ends = RunEnds(store.client, store.keys, requests, store)
         self._stopping = anyio.Event()
         # Runs seen active or finished-but-unsaved at the last pass, and when each
         # finished run was first found with every request terminal.
@@ -201,7 +201,11 @@ class Reconciler:
         return settled_at is None or time.monotonic() - settled_at < RECHECK_FOR_S
 
     async def _settle(self, run_id: str) -> None:
-        if await self.ends.settle(run_id):
+        settled = await self.ends.settle(run_id)
+        if settled.ended:
+            # Its save may already hold these requests open: written again, whole.
+            await self.runs.unsaved(run_id)
+        if settled.done:
             self._settled.setdefault(run_id, time.monotonic())
 
     async def _watch(self, activity: RunActivity, run_id: str, idle_s: float) -> None:

@@ -3,7 +3,10 @@
 When a run finishes, its generator executes no more branches: every request still
 open is ended with a reason saying what the run's end interrupted, and its pending
 slot is released. This waits `SETTLE_AFTER_S` after the end, so outcomes reported
-just before `run.finished` (still on the terminals stream) prove their attempts first.
+just before `run.finished` (still on the terminals stream) prove their attempts first;
+an executed request whose proof they still hold (the terminals' reader held up by a
+Redis outage) is proven from the run's graph itself, as the terminal would have:
+a successful stage end below its attempt proves it.
 
 An active run whose generator sent nothing for `abandon_idle_s` (a generator that
 crashed or lost its connection for good) is finished as abandoned, then saved like
@@ -12,6 +15,7 @@ any finished run.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
@@ -20,12 +24,13 @@ from gencoach.constants import Keys
 from gencoach.funnel import funnel_row
 from gencoach.logs import bound, get_logger
 from gencoach.metrics.catalog import PROOFS
-from gencoach.service.coaching.decider import RunEnded
+from gencoach.service.coaching.decider import Event, RunEnded, StageEnded
 from gencoach.service.coaching.lifecycle import TERMINAL
-from gencoach.service.coaching.requests import RequestStore
-from gencoach.service.store.graphstore import META
-from gencoach.service.store.nodes import as_text
+from gencoach.service.coaching.requests import CoachingRequest, RequestStore
+from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.nodes import RunGraph, as_text
 from gencoach.service.store.runindex import RunIndex
+from gencoach.service.store.trajectory import path_attempts
 
 log = get_logger("runends")
 
@@ -47,36 +52,78 @@ return 1
 """
 
 
+@dataclass(frozen=True)
+class Settled:
+    """A settling pass over a finished run: whether every request has ended, and how many
+    this pass ended (its save, if written already, is then written again)."""
+
+    done: bool
+    ended: int
+
+
+def proving_attempt(graph: RunGraph, request: CoachingRequest) -> int | None:
+    """The request's attempt that a successful end of its stage went through, if any (as
+    the terminal's own outcome would prove it: `path_attempts`)."""
+    attempts = set(request.attempt_ids)
+    for candidate_id, execution in graph.executions.items():
+        end = execution.stage_end
+        candidate = graph.candidates.get(candidate_id)
+        if end is None or end.event != "success" or candidate is None:
+            continue
+        if graph.situations[candidate.situation_id].stage.id != request.stage_id:
+            continue
+        for attempt in path_attempts(graph, candidate_id):
+            if attempt in attempts:
+                return attempt
+    return None
+
+
 class RunEnds:
     """Ends the requests of finished runs and finishes runs that fell silent."""
 
-    def __init__(self, client: Redis, keys: Keys, requests: RequestStore) -> None:
+    def __init__(
+        self, client: Redis, keys: Keys, requests: RequestStore, store: GraphStore
+    ) -> None:
         self.client = client
         self.keys = keys
         self.requests = requests
+        self.store = store
         self._abandon = client.register_script(ABANDON_SCRIPT)
         self.index = RunIndex(client, keys)
 
-    async def settle(self, run_id: str, *, after_s: float = SETTLE_AFTER_S) -> bool:
-        """End every open request of a finished run; True once none is left open."""
+    async def settle(self, run_id: str, *, after_s: float = SETTLE_AFTER_S) -> Settled:
+        """End every open request of a finished run: whether none is left open, and how
+        many this call ended."""
         finished_at = await self.client.hget(self.keys.run(run_id, META), "finished_at")
         now_s, _ = await self.client.time()
         if finished_at is None or now_s - float(as_text(finished_at)) < after_s:
-            return False
+            return Settled(False, 0)
+        graph: RunGraph | None = None
+        ended_here = 0
         for request in await self.requests.all(run_id):
             if request.state in TERMINAL:
                 continue
             with bound(run_id=run_id, request_id=request.request_id):
-                applied = await self.requests.apply(request, RunEnded())
+                event: Event = RunEnded()
+                if request.state == "executed":
+                    graph = graph or await self.store.load(run_id)
+                    proof = proving_attempt(graph, request) if graph is not None else None
+                    if proof is not None:
+                        event = StageEnded(proof, True, "success")
+                applied = await self.requests.apply(request, event)
                 ended = applied.request
                 if ended.state not in TERMINAL:
-                    return False  # still open: the next pass looks again
+                    return Settled(False, ended_here)  # still open: the next pass looks again
                 if not applied.stored:
                     continue  # another writer ended it
-                if ended.state == "unproven":
+                ended_here += 1
+                if ended.state in ("proven", "unproven"):
                     row = funnel_row(ended.route, ended.human)
-                    self.requests.metrics.inc(PROOFS, row, "unproven")
-        return True
+                    self.requests.metrics.inc(PROOFS, row, ended.state)
+                if ended.state == "proven":
+                    log.info("coaching.proven", attempt=ended.attempt_ids, route=ended.route,
+                             source="the run's graph, at its end")  # fmt: skip
+        return Settled(True, ended_here)
 
     async def abandon_if_idle(self, run_id: str, idle_s: float) -> bool:
         """Finish the run as abandoned if it heard nothing for `idle_s`; True if it did."""

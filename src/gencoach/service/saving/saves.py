@@ -38,14 +38,17 @@ class SaveLoop:
         self._send, self._receive = anyio.create_memory_object_stream[str](1000)
         self._done = anyio.Event()
         self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
+        self._again: set[str] = set()  # changed while on its way: saved once more after
 
     async def queue(self, run_id: str) -> None:
-        """Save this run soon, unless it is already on its way.
+        """Save this run soon; one already on its way is saved once more after that save
+        (what changed since it read the run is then written too).
 
         Once the loop is closed (the controller stopping) the run is left for the next
         controller, whose reconciler finds it finished and unsaved.
         """
         if run_id in self._queued:
+            self._again.add(run_id)
             return
         self._queued.add(run_id)
         try:
@@ -94,5 +97,14 @@ class SaveLoop:
                     await self.store.record_save_failure(run_id, reason, attempt.num)
                 raise
             self._queued.discard(run_id)
+            if run_id in self._again:
+                self._again.discard(run_id)
+                self._queued.add(run_id)
+                try:
+                    self._send.send_nowait(run_id)
+                except anyio.WouldBlock:  # a full queue: the run's next change queues it
+                    self._queued.discard(run_id)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    self._queued.discard(run_id)
             return True
         return False
