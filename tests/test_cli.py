@@ -289,7 +289,7 @@ def test_version_imports_neither_the_simulator_nor_pydantic(tmp_path: Path) -> N
     )  # fmt: skip
     loaded = set(result.stdout.split()[2:])
     assert {name for name in loaded if name.startswith("gencoach")} == _VERSION_LOADS
-    heavy = {"pydantic", "pydantic_settings", "httpx", "yaml", "redis", "rq", "structlog"}
+    heavy = {"pydantic", "httpx", "yaml", "redis", "rq", "structlog"}
     assert {name.split(".")[0] for name in loaded} & heavy == set()
 
 
