@@ -65,11 +65,11 @@ from benchmarks.closed_loop_data import (
     training_rows,
 )
 from gencoach.demo.processes import Child
-from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
 from gencoach.integrations.gymnasium.agent import EnvAgentOptions
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.integrations.textrooms.env import OBJECTS, ROOMS
+from gencoach.runtime.embedded_redis import EmbeddedRedis
 
 MODEL = "smollm2"
 EVAL_SEED = 100_000  # held-out seeds start here; training seeds start at 0

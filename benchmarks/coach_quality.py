@@ -39,7 +39,7 @@ from rich.console import Console
 from gencoach.demo.pacing import demo_pacing
 from gencoach.demo.quality import COLUMNS, Quality, table_rows
 from gencoach.demo.run import DemoOptions, coach_scenarios
-from gencoach.logs import configure_logging
+from gencoach.runtime.logs import configure_logging
 from tests.support.llm_server import ScriptedLLMServer, ScriptedReply, json_reply
 
 MAGMA_EXPECTED = "redo the step with the arguments the stage goal names"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import redis
 
-from gencoach.embedded_redis import EmbeddedRedis
-from gencoach.logs import redact
+from gencoach.runtime.embedded_redis import EmbeddedRedis
+from gencoach.runtime.logs import redact
 
 FLUSHED_URL_HELP = "a Redis of its own (its database is flushed); default: an embedded one"
 SHARED_URL_HELP = "a Redis to use (only the benchmark's keys are deleted); default: an embedded one"

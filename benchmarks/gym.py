@@ -31,11 +31,11 @@ import uvicorn
 
 from benchmarks.common import SHARED_URL_HELP, bench_redis
 from gencoach.agents.reference import ReferenceOptions, reference_app
-from gencoach.client import AsyncReporter
 from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
 from gencoach.integrations.gymnasium import campaign as campaign_module
 from gencoach.integrations.minigrid import BabyAIAdapter
 from gencoach.protocol import AgentInput
+from gencoach.reporting.client import AsyncReporter
 from gencoach.sim.agent_io import AgentAsker, Answer
 from tests.support.controller import ControllerProcess
 

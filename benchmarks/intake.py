@@ -31,8 +31,8 @@ from redis.asyncio import Redis
 
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
-from gencoach.embedded_redis import EmbeddedRedis
 from gencoach.metrics import MetricsRecorder
+from gencoach.runtime.embedded_redis import EmbeddedRedis
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.intake import Intake, IntakeOptions
 from tests.support.graphs import known_run_events

@@ -25,8 +25,8 @@ import redis
 from rq import Queue
 
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
-from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, QUEUE_DIAGNOSIS, Keys
+from gencoach.reporting.client import Reporter
 from gencoach.rq_adapter import ring
 from tests.support.agent_server import DEFAULT_DECISION, ScriptedAgent, ThreadedServer
 from tests.support.controller import ControllerProcess

@@ -15,7 +15,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from gencoach.logs import cap, redact
+from gencoach.runtime.logs import cap, redact
 
 SHORT, LONG = 10_000, 100_000
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import bench_redis
-from gencoach.client import Reporter
+from gencoach.reporting.client import Reporter
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 

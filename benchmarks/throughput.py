@@ -10,7 +10,7 @@ clock starts; then all N failures are sent at once, and the clock runs until the
 branch order appears. `--via http` (the default) posts them as an integrator does, to
 the controller's `POST /v1/events`, `--runs-per-request` runs' events per request, from
 `--post-concurrency` threads sharing one keep-alive HTTP client; `--via stream` publishes
-them with `gencoach.client.Reporter` straight to the Redis events stream, one run after
+them with `gencoach.reporting.client.Reporter` straight to the Redis events stream, one run after
 the other. With `--fresh`, nothing is reported before the clock starts: each run's whole
 life up to its failure (its start, stage and three decisions) is sent at once, as a
 campaign of short episodes does. Printed per W: throughput, its ratio to the ideal W/D
@@ -48,8 +48,8 @@ import redis
 from rq import Worker
 
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis, p50, percentile
-from gencoach.client import Reporter
 from gencoach.constants import ORDER_FIELD, Keys
+from gencoach.reporting.client import Reporter
 from tests.support import llm_server
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import PRESS_SW4

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
-from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.runtime.embedded_redis import EmbeddedRedis
 from tests.support.agent_server import scripted_agent  # noqa: F401 - a shared fixture
 from tests.support.controller import controller_factory  # noqa: F401 - a shared fixture
 from tests.support.processes import STARTUP_S

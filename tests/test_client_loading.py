@@ -12,9 +12,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from gencoach.client import AsyncReporter, Reporter, ReportError
 from gencoach.constants import Keys
-from gencoach.orders import OrderReader
+from gencoach.reporting.client import AsyncReporter, Reporter, ReportError
+from gencoach.reporting.orders import OrderReader
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import STARTUP_S
 from tests.support.slow_loading import SlowLoadingRedis

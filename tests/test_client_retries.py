@@ -13,8 +13,8 @@ import httpx
 import pytest
 import redis
 
-from gencoach.client import Reporter, ReportError
 from gencoach.constants import Keys
+from gencoach.reporting.client import Reporter, ReportError
 from gencoach.sim.episode import Episode
 from gencoach.sim.reporting import EventSender
 from tests.support.graphs import RUN_STARTED

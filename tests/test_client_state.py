@@ -9,8 +9,8 @@ import anyio
 import pytest
 import redis
 
-from gencoach.client import AsyncReporter, Reporter
 from gencoach.constants import TEACHER_STATE_MAX_BYTES, Keys
+from gencoach.reporting.client import AsyncReporter, Reporter
 from tests.support.graphs import RUN_STARTED
 
 KEYS = Keys()

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from gencoach.connections import embedded_dir
-from gencoach.connections import redis_url as resolve_redis_url
 from gencoach.errors import RedisError
+from gencoach.runtime.connections import embedded_dir
+from gencoach.runtime.connections import redis_url as resolve_redis_url
 from tests.support.processes import free_port
 from tests.support.slow_loading import SlowLoadingRedis
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 from rq import Queue, SimpleWorker
 
-from gencoach.embedded_redis import URL_FILE, EmbeddedRedis
 from gencoach.errors import EmbeddedRedisError
+from gencoach.runtime.embedded_redis import URL_FILE, EmbeddedRedis
 from tests.support.jobs import add
 from tests.support.processes import pid_alive, wait_gone
 
@@ -81,7 +81,7 @@ _OWNER_SCRIPT = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from gencoach.embedded_redis import EmbeddedRedis
+    from gencoach.runtime.embedded_redis import EmbeddedRedis
     server = EmbeddedRedis(Path(sys.argv[1]), persist=False)
     server.start()
     print(server.pid, flush=True)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 import gencoach
 from gencoach.config import scrubbing
 from gencoach.errors import ContractError
-from gencoach.logs import MAX_FIELD_CHARS, cap, redact
 from gencoach.protocol.llm import FailureDiagnosisAnswer, parse_llm_answer
+from gencoach.runtime.logs import MAX_FIELD_CHARS, cap, redact
 
 LENGTH = 100_000
 GENEROUS_S = 5.0  # a linear pattern takes a few ms on LENGTH characters, even under load
@@ -131,7 +131,7 @@ def _exercise(name: str, text: str) -> None:
 def test_the_patterns_are_found() -> None:
     """The discovery sees the patterns the tests below must cover."""
     names = " ".join(PATTERNS)
-    for expected in ("gencoach.logs._URL_PASSWORD", "gencoach.protocol.events", "_TASKS"):
+    for expected in ("gencoach.runtime.logs._URL_PASSWORD", "gencoach.protocol.events", "_TASKS"):
         assert expected in names
     assert len(PATTERNS) >= 20
     assert set(PATTERNS) >= ANCHORED

@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import SecretStr
 
-from gencoach.logs import REDACTED, bound, configure_logging, get_logger, redact
+from gencoach.runtime.logs import REDACTED, bound, configure_logging, get_logger, redact
 
 
 def _capture(fmt: str = "json") -> io.StringIO:

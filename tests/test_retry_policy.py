@@ -9,7 +9,7 @@ import pytest
 import redis.exceptions
 from structlog.testing import capture_logs
 
-from gencoach.retrying import REDIS_TRANSIENT, Retryable, RetryPolicy
+from gencoach.runtime.retrying import REDIS_TRANSIENT, Retryable, RetryPolicy
 
 FAST = RetryPolicy(timeout_s=None, attempts=3, wait_initial_s=0.01, wait_jitter_s=0)
 

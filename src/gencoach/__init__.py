@@ -17,13 +17,13 @@ each name is imported on first use (the service's own modules stay where they ar
 from typing import TYPE_CHECKING
 
 from gencoach.__about__ import __version__
-from gencoach.lazy import lazy_names
+from gencoach.runtime.lazy import lazy_names
 
 _MODULES = {
-    "Reporter": "gencoach.client",
-    "AsyncReporter": "gencoach.client",
-    "ReportError": "gencoach.client",
-    "OrderReader": "gencoach.orders",
+    "Reporter": "gencoach.reporting.client",
+    "AsyncReporter": "gencoach.reporting.client",
+    "ReportError": "gencoach.reporting.client",
+    "OrderReader": "gencoach.reporting.orders",
     "BranchOrder": "gencoach.protocol.branches",
     "GymAdapter": "gencoach.integrations.gymnasium",
     "Tool": "gencoach.integrations.gymnasium",
@@ -49,7 +49,6 @@ _MODULES = {
 
 if TYPE_CHECKING:  # the same names, seen by type checkers as they are
     from gencoach.agents import Coach, Policy, check_agent, create_agent_app
-    from gencoach.client import AsyncReporter, Reporter, ReportError
     from gencoach.errors import ContractError, GencoachError, SaveError
     from gencoach.export import Exporter, run_export
     from gencoach.graph import SavedGraph, read_save
@@ -63,8 +62,9 @@ if TYPE_CHECKING:  # the same names, seen by type checkers as they are
     )
     from gencoach.integrations.gymnasium.agent import EnvAgentOptions, env_app
     from gencoach.library import CanonicalDatasetAdapter
-    from gencoach.orders import OrderReader
     from gencoach.protocol.branches import BranchOrder
+    from gencoach.reporting.client import AsyncReporter, Reporter, ReportError
+    from gencoach.reporting.orders import OrderReader
 
 __getattr__ = lazy_names(__name__, _MODULES)
 

@@ -22,7 +22,7 @@ from gencoach.protocol import (
     SpecializedCoachingRequest,
     SpecializedCoachingResponse,
 )
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.retrying import RetryPolicy
 
 
 @dataclass(frozen=True)

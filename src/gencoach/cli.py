@@ -116,7 +116,7 @@ def load_or_exit(path: Path | None) -> Settings:
     """Load the settings, or print every problem and exit with status 2."""
     from gencoach.config import load_settings, redacted, scrubbing
     from gencoach.errors import ConfigError
-    from gencoach.logs import configure_logging, get_logger
+    from gencoach.runtime.logs import configure_logging, get_logger
 
     try:
         settings = load_settings(path, os.environ)
@@ -235,7 +235,7 @@ def demo(
 
     from gencoach.demo import DemoOptions, run_demo
     from gencoach.demo.pacing import demo_pacing
-    from gencoach.logs import configure_logging
+    from gencoach.runtime.logs import configure_logging
 
     unknown = sorted(set(scenario or ()) - set(SCENARIOS))
     if unknown:
@@ -372,9 +372,9 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     from gencoach.config import load_settings
     from gencoach.config.exposure import unprotected_exposure
     from gencoach.config.summary import startup_summary
-    from gencoach.connections import redis_url
     from gencoach.console import mount_live_console
     from gencoach.errors import RedisError
+    from gencoach.runtime.connections import redis_url
     from gencoach.service.controller import ControllerOptions, run_controller
     from gencoach.service.dispatching.dispatch import RQDispatcher
 
@@ -440,8 +440,8 @@ def worker(
     config: ConfigOption = None,
 ) -> None:
     """Run RQ workers, each serving every queue in order; SIGTERM: warm stop, a second: cold."""
-    from gencoach.connections import redis_url
     from gencoach.errors import RedisError
+    from gencoach.runtime.connections import redis_url
     from gencoach.workers.pool import run_workers
 
     settings = load_or_exit(config_path(ctx, config))
@@ -564,8 +564,8 @@ def save(
     """Write a run's graph to the output dir now, in the MAGMA-GEN 2.0 format."""
     import anyio
 
-    from gencoach.connections import redis_url
     from gencoach.errors import RedisError
+    from gencoach.runtime.connections import redis_url
     from gencoach.service.saving.persist import save_run
 
     settings = load_or_exit(config_path(ctx, config))

@@ -33,7 +33,7 @@ from redis.exceptions import NoScriptError
 
 from gencoach.config import Limits
 from gencoach.constants import Keys
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("limits")
 

@@ -45,8 +45,8 @@ from rq.utils import now, utcformat
 from rq.worker import BaseWorker, WorkerStatus
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
-from gencoach.logs import get_logger
 from gencoach.protocol.jobs import AnyJob, JobName
+from gencoach.runtime.logs import get_logger
 
 # RQ's own types the workers name, re-exported so that they need not import rq (the
 # rest of this module's names are gencoach's).

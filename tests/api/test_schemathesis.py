@@ -25,7 +25,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from gencoach.client import Reporter
+from gencoach.reporting.client import Reporter
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events
 from tests.support.processes import STARTUP_S, free_port

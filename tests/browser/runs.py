@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from gencoach.client import Reporter
 from gencoach.protocol import BranchOrder
+from gencoach.reporting.client import Reporter
 
 SUCCESS = {"event": "success", "state": "optimal"}
 FAILURE = {"event": "failure", "state": "exceeded"}

@@ -11,10 +11,10 @@ import pytest
 import redis
 from redis.asyncio import Redis as AsyncRedis
 
-from gencoach.client import Reporter
 from gencoach.console.sources import LiveSource
 from gencoach.constants import Keys
 from gencoach.protocol import CoachingLog
+from gencoach.reporting.client import Reporter
 from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.store.graphstore import GraphStore
 from tests.support.controller import ControllerProcess, wait_for

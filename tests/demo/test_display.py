@@ -16,7 +16,7 @@ from gencoach.demo.display import (
     watch,
 )
 from gencoach.demo.progress import REACHED, ROUTES, Snapshot, footer
-from gencoach.terminal import WIDTH_WHEN_NOT_A_TERMINAL, fit_to_output
+from gencoach.runtime.terminal import WIDTH_WHEN_NOT_A_TERMINAL, fit_to_output
 from tests.demo.screen import screen
 
 SUMMARY_TITLE = "gencoach demo: done in 23 s"

@@ -13,9 +13,9 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from gencoach.client import Reporter
 from gencoach.config.settings import Settings
 from gencoach.protocol.jobs import AnyJob, JobResult
+from gencoach.reporting.client import Reporter
 from gencoach.workers.context import worker_context
 from gencoach.workers.job_functions import perform
 from gencoach.workers.resources import JobResources

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.client import Reporter
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import (
     branch_orders,

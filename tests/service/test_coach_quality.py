@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.client import Reporter
 from gencoach.demo.quality import quality_of, table_rows
 from gencoach.export import ExportSettings, run_export
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import (
     branch_orders,

@@ -12,8 +12,8 @@ import pytest
 import redis
 import yaml
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings, report_known, requests_of, settled
 from tests.support.controller import ControllerProcess, wait_for

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gencoach.client import Reporter
 from gencoach.protocol import CoachingMarker
+from gencoach.reporting.client import Reporter
 from gencoach.service.branching.coached_branches import (
     applies_trajectory_diagnostic,
     correction_markers,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gencoach.client import Reporter
 from gencoach.protocol.jobs import ExampleCase
+from gencoach.reporting.client import Reporter
 from gencoach.service.branching.examples import ExampleKey, ExampleStore
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import branch_orders, coaching_settings, report_known, request_in_state

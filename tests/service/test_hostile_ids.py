@@ -11,8 +11,8 @@ import httpx
 import pytest
 import redis
 
-from gencoach.client import Reporter
 from gencoach.constants import EVENT_FIELD, Keys
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import coaching_settings
 from tests.support.controller import ControllerProcess, wait_for

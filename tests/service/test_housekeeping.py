@@ -9,8 +9,8 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
+from gencoach.reporting.client import Reporter
 from gencoach.service.recovery.housekeeping import Housekeeper
 from gencoach.service.store.graphstore import META, GraphStore
 from tests.support.controller import ControllerProcess, wait_for

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from gencoach.client import Reporter
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.graph import read_save
+from gencoach.reporting.client import Reporter
 from gencoach.service.store.graphstore import META
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events

@@ -2,7 +2,7 @@
 slot.
 
 The process that stores the state is killed with SIGKILL right after it (a crash point,
-`gencoach.crashpoints`), so whatever it would have done next (dispatch a job, work on it,
+`gencoach.runtime.crashpoints`), so whatever it would have done next (dispatch a job, work on it,
 reinject, prove) is lost with it. The controller stores every state but the running ones,
 and is started again. `admitted` is stored in the same write as `queued` (admission takes
 the slot and queues the first job in one step), so a kill there is a kill at `queued`. A
@@ -27,10 +27,10 @@ import pytest
 import redis
 from rq import Worker
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
-from gencoach.crashpoints import ENV as CRASH_AT
-from gencoach.crashpoints import ONCE_ENV as CRASH_ONCE
+from gencoach.reporting.client import Reporter
+from gencoach.runtime.crashpoints import ENV as CRASH_AT
+from gencoach.runtime.crashpoints import ONCE_ENV as CRASH_ONCE
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     REINJECTED_IN_KNOWN_RUN,

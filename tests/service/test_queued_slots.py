@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.client import Reporter
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import SETTLED, coaching_settings
 from tests.support.controller import ControllerProcess, wait_for

@@ -11,9 +11,9 @@ import pytest
 import redis
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
 from gencoach.metrics.catalog import EVENTS
+from gencoach.reporting.client import Reporter
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.pools import pooled_client
 from tests.support.controller import ControllerProcess

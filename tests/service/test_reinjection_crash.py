@@ -11,8 +11,8 @@ import httpx
 import pytest
 import redis
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import coaching_settings, report_known, request_in_state
 from tests.support.controller import ControllerProcess, wait_for

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from gencoach.client import Reporter
 from gencoach.funnel import funnel_row
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     branch_orders,

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from gencoach.client import Reporter
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
+from gencoach.reporting.client import Reporter
 from gencoach.service.coaching.lifecycle import RequestState
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.recovery.runends import RunEnds

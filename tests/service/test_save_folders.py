@@ -13,7 +13,7 @@ from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import run_folder_name
 from gencoach.limits import StageLimits
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.store.graphstore import GraphStore

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gencoach.client import Reporter
 from gencoach.graph import read_save
+from gencoach.reporting.client import Reporter
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import EXPECTED_SCORES, EXPECTED_STATUSES, known_run_events
 

@@ -10,9 +10,9 @@ import httpx
 import pytest
 import redis
 
-from gencoach.client import Reporter
 from gencoach.config.scrubbing import SECRET_MASK
 from gencoach.constants import Keys
+from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent, correction
 from tests.support.coaching import coaching_settings, report_known, settled
 from tests.support.controller import ControllerProcess, wait_for

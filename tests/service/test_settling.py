@@ -12,11 +12,11 @@ import httpx
 import pytest
 import redis
 
-from gencoach.client import Reporter
 from gencoach.constants import Keys
 from gencoach.errors import ContractError
-from gencoach.outbox import parse_entry
 from gencoach.protocol import BranchOrder, RunSettled
+from gencoach.reporting.client import Reporter
+from gencoach.reporting.outbox import parse_entry
 from gencoach.service.coaching.lifecycle import MAY_ORDER, TRANSITIONS
 from gencoach.settling import SCRIPT, ask_args, settle_keys
 from tests.support.agent_server import ScriptedAgent

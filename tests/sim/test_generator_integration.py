@@ -14,9 +14,9 @@ import pytest_asyncio
 import redis
 from redis.asyncio import Redis as AsyncRedis
 
-from gencoach.client import AsyncReporter
 from gencoach.constants import Keys
 from gencoach.graph import read_save
+from gencoach.reporting.client import AsyncReporter
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.nodes import RunGraph
 from gencoach.sim import EpisodeState

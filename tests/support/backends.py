@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from gencoach.config.settings import BackendSettings
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.workers.backends.openai import BACKEND_RETRY
 
 

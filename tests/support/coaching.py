@@ -7,9 +7,9 @@ from typing import Any
 
 import httpx
 
-from gencoach.client import Reporter
 from gencoach.graph import SavedGraph, read_save
 from gencoach.protocol import BranchOrder
+from gencoach.reporting.client import Reporter
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import known_run_events, own_coaching
 from tests.support.llm_server import ScriptedLLMServer

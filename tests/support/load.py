@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from gencoach.client import AsyncReporter, Reporter
+from gencoach.reporting.client import AsyncReporter, Reporter
 from tests.support.graphs import known_run_events, own_coaching
 
 SUCCESS = {"event": "success", "state": "optimal"}

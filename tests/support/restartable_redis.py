@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gencoach.embedded_redis import find_server_binary
+from gencoach.runtime.embedded_redis import find_server_binary
 from tests.support.processes import STARTUP_S, free_port, log_tail
 
 

@@ -16,7 +16,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from gencoach.embedded_redis import find_server_binary
+from gencoach.runtime.embedded_redis import find_server_binary
 from tests.support.processes import STARTUP_S, free_port, log_tail
 
 PADDING = "gc-test-padding:"

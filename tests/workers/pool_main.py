@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from gencoach.config.settings import Settings
-from gencoach.logs import configure_logging
+from gencoach.runtime.logs import configure_logging
 from gencoach.workers.pool import run_workers
 
 

@@ -11,7 +11,7 @@ import redis
 import redis.asyncio
 from structlog.testing import capture_logs
 
-from gencoach.retrying import no_client_retries
+from gencoach.runtime.retrying import no_client_retries
 from gencoach.workers.backends import RedisSemaphore
 from gencoach.workers.backends.wakeups import SlotWakeups
 

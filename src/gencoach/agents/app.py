@@ -25,7 +25,6 @@ from gencoach.agents.policy import Decided, Policy, PolicyError
 from gencoach.agents.sessions import SessionRefusedError, SessionStore
 from gencoach.config.scrubbing import scrub_value
 from gencoach.errors import ContractError, ContractViolation
-from gencoach.logs import bound, get_logger
 from gencoach.protocol import (
     COACHING_KEY,
     DECISION_SOURCE_CAPABILITY,
@@ -41,6 +40,7 @@ from gencoach.protocol import (
     SpecializedCoachingResponse,
 )
 from gencoach.protocol.media import not_json_refusal
+from gencoach.runtime.logs import bound, get_logger
 from gencoach.workers.backends.python import error_summary
 
 log = get_logger("agents.app")

@@ -122,7 +122,7 @@ def serve(
     """Serve the reference agent, or with --env an agent for any adapter (protocol 2.0, every
     coaching kind), until Ctrl-C or SIGTERM."""
     from gencoach.agents.reference import MistakeRates, ReferenceOptions, serve_agent
-    from gencoach.logs import configure_logging
+    from gencoach.runtime.logs import configure_logging
 
     if policy is PolicyChoice.llm and not model:
         raise typer.BadParameter("the llm policy needs a model", param_hint="--model")

@@ -36,11 +36,11 @@ from gencoach.demo.invocation import own_command
 from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
 from gencoach.demo.progress import Snapshot, snapshot
-from gencoach.embedded_redis import EmbeddedRedis
+from gencoach.runtime.embedded_redis import EmbeddedRedis
+from gencoach.runtime.terminal import fit_to_output
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
 from gencoach.sim.scenarios import SCENARIOS
-from gencoach.terminal import fit_to_output
 
 if TYPE_CHECKING:  # gymnasium is an extra: imported only where an env is played
     from gencoach.integrations.gymnasium import GymAdapter

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gencoach.lazy import lazy_names
+from gencoach.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gencoach.library.adapter import CanonicalDatasetAdapter

@@ -285,7 +285,7 @@ def query(
 
     from gencoach.library.query import DatasetQuery
     from gencoach.library.sampling import SamplingConfig
-    from gencoach.terminal import fitted_console
+    from gencoach.runtime.terminal import fitted_console
 
     criteria = {
         "benchmarks": benchmark, "scenarios": scenario, "targets": target,

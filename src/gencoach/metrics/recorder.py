@@ -14,9 +14,9 @@ from collections import defaultdict
 import redis.asyncio
 import redis.exceptions
 
-from gencoach.logs import get_logger
 from gencoach.metrics.catalog import Counter, Histogram
 from gencoach.metrics.series import IN_BUCKET, Series, bound, field
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("metrics")
 

@@ -24,8 +24,8 @@ from gencoach.config import Settings, scrubbing
 from gencoach.constants import CONTROLLER_GROUP, Keys
 from gencoach.errors import ConfigError
 from gencoach.limits import StageLimits
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder as MetricsRecorder
+from gencoach.runtime.logs import get_logger
 from gencoach.service.branching.coached_branches import BranchRecorder
 from gencoach.service.branching.examples import Examples
 from gencoach.service.branching.interventions import Interventions

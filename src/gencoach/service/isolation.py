@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
-from gencoach.logs import get_logger
-from gencoach.retrying import REDIS_TRANSIENT
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import REDIS_TRANSIENT
 
 log = get_logger("isolation")
 

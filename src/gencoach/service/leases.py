@@ -23,7 +23,7 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 from gencoach.service.isolation import REDIS_UNAVAILABLE
 
 log = get_logger("leases")

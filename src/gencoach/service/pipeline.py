@@ -20,7 +20,6 @@ from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, RESULT_FIELD, Keys
 from gencoach.errors import ContractError
 from gencoach.limits import Admission, StageLimits
-from gencoach.logs import bound, get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import OPPORTUNITIES
 from gencoach.protocol import (
@@ -30,6 +29,7 @@ from gencoach.protocol import (
 )
 from gencoach.protocol.jobs import AnyJob, JobName, JobResult
 from gencoach.rq_adapter import Backlog, JobState
+from gencoach.runtime.logs import bound, get_logger
 from gencoach.service.branching.examples import Examples
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gencoach.lazy import lazy_names
+from gencoach.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gencoach.sim.decisions import Decision, ToolCall, parse_decision

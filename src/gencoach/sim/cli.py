@@ -153,9 +153,9 @@ def run(
     import redis
     from pydantic import ValidationError
 
-    from gencoach.client import ReportError
     from gencoach.errors import AgentCallError
-    from gencoach.logs import configure_logging
+    from gencoach.reporting.client import ReportError
+    from gencoach.runtime.logs import configure_logging
     from gencoach.sim.generator import run_generation
     from gencoach.sim.options import GenerationOptions
 
@@ -219,8 +219,8 @@ def _configured_redis(path: Path | None) -> tuple[str, str] | None:
     """
     from gencoach.config import load_settings
     from gencoach.config.files import find_config_file
-    from gencoach.connections import EMBEDDED, running_embedded
     from gencoach.errors import ConfigError, RedisError
+    from gencoach.runtime.connections import EMBEDDED, running_embedded
 
     if find_config_file(path) is None and "GENCOACH_REDIS__URL" not in os.environ:
         return None
@@ -294,8 +294,8 @@ def gym(
     import anyio
     import redis
 
-    from gencoach.client import ReportError
-    from gencoach.logs import configure_logging
+    from gencoach.reporting.client import ReportError
+    from gencoach.runtime.logs import configure_logging
 
     try:
         from gencoach.integrations.gymnasium import CampaignOptions, run_campaign

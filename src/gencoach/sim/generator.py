@@ -32,9 +32,9 @@ import redis
 from anyio.abc import TaskGroup
 
 from gencoach.__about__ import __version__
-from gencoach.logs import bound, get_logger
 from gencoach.protocol import BranchOrder
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import bound, get_logger
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.sim.agent_io import AgentAsker, Answer
 from gencoach.sim.branches import (
     Activity,

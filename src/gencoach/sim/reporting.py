@@ -19,9 +19,9 @@ from typing import Any, Self
 
 import anyio
 
-from gencoach.client import AsyncReporter
 from gencoach.constants import DEFAULT_PREFIX
 from gencoach.protocol import BranchOrder, parse_event
+from gencoach.reporting.client import AsyncReporter
 from gencoach.sim.episode import EpisodeState, StepResult
 from gencoach.sim.injection import ActiveError
 from gencoach.sim.scenarios import Scenario

@@ -39,8 +39,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from gencoach.errors import ContractError
-from gencoach.logs import get_logger
 from gencoach.protocol.jobs import JobStep
+from gencoach.runtime.logs import get_logger
 from gencoach.sim.departures import Judgement, judge
 from gencoach.sim.episode import Episode, EpisodeState
 

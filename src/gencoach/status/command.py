@@ -10,9 +10,9 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
+from gencoach.runtime.terminal import fitted_console
 from gencoach.status.snapshot import Snapshot, parse
 from gencoach.status.view import render
-from gencoach.terminal import fitted_console
 
 # How long one scrape may take (a watch's own interval, if shorter).
 TIMEOUT_S = 5.0

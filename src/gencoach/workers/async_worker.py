@@ -44,7 +44,6 @@ import anyio
 import anyio.to_thread
 
 from gencoach.constants import QUEUE_DOORBELL
-from gencoach.logs import get_logger
 from gencoach.rq_adapter import (
     TAKE_SCRIPT,
     WAKE_S,
@@ -58,6 +57,7 @@ from gencoach.rq_adapter import (
     take_keys,
     taken,
 )
+from gencoach.runtime.logs import get_logger
 from gencoach.workers.context import current_context
 from gencoach.workers.outage import REDIS_AWAY, RedisOutage, address_of
 from gencoach.workers.resources import JobResources, shared_resources

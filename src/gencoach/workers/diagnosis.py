@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gencoach.errors import BackendAnswerError
-from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
 from gencoach.protocol.decision_text import decision_line
 from gencoach.protocol.jobs import Diagnosis, DiagnosisJob, ExampleCase, JobStep
 from gencoach.protocol.llm import CaseSelectionAnswer
+from gencoach.runtime.logs import get_logger
 from gencoach.workers.backends import Backend
 from gencoach.workers.contracts import failure_contract, suboptimal_contract
 from gencoach.workers.prompts import (

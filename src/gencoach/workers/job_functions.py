@@ -25,7 +25,6 @@ from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
-from gencoach.logs import bound, get_logger
 from gencoach.metrics.catalog import JOB_SECONDS, JOBS
 from gencoach.protocol.base import decode_json
 from gencoach.protocol.coaching import SpecializedCoachingResponse
@@ -38,6 +37,7 @@ from gencoach.protocol.jobs import (
     RepairJob,
     RewriteJob,
 )
+from gencoach.runtime.logs import bound, get_logger
 from gencoach.workers.backends.python import error_summary
 from gencoach.workers.clipping import clip
 from gencoach.workers.context import WorkerContext, current_context

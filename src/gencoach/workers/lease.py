@@ -26,9 +26,9 @@ import redis.asyncio
 
 from gencoach.constants import Keys
 from gencoach.limits import Renewal, StageLimits
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.protocol.jobs import JobName, LeaseRef
+from gencoach.runtime.logs import get_logger
 from gencoach.service.coaching.decider import JobTaken
 from gencoach.service.coaching.lifecycle import RUNNING
 from gencoach.service.coaching.requests import RequestStore

@@ -2,7 +2,7 @@
 
 Redis may drop the connection (a restart), answer LOADING while it reads its append-only
 file, or refuse every write at its `maxmemory` (OOM) while reads go on: all three are an
-outage (`gencoach.retrying.REDIS_TRANSIENT`). The first failure logs one warning naming
+outage (`gencoach.runtime.retrying.REDIS_TRANSIENT`). The first failure logs one warning naming
 the Redis (host, port and database) and why; the worker then tries a write (a token on
 the workers' doorbell list, which wakes one idle worker at most) through
 `WAIT_FOR_REDIS`, with no bound, and logs one line when Redis takes writes again, with
@@ -21,9 +21,9 @@ import redis.asyncio
 import redis.exceptions
 
 from gencoach.constants import QUEUE_DOORBELL
-from gencoach.logs import get_logger
-from gencoach.retrying import REDIS_TRANSIENT, RetryPolicy, describe
 from gencoach.rq_adapter import DOORBELL_MAX, ring
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import REDIS_TRANSIENT, RetryPolicy, describe
 
 log = get_logger("worker")
 

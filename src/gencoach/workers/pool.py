@@ -46,9 +46,9 @@ import redis
 
 from gencoach.config import scrubbing
 from gencoach.config.settings import Settings
-from gencoach.logs import configure_logging, get_logger
-from gencoach.retrying import describe, no_client_retries
 from gencoach.rq_adapter import RESULT_TTL_S, ConcurrentWorker, ForkWorker, ring, safe_name
+from gencoach.runtime.logs import configure_logging, get_logger
+from gencoach.runtime.retrying import describe, no_client_retries
 from gencoach.workers.async_worker import AsyncWorker
 from gencoach.workers.context import WorkerContext, set_context
 from gencoach.workers.outage import REDIS_AWAY, wait_writable

@@ -5,7 +5,7 @@ A generator saves, per situation, what a teacher may know beyond the prompt
 worker reads those of the job's steps and hands them over as `context["teacher_state"]`:
 `{"<input id>": state}`, only the situations that have one. The read rides out a Redis
 that dropped the connection or is still loading its data set for up to
-`READ_RETRY_S` (`gencoach.retrying`); past that the job fails and its request is retried.
+`READ_RETRY_S` (`gencoach.runtime.retrying`); past that the job fails and its request is retried.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import redis.asyncio
 
 from gencoach.constants import Keys
-from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import RetryPolicy
 
 log = get_logger("workers.teacher_state")
 

@@ -11,7 +11,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from gencoach.agents.reference.agent import ReferenceOptions, reference_app
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("agents.serve")
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

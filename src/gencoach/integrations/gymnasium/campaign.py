@@ -22,11 +22,11 @@ import anyio
 import httpx
 import redis.asyncio
 
-from gencoach.client import AsyncReporter
 from gencoach.constants import DEFAULT_PREFIX
 from gencoach.integrations.gymnasium.adapter import GymAdapter
 from gencoach.integrations.gymnasium.run import GymRun, RunTally
-from gencoach.orders import Item, OrderReader
+from gencoach.reporting.client import AsyncReporter
+from gencoach.reporting.orders import Item, OrderReader
 from gencoach.sim.agent_io import AgentAsker
 from gencoach.sim.verdict import run_failure
 

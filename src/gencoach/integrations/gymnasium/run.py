@@ -28,12 +28,12 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from gencoach.__about__ import __version__
-from gencoach.client import AsyncReporter
 from gencoach.integrations.gymnasium.adapter import Action, GymAdapter
 from gencoach.integrations.gymnasium.episode import GYM_STATE_KEY, GymEpisode, invalid_reason
-from gencoach.logs import get_logger
-from gencoach.orders import Item, OrderReader
 from gencoach.protocol import AgentInput, BranchOrder, JsonObject
+from gencoach.reporting.client import AsyncReporter
+from gencoach.reporting.orders import Item, OrderReader
+from gencoach.runtime.logs import get_logger
 from gencoach.sim.agent_io import AgentAsker, Answer
 from gencoach.sim.branches import Activity, until_run_may_end
 from gencoach.sim.verdict import AnswerTally

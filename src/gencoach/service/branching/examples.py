@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from gencoach.config import Settings
 from gencoach.graph.files import write_json_atomic
-from gencoach.logs import get_logger
 from gencoach.protocol.jobs import ExampleCase
+from gencoach.runtime.logs import get_logger
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.service.dispatching.job_building import job_steps
 from gencoach.service.store.graphstore import GraphStore

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pydantic import model_validator
 
 from gencoach.config import Settings
-from gencoach.logs import get_logger
 from gencoach.protocol import (
     REPLACEMENT_POINT,
     AgentDecision,
@@ -25,6 +24,7 @@ from gencoach.protocol import (
     ReplaceDecision,
 )
 from gencoach.protocol.jobs import Diagnosis
+from gencoach.runtime.logs import get_logger
 from gencoach.service.branching.coached_branches import BranchRecorder, alternative_claim
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets

@@ -20,7 +20,6 @@ from anyio.abc import TaskStatus
 from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.errors import AgentCallError
 from gencoach.funnel import funnel_row
-from gencoach.logs import bound, get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import PROOFS, REINJECTIONS
 from gencoach.protocol import (
@@ -32,7 +31,8 @@ from gencoach.protocol import (
     coached_input,
     payload_sent,
 )
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import bound, get_logger
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.service.branching.coached_branches import (
     Anchor,
     BranchRecorder,

@@ -26,9 +26,9 @@ from redis.asyncio import Redis
 
 from gencoach.config import Settings
 from gencoach.constants import CONTROLLER_GROUP, Keys
-from gencoach.logs import bound, get_logger
 from gencoach.metrics.exposition import Gauge
-from gencoach.retrying import UNTIL_REDIS_BACK
+from gencoach.runtime.logs import bound, get_logger
+from gencoach.runtime.retrying import UNTIL_REDIS_BACK
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.isolation import REDIS_UNAVAILABLE, isolated
 from gencoach.service.store.consumer import Entry

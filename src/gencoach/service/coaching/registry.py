@@ -30,14 +30,14 @@ from gencoach.agent_client import AgentClient, agent_unreachable
 from gencoach.config import BackendSettings, Settings
 from gencoach.constants import Keys
 from gencoach.errors import AgentCallError
-from gencoach.logs import get_logger
 from gencoach.protocol import (
     DECISION_SOURCE_CAPABILITY,
     AgentInfo,
     CoachingBackendConfig,
     CoachingSessionConfig,
 )
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.service.coaching.router import AgentCoaching
 from gencoach.service.store.graphstore import META
 from gencoach.service.store.nodes import as_text

@@ -28,7 +28,6 @@ from redis.exceptions import NoScriptError, RedisError
 from gencoach.config import Limits
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import Keys
-from gencoach.crashpoints import crash_point
 from gencoach.funnel import funnel_row
 from gencoach.limits import (
     Admission,
@@ -39,11 +38,12 @@ from gencoach.limits import (
     script_text,
     stage_keys,
 )
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import DEFAULT_MAX_ATTEMPTS, Diagnosis, JobName
+from gencoach.runtime.crashpoints import crash_point
+from gencoach.runtime.logs import get_logger
 from gencoach.service.coaching.decider import Decision, Event, Refusal, decide
 from gencoach.service.coaching.lifecycle import (
     FAILED,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gencoach.logs import get_logger
 from gencoach.rq_adapter import Backlog
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("backlog")
 

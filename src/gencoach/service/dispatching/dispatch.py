@@ -8,9 +8,9 @@ import anyio
 import redis
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
-from gencoach.logs import get_logger
 from gencoach.protocol.jobs import AnyJob, JobName
 from gencoach.rq_adapter import Backlog, JobState, backlog, enqueue, job_state, rq_job_id
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("dispatch")
 

@@ -22,7 +22,7 @@ waits, which is the one thing its request's state cannot say.
 from __future__ import annotations
 
 from gencoach.limits import StageLimits
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 from gencoach.service.coaching.lifecycle import RUNNING
 from gencoach.service.coaching.requests import CoachingRequest, job_of
 from gencoach.service.pipeline import CoachingPipeline, Dispatcher

@@ -30,7 +30,7 @@ from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 from gencoach.service.store.graphstore import META
 from gencoach.service.store.nodes import as_text
 from gencoach.service.store.runindex import RunIndex

@@ -35,7 +35,7 @@ from anyio.abc import TaskStatus
 
 from gencoach.config import Settings
 from gencoach.limits import StageLimits
-from gencoach.logs import bound, get_logger
+from gencoach.runtime.logs import bound, get_logger
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry

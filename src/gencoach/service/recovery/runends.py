@@ -22,8 +22,8 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.funnel import funnel_row
-from gencoach.logs import bound, get_logger
 from gencoach.metrics.catalog import PROOFS
+from gencoach.runtime.logs import bound, get_logger
 from gencoach.service.coaching.decider import Event, RunEnded, StageEnded
 from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore

@@ -23,7 +23,6 @@ from gencoach.graph import (
     write_save,
 )
 from gencoach.limits import StageLimits
-from gencoach.logs import get_logger
 from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
     CandidateRecord,
@@ -36,6 +35,7 @@ from gencoach.protocol import (
     SituationRecord,
     StageEnd,
 )
+from gencoach.runtime.logs import get_logger
 from gencoach.service.coaching.requests import REQUESTS
 from gencoach.service.saving.describe import describe_task
 from gencoach.service.store.graphstore import GraphParts, GraphStore, graph_from_parts

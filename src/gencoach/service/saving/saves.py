@@ -14,8 +14,8 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
-from gencoach.logs import get_logger
-from gencoach.retrying import Attempt, Retrying, RetryPolicy
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import Attempt, Retrying, RetryPolicy
 from gencoach.service.isolation import REDIS_UNAVAILABLE
 from gencoach.service.saving.persist import Persister
 from gencoach.service.store.graphstore import GraphStore

@@ -24,8 +24,8 @@ import redis.exceptions
 from anyio.abc import TaskStatus
 from redis.asyncio import Redis
 
-from gencoach.logs import get_logger
-from gencoach.retrying import UNTIL_REDIS_BACK
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import UNTIL_REDIS_BACK
 from gencoach.service.store.nodes import as_text
 
 log = get_logger("consumer")

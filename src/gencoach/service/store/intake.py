@@ -24,7 +24,6 @@ from redis.asyncio import Redis
 
 from gencoach.constants import CONTROLLER_GROUP, EVENT_FIELD, Keys
 from gencoach.errors import ContractError
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import EVENTS
 from gencoach.protocol import (
@@ -35,6 +34,7 @@ from gencoach.protocol import (
     RunStarted,
     parse_event_json,
 )
+from gencoach.runtime.logs import get_logger
 from gencoach.service.store.consumer import ConsumerOptions, Entry, Liveness, StreamConsumer
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.sequencing import Applied, Applying, Released

@@ -23,11 +23,11 @@ from gencoach.errors import (
     BackendUnavailable,
     ContractError,
 )
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import LLM_ANSWERS, LLM_CALLS, LLM_SECONDS, LLM_TOKENS
 from gencoach.protocol.base import ContractModel, ContractRootModel, JsonObject
 from gencoach.protocol.llm import parse_llm_answer
+from gencoach.runtime.logs import get_logger
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
 from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
 from gencoach.workers.backends.usage import UsageLedger

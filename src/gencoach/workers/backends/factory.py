@@ -7,7 +7,7 @@ import redis.asyncio
 from gencoach.config.settings import BackendSettings
 from gencoach.constants import Keys
 from gencoach.metrics import MetricsRecorder
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend

@@ -10,7 +10,7 @@ from __future__ import annotations
 import anyio
 import redis.asyncio
 
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 from gencoach.workers.backends.schemas import FALLBACKS, StructuredOutput
 
 log = get_logger("backends.modes")

@@ -22,10 +22,10 @@ from gencoach.errors import (
     BackendTruncatedError,
     BackendUnavailable,
 )
-from gencoach.logs import get_logger
 from gencoach.metrics import MetricsRecorder
 from gencoach.protocol.base import JsonObject
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import RetryPolicy
 from gencoach.workers.backends.backend import DEFAULT_CONCURRENCY, Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage, Usage
 from gencoach.workers.backends.modes import ModeMemory

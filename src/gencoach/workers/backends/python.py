@@ -28,9 +28,9 @@ import anyio.to_thread
 from pydantic import BaseModel
 
 from gencoach.errors import BackendError, BackendRequestError, BackendUnavailable
-from gencoach.logs import get_logger
 from gencoach.protocol.base import JsonObject
 from gencoach.protocol.llm import answer_schema
+from gencoach.runtime.logs import get_logger
 from gencoach.workers.backends.backend import Backend, Reply
 from gencoach.workers.backends.chat import ChatMessage
 

@@ -19,8 +19,8 @@ import anyio.abc
 import redis.asyncio
 from redis.asyncio.client import PubSub
 
-from gencoach.logs import get_logger
-from gencoach.retrying import RetryPolicy
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import RetryPolicy
 
 # A lost pub/sub connection is subscribed again 1 s later, doubling to 5 s, as long as
 # the process runs; waiters meanwhile still wake when the first lease lapses.

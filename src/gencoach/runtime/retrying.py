@@ -31,7 +31,7 @@ import stamina
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from gencoach.logs import get_logger
+from gencoach.runtime.logs import get_logger
 
 log = get_logger("retrying")
 

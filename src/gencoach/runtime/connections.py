@@ -9,10 +9,10 @@ from pathlib import Path
 import redis
 import redis.exceptions
 
-from gencoach.embedded_redis import URL_FILE, EmbeddedRedis
 from gencoach.errors import RedisError
-from gencoach.logs import get_logger, redact
-from gencoach.retrying import no_client_retries
+from gencoach.runtime.embedded_redis import URL_FILE, EmbeddedRedis
+from gencoach.runtime.logs import get_logger, redact
+from gencoach.runtime.retrying import no_client_retries
 
 EMBEDDED = "embedded"
 EMBEDDED_DIR = ".redis"
@@ -67,7 +67,7 @@ def check_reachable(url: str, timeout_s: float = 3.0) -> None:
     """Raise RedisError, naming the URL without its password, unless the server answers.
 
     A server answering LOADING (restarted, reading its append-only file) is there: the
-    process that asked waits for it with its own retries (`gencoach.retrying`).
+    process that asked waits for it with its own retries (`gencoach.runtime.retrying`).
     """
     client = redis.Redis.from_url(
         url,

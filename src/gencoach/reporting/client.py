@@ -1,7 +1,7 @@
 """The generator side: report a run's events to gencoach and read its branch orders.
 
 ```python
-from gencoach.client import Reporter
+from gencoach.reporting.client import Reporter
 
 with Reporter("run-1", redis_url="redis://127.0.0.1:6379/0") as report:
     report.emit("run.started", agent_url="http://127.0.0.1:8751", scenario="buttons",
@@ -28,16 +28,16 @@ controller answered 502/503/504, is sent again with exponential backoff for up t
 `retry_timeout_s` (30 s; `attempts`, if given, bounds the tries too), and so is every
 other Redis call of the reporter (branch orders, teacher states, the settled probe);
 events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing
-(`gencoach.retrying` holds the policy). Then `ReportError` says why, and the batch stays
+(`gencoach.runtime.retrying` holds the policy). Then `ReportError` says why, and the batch stays
 buffered for the next `flush()`. A reporter that never reached gencoach fails at once
 with the connection's own error when the connection is refused (a wrong URL); a server
 that answered "loading" or "out of memory" is there, and is waited for.
 
 With Redis, each batch also records the run's next seq (and whatever the generator
 `remember`s) in the run's generator state, and acknowledges the branch orders read
-through a consumer group whose execution it reports (`gencoach.orders.OrderReader`);
+through a consumer group whose execution it reports (`gencoach.reporting.orders.OrderReader`);
 `recall()` gives a restarted generator its state back and numbers on from it. The
-shared logic is `gencoach.outbox.Outbox`; the two classes here only do its I/O.
+shared logic is `gencoach.reporting.outbox.Outbox`; the two classes here only do its I/O.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ import redis.exceptions
 
 from gencoach.constants import Keys
 from gencoach.errors import GencoachError
-from gencoach.outbox import Ack, Outbox, Outgoing
 from gencoach.protocol import BranchOrder, RunSettled
-from gencoach.retrying import (
+from gencoach.reporting.outbox import Ack, Outbox, Outgoing
+from gencoach.runtime.retrying import (
     REDIS_TRANSIENT,
     Retrying,
     RetryPolicy,
@@ -173,12 +173,12 @@ class _ReporterBase:
         self._outbox.remember(name, value)
 
     def take_settled(self, answer: RunSettled) -> None:
-        """Take in a settled answer read elsewhere (by a `gencoach.orders.OrderReader`)."""
+        """Take in a settled answer read elsewhere (by an `OrderReader`)."""
         self._outbox.take_settled(answer)
 
     def expect_ack(self, candidate_id: str, ack: Ack) -> None:
         """Acknowledge an order read through a consumer group with the batch that reports
-        its candidate's `candidate.executed` (`gencoach.orders.OrderReader` calls this)."""
+        its candidate's `candidate.executed` (an `OrderReader` calls this)."""
         self._need_redis("branch orders are acknowledged in")
         self._outbox.expect_ack(candidate_id, ack)
 
@@ -455,7 +455,7 @@ class AsyncReporter(_ReporterBase):
     async def ask_settled(self) -> None:
         """Send what is buffered and ask gencoach whether the run is settled; its answer
         comes on the branch stream (`settled` turns true as it is read, here or by a
-        `gencoach.orders.OrderReader`)."""
+        `gencoach.reporting.orders.OrderReader`)."""
         client = self._client("settled answers are read from")
         await self.flush()
         if self._outbox.settled:

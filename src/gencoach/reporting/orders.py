@@ -14,7 +14,7 @@ to the run's reporter and its stream, and are acknowledged at once.
 
 Registering a run and acknowledging an order ride out a Redis restart, a Redis still
 loading its data set and one refusing writes at its maxmemory, like the reporters' calls
-(`gencoach.retrying`, for up to `retry_timeout_s`); the reading loop tries a failed read
+(`gencoach.runtime.retrying`, for up to `retry_timeout_s`); the reading loop tries a failed read
 again every `block_s` as long as it runs (docs/operations.md, "Retries").
 
 ```python
@@ -37,13 +37,13 @@ import anyio
 import redis.asyncio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from gencoach.client import AsyncReporter
 from gencoach.constants import DEFAULT_PREFIX, Keys
 from gencoach.errors import ContractError
-from gencoach.logs import get_logger
-from gencoach.outbox import Ack, parse_entry
 from gencoach.protocol import BranchOrder, RunSettled
-from gencoach.retrying import RetryPolicy
+from gencoach.reporting.client import AsyncReporter
+from gencoach.reporting.outbox import Ack, parse_entry
+from gencoach.runtime.logs import get_logger
+from gencoach.runtime.retrying import RetryPolicy
 
 log = get_logger("orders")
 
