@@ -80,17 +80,12 @@ class _Snapshot(Collector):
         sums: dict[tuple[str, ...], float] = {}
         width = len(histogram.labels)
         bounds = [*(bound(upper) for upper in histogram.buckets), "+Inf"]
-        # Observations per bucket they fell in, made cumulative; plus cumulative counts
-        # stored by earlier versions (`_bucket`).
+        # Observations per bucket they fell in, made cumulative.
         for labels, value in self.by_name[f"{histogram.name}{IN_BUCKET}"]:
             if len(labels) == width + 1 and labels[width] in bounds:
                 found = counts[labels[:width]]
                 for upper in bounds[bounds.index(labels[width]) :]:
                     found[upper] = found.get(upper, 0.0) + value
-        for labels, value in self.by_name[f"{histogram.name}_bucket"]:
-            if len(labels) == width + 1:
-                found = counts[labels[:width]]
-                found[labels[width]] = found.get(labels[width], 0.0) + value
         for labels, value in self.by_name[f"{histogram.name}_sum"]:
             if len(labels) == width:
                 sums[labels] = value
