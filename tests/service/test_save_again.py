@@ -1,9 +1,9 @@
-"""A run queued while its save is on its way (its requests ended meanwhile) is saved once
-more after it: the save on disk ends with what the run's end decided, not with what the
-first save read."""
+"""A run's requests that move after its save (its end ended them) are written into the save
+again: its requests file only, so a reader never finds the save half written."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -11,40 +11,45 @@ import pytest
 from redis.asyncio import Redis
 
 from gencoach.constants import Keys
+from gencoach.graph.writer import REQUESTS_FILE
 from gencoach.limits import StageLimits
 from gencoach.service.saving.persist import Persister
 from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import known_events
 
+LATE = {"request_id": "again:9:failure", "history": [], "state": "unproven"}
+
 
 class _HeldPersister(Persister):
-    """A persister whose first save waits for `release` before it reads the run."""
+    """A persister whose first save, once written, waits for `release` before it ends."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
         self.release = anyio.Event()
-        self.entered = anyio.Event()
-        self.second = anyio.Event()
+        self.written = anyio.Event()
         self.saves = 0
 
     async def save(self, run_id: str) -> Path | None:
         self.saves += 1
-        if self.saves == 1:
-            self.entered.set()
-            await self.release.wait()
         folder = await super().save(run_id)
-        if self.saves == 2:
-            self.second.set()
+        if self.saves == 1:
+            self.written.set()
+            await self.release.wait()
         return folder
 
 
+def _saved_ids(folder: Path) -> list[str]:
+    saved = json.loads((folder / REQUESTS_FILE).read_text())
+    return [request["request_id"] for request in saved["requests"]]
+
+
 @pytest.mark.asyncio
-async def test_a_run_queued_while_its_save_runs_is_saved_again(
+async def test_requests_that_move_while_the_save_is_written_are_written_after_it(
     async_redis: Redis, tmp_path: Path
 ) -> None:
-    """Queued again while its first save runs: it is saved a second time once the first is
-    written (a queue while nothing is on its way saves once, as before)."""
+    """They moved after the save read them: once the save is written, its requests file
+    is written again, and the run is not saved a second time."""
     keys = Keys()
     store = GraphStore(async_redis, keys)
     persister = _HeldPersister(store, StageLimits(async_redis, keys), tmp_path, 60)
@@ -54,12 +59,39 @@ async def test_a_run_queued_while_its_save_runs_is_saved_again(
         await tg.start(saves.run, tg)
         await saves.queue("again")
         with anyio.fail_after(20):
-            await persister.entered.wait()
-        await saves.queue("again")  # on its way: saved once more after
+            await persister.written.wait()
+        assert _saved_ids(tmp_path / "again") == []
+        await async_redis.hset(keys.run("again", "requests"), LATE["request_id"], json.dumps(LATE))
+        await saves.requests_moved("again")  # its save is on its way: written after it
+        assert _saved_ids(tmp_path / "again") == []
         persister.release.set()
-        with anyio.fail_after(20):
-            await persister.second.wait()
-            await saves.close()
+        await saves.close()
         tg.cancel_scope.cancel()
-    assert persister.saves == 2
-    assert (tmp_path / "again" / "config.json").is_file()
+    assert _saved_ids(tmp_path / "again") == [LATE["request_id"]]
+    assert persister.saves == 1
+    assert json.loads((tmp_path / "again" / "config.json").read_text())["export_complete"]
+
+
+@pytest.mark.asyncio
+async def test_requests_of_a_saved_run_are_written_at_once_and_an_unsaved_run_is_left(
+    async_redis: Redis, tmp_path: Path
+) -> None:
+    """Nothing on its way: a saved run's requests file is written now; a run not saved yet
+    gets no folder (its save will hold its requests)."""
+    keys = Keys()
+    store = GraphStore(async_redis, keys)
+    persister = Persister(store, StageLimits(async_redis, keys), tmp_path, 60)
+    await store.apply(known_events("saved", finished=True))
+    await store.apply(known_events("later", finished=True))
+    await persister.save("saved")
+    saves = SaveLoop(store, persister)
+    async with anyio.create_task_group() as tg:
+        await tg.start(saves.run, tg)
+        for run_id in ("saved", "later"):
+            late = {**LATE, "request_id": f"{run_id}:9:failure"}
+            key = keys.run(run_id, "requests")
+            await async_redis.hset(key, late["request_id"], json.dumps(late))
+            await saves.requests_moved(run_id)
+        await saves.close()
+    assert _saved_ids(tmp_path / "saved") == ["saved:9:failure"]
+    assert not (tmp_path / "later").exists()

@@ -66,6 +66,10 @@ class RunLife:
         """A finished run found unsaved (its save may have been lost in a crash)."""
         await self.saves.queue(run_id)
 
+    async def requests_moved(self, run_id: str) -> None:
+        """A finished run's requests moved after its save may have read them."""
+        await self.saves.requests_moved(run_id)
+
     def take_started(self) -> set[str]:
         """The runs started since the last call (the reconciler watches them for loss)."""
         started, self._started = self._started, set()

@@ -202,9 +202,8 @@ class Reconciler:
 
     async def _settle(self, run_id: str) -> None:
         settled = await self.ends.settle(run_id)
-        if settled.ended:
-            # Its save may already hold these requests open: written again, whole.
-            await self.runs.unsaved(run_id)
+        if settled.ended:  # its save may already hold these requests open
+            await self.runs.requests_moved(run_id)
         if settled.done:
             self._settled.setdefault(run_id, time.monotonic())
 

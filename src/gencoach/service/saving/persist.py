@@ -16,12 +16,15 @@ from gencoach.constants import Keys
 from gencoach.errors import SaveError
 from gencoach.graph import (
     CONFIG_FILE,
+    REQUESTS_FILE,
     ScoredCandidate,
     descendant_scores,
     outcome_of,
     run_folder_name,
     write_save,
 )
+from gencoach.graph.files import write_json_atomic
+from gencoach.graph.writer import OWN_DIR
 from gencoach.limits import StageLimits
 from gencoach.protocol import (
     GRAPH_FORMAT_VERSION,
@@ -209,6 +212,27 @@ class Persister:
             candidates=written.candidates,
         )
         return folder
+
+    async def save_requests(self, run_id: str) -> bool:
+        """Write a saved run's requests file again (its requests moved after its save);
+        whether there was a save to write it into. The rest of the save is left as it is,
+        complete: a reader never finds it half written."""
+        folder = self.folder_for(run_id)
+        requests = await self.store.scan_part(run_id, REQUESTS)
+        budget = (
+            (await self.budgets.current()).max_alternatives_per_situation if self.budgets else None
+        )
+        return await anyio.to_thread.run_sync(
+            _rewrite_requests, folder, _requests_file(requests, budget)
+        )
+
+
+def _rewrite_requests(folder: Path, requests: JsonObject) -> bool:
+    if not (folder / CONFIG_FILE).is_file() or (folder / OWN_DIR).is_symlink():
+        return False
+    (folder / OWN_DIR).mkdir(exist_ok=True)
+    write_json_atomic(folder / REQUESTS_FILE, requests)
+    return True
 
 
 async def save_run(settings: Settings, redis_url: str, run_id: str) -> Path | None:

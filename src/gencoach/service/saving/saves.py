@@ -38,17 +38,15 @@ class SaveLoop:
         self._send, self._receive = anyio.create_memory_object_stream[str](1000)
         self._done = anyio.Event()
         self._queued: set[str] = set()  # queued, being saved, or waiting to be retried
-        self._again: set[str] = set()  # changed while on its way: saved once more after
+        self._again: set[str] = set()  # requests moved while on its way: written after
 
     async def queue(self, run_id: str) -> None:
-        """Save this run soon; one already on its way is saved once more after that save
-        (what changed since it read the run is then written too).
+        """Save this run soon, unless it is already on its way.
 
         Once the loop is closed (the controller stopping) the run is left for the next
         controller, whose reconciler finds it finished and unsaved.
         """
         if run_id in self._queued:
-            self._again.add(run_id)
             return
         self._queued.add(run_id)
         try:
@@ -56,6 +54,22 @@ class SaveLoop:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._queued.discard(run_id)
             log.info("run.save_deferred", run_id=run_id, reason="the controller is stopping")
+
+    async def requests_moved(self, run_id: str) -> None:
+        """A run's requests moved after it may have been saved (its end ended them): its
+        save's requests file is written again, now or, if its save is on its way, once
+        that save is written (it may have read them before they moved). A run not saved
+        yet has them written with its save."""
+        if run_id in self._queued:
+            self._again.add(run_id)
+            return
+        await self._write_requests(run_id)
+
+    async def _write_requests(self, run_id: str) -> None:
+        try:
+            await self.persister.save_requests(run_id)
+        except Exception as error:  # the save stays whole; its requests file is older
+            log.warning("run.requests_not_rewritten", run_id=run_id, reason=str(error))
 
     async def close(self) -> None:
         """Stop taking runs; `run` returns once what is queued is written."""
@@ -99,12 +113,6 @@ class SaveLoop:
             self._queued.discard(run_id)
             if run_id in self._again:
                 self._again.discard(run_id)
-                self._queued.add(run_id)
-                try:
-                    self._send.send_nowait(run_id)
-                except anyio.WouldBlock:  # a full queue: the run's next change queues it
-                    self._queued.discard(run_id)
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    self._queued.discard(run_id)
+                await self._write_requests(run_id)
             return True
         return False
