@@ -262,7 +262,8 @@ def test_save_export_and_library_import_no_server_code(
 # What `--version` may load of gencoach: the command modules that declare the options.
 _VERSION_LOADS = {
     "gencoach", "gencoach.__about__", "gencoach.cli", "gencoach.constants", "gencoach.errors",
-    "gencoach.runtime.lazy", "gencoach.agents", "gencoach.agents.cli", "gencoach.agents.defaults",
+    "gencoach.runtime", "gencoach.runtime.lazy", "gencoach.agents", "gencoach.agents.cli",
+    "gencoach.agents.defaults",
     "gencoach.library", "gencoach.library.cli", "gencoach.library.errors",
     "gencoach.library.query", "gencoach.library.records", "gencoach.sim",
     "gencoach.sim.catalog", "gencoach.sim.cli",

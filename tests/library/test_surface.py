@@ -28,7 +28,13 @@ CONSUMER_MODULES = [
     "gencoach.library.views",
 ]
 # What the consumer may load of gencoach beyond its own modules: the version and errors.
-ALLOWED = {"gencoach", "gencoach.__about__", "gencoach.errors", "gencoach.runtime.lazy"}
+ALLOWED = {
+    "gencoach",
+    "gencoach.__about__",
+    "gencoach.errors",
+    "gencoach.runtime",
+    "gencoach.runtime.lazy",
+}
 
 _PROBE = """
 import importlib, json, sys
