@@ -74,6 +74,9 @@ def test_running_workers_wait_out_maxmemory_without_restarting(
     try:
         pool.start(QUEUE_DIAGNOSIS, processes=1)
         pool.wait_workers(client, QUEUE_DIAGNOSIS)
+        # Running: past its start-up (registered, subscribed), in the loop that takes jobs.
+        # A worker refused a write during start-up exits 75 and starts again: not this case.
+        wait_until(lambda: "Listening on" in pool.log(), STARTUP_S, "the worker to listen")
         started = pool.events("worker.started")
         private_redis.refuse_writes()
         wait_until(lambda: _waiting(pool), STARTUP_S, "the worker to wait for Redis")
