@@ -14,8 +14,7 @@ import anyio
 
 from gencoach.console.runlist import live_page, page_payload, task_text
 from gencoach.errors import SaveError
-from gencoach.export.sources import find_folders
-from gencoach.graph import CONFIG_FILE, read_config, read_save
+from gencoach.graph import CONFIG_FILE, find_folders, read_config, read_save
 from gencoach.protocol import RunConfig, SituationRecord, StageEnd
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.saving.persist import build_config, build_records

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gencoach.errors import SaveError
 from gencoach.export.splits import Task
-from gencoach.graph import CONFIG_FILE, read_config
+from gencoach.graph import CONFIG_FILE, find_folders, read_config
 from gencoach.protocol import RunConfig
 
 _SITUATION_FILE = re.compile(r"^(0|[1-9][0-9]*)\.json$")
@@ -65,28 +65,6 @@ class Discovery:
 def one_line(text: str) -> str:
     """A message on a single line, whatever the reason it quotes."""
     return " ".join(text.split())
-
-
-def find_folders(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
-    """Every folder at or below `source` holding a `config.json`, never entering symlinks
-    nor the `exclude` folders (where exports are written)."""
-    excluded = {os.path.realpath(folder) for folder in exclude}
-    excluded_names = {os.path.basename(folder) for folder in excluded}
-
-    def wanted(root: str, name: str) -> bool:
-        if name.startswith("."):
-            return False
-        # Resolving every folder is slow on large sources; only a name match can be it.
-        return (
-            name not in excluded_names or os.path.realpath(os.path.join(root, name)) not in excluded
-        )
-
-    found: list[Path] = []
-    for root, dirs, files in os.walk(source, followlinks=False):
-        dirs[:] = sorted(name for name in dirs if wanted(root, name))
-        if CONFIG_FILE in files:
-            found.append(Path(root))
-    return sorted(found)
 
 
 def folder_digest(folder: Path) -> str:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from gencoach.errors import SaveError
-from gencoach.graph.reader import SavedGraph, read_save
-from gencoach.graph.writer import CONFIG_FILE, REQUESTS_FILE
+from gencoach.graph.reader import SavedGraph, find_folders, read_save
+from gencoach.graph.writer import REQUESTS_FILE
 from gencoach.protocol import RECOVERY_POINT, CandidateRecord, single_bad_call
 
 SUCCESS_STATUSES = frozenset({"optimal", "suboptimal"})
@@ -57,20 +57,9 @@ class AuditReport:
     violations: list[Violation]
 
 
-def find_saves(paths: Iterable[Path]) -> list[Path]:
-    """Every save folder at or below the paths (a folder holding `config.json`), sorted."""
-    found: set[Path] = set()
-    for path in paths:
-        if (path / CONFIG_FILE).is_file():
-            found.add(path)
-            continue
-        found.update(config.parent for config in path.rglob(CONFIG_FILE))
-    return sorted(found)
-
-
 def audit(paths: Iterable[Path], max_alternatives: int | None = None) -> AuditReport:
     """Audit every save under `paths`; `max_alternatives` overrides the budget saved."""
-    folders = find_saves(paths)
+    folders = sorted({folder for path in paths for folder in find_folders(path)})
     violations: list[Violation] = []
     coached = proven = recovery = 0
     for folder in folders:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,3 +99,25 @@ def read_save(folder: Path) -> SavedGraph:
             graph.candidate_situation[candidate.id] = situation_id
             pending.extend((link.situation_id, candidate.id) for link in candidate.links)
     return graph
+
+
+def find_folders(source: Path, exclude: Iterable[Path] = ()) -> list[Path]:
+    """Every folder at or below `source` holding a `config.json`, never entering symlinks
+    nor the `exclude` folders (where exports are written)."""
+    excluded = {os.path.realpath(folder) for folder in exclude}
+    excluded_names = {os.path.basename(folder) for folder in excluded}
+
+    def wanted(root: str, name: str) -> bool:
+        if name.startswith("."):
+            return False
+        # Resolving every folder is slow on large sources; only a name match can be it.
+        return (
+            name not in excluded_names or os.path.realpath(os.path.join(root, name)) not in excluded
+        )
+
+    found: list[Path] = []
+    for root, dirs, files in os.walk(source, followlinks=False):
+        dirs[:] = sorted(name for name in dirs if wanted(root, name))
+        if CONFIG_FILE in files:
+            found.append(Path(root))
+    return sorted(found)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gencoach.export.sources import Skipped, find_folders
+from gencoach.export.sources import Skipped
 from gencoach.export.tool_failures import NO_PREDICATES, ToolFailures
+from gencoach.graph import find_folders
 from gencoach.library.manifest import feed
 
 
