@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -18,7 +19,7 @@ from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.store.graphstore import GraphStore
 from tests.support.graphs import known_events
 
-LATE = {"request_id": "again:9:failure", "history": [], "state": "unproven"}
+LATE: dict[str, Any] = {"request_id": "again:9:failure", "history": [], "state": "unproven"}
 
 
 class _HeldPersister(Persister):
@@ -61,7 +62,9 @@ async def test_requests_that_move_while_the_save_is_written_are_written_after_it
         with anyio.fail_after(20):
             await persister.written.wait()
         assert _saved_ids(tmp_path / "again") == []
-        await async_redis.hset(keys.run("again", "requests"), LATE["request_id"], json.dumps(LATE))
+        await async_redis.hset(
+            keys.run("again", "requests"), str(LATE["request_id"]), json.dumps(LATE)
+        )
         await saves.requests_moved("again")  # its save is on its way: written after it
         assert _saved_ids(tmp_path / "again") == []
         persister.release.set()
@@ -90,7 +93,7 @@ async def test_requests_of_a_saved_run_are_written_at_once_and_an_unsaved_run_is
         for run_id in ("saved", "later"):
             late = {**LATE, "request_id": f"{run_id}:9:failure"}
             key = keys.run(run_id, "requests")
-            await async_redis.hset(key, late["request_id"], json.dumps(late))
+            await async_redis.hset(key, str(late["request_id"]), json.dumps(late))
             await saves.requests_moved(run_id)
         await saves.close()
     assert _saved_ids(tmp_path / "saved") == ["saved:9:failure"]
