@@ -84,12 +84,12 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src
 	$(BIN)/mypy tests
 
-# The suite on WORKERS pytest-xdist processes (2: this kind of machine has two cores, and
-# most tests wait on processes they started; 0: in one process), each test file on one
+# The suite on WORKERS pytest-xdist processes (3 on this kind of two-core machine: most
+# tests wait on processes they started; 0: in one process), each test file on one
 # worker so that a module's fixtures start once. Each worker starts an embedded Redis of
 # its own; under a GC_TEST_REDIS URL the workers share that server (worker gwN takes the
 # database N below the URL's), where tests reading server-wide counters see each other.
-WORKERS ?= 2
+WORKERS ?= 3
 
 pytest: $(STAMP)
 	$(BIN)/pytest -n $(WORKERS) --dist loadfile $(ARGS)
@@ -131,15 +131,15 @@ interop: $(STAMP) $(MAGMA_STAMP)
 		-c $(INTEROP)/pytest.ini --rootdir $(INTEROP) --confcutdir $(INTEROP) $(INTEROP) $(ARGS)
 
 # The chaos suite and the process-level tests of the service and workers suites (those
-# marked slow: real controllers, workers and peers), on two test workers (the chaos files
-# first, the longest), while two CPU-bound processes run beside them (started here,
+# marked slow: real controllers, workers and peers), on three test workers (the chaos
+# files first, the longest), while two CPU-bound processes run beside them (started here,
 # killed however the suites end): start-up waits and the ordering of races must hold on
 # a loaded machine.
 test-loaded: $(STAMP)
 	@$(BIN)/python -c 'while True: pass' & burner1=$$!; \
 	$(BIN)/python -c 'while True: pass' & burner2=$$!; \
 	trap 'kill $$burner1 $$burner2 2>/dev/null || true' EXIT INT TERM; \
-	GC_TEST_REDIS=embedded $(BIN)/pytest -n 2 --dist loadfile -m slow --chaos \
+	GC_TEST_REDIS=embedded $(BIN)/pytest -n 3 --dist loadfile -m slow --chaos \
 		tests/chaos tests/service tests/workers -q $(ARGS)
 
 # Kills the controller and workers, restarts Redis empty and from its AOF, drops

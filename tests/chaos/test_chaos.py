@@ -364,7 +364,7 @@ def test_the_system_survives_kills_restarts_and_dropped_connections(
 
 # Several controllers: a shorter lease keeps the test short (the default is 10 s).
 LEASE_S = 6.0
-RUNS_PER_WAVE = 40
+RUNS_PER_WAVE = 30
 
 
 def test_several_controllers_lose_nothing_when_one_is_killed(
