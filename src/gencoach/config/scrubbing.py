@@ -1,12 +1,9 @@
 """Masking configured secret values in any text gencoach stores, logs or serves.
 
-Key-based redaction (`redaction.py`) hides a secret where it is named; a backend that
-echoes a key back ("Incorrect API key provided: sk-...") puts it into free text under
-any name. Every process that loads settings installs their secret values here (values
-of credential headers such as `Authorization` or `X-Api-Key`, also without a scheme such
-as `Bearer`; API keys; the API token),
-and `scrub` replaces each occurrence with `***` wherever text leaves the process:
-log lines, request reasons, coaching logs, API answers.
+`install` takes the secret values of the loaded settings (`secret_values`); `scrub`
+replaces each occurrence with `***` in log lines, request reasons, coaching logs and API
+answers. Key-based redaction (`gencoach.config.redaction`) hides a secret where it is
+named; this catches one echoed into free text ("Incorrect API key provided: sk-...").
 """
 
 from __future__ import annotations
@@ -28,7 +25,9 @@ _pattern: re.Pattern[str] | None = None
 
 
 def secret_values(settings: Settings) -> set[str]:
-    """Every secret value the settings hold, with header credentials also without scheme."""
+    """Every secret value the settings hold: credential header values (`Authorization`,
+    `X-Api-Key`, ...), also without a scheme such as `Bearer`; API keys; the API token.
+    Every process that loads settings installs them (`install`)."""
     found: set[str] = set()
     for backend in settings.backends.values():
         for name, value in backend.headers.items():

@@ -1,12 +1,4 @@
-"""The task description a save records, in MAGMA Core's shape.
-
-MAGMA-GEN's `config.json` holds `get_loaded_task_descriptions()`: the task's text, one
-description per stage id and a coaching hint; its viewer and coaches index the stage
-descriptions by stage id. A generator that reports that object in `run.started` has it
-saved as is; one that reports the text alone gets each stage described from the first
-situation reported in it (goal, instruction, budgets, hint), and a stage never reached
-described by its id alone.
-"""
+"""The task description a save records, in MAGMA Core's shape (`describe_task`)."""
 
 from __future__ import annotations
 
@@ -15,7 +7,15 @@ from gencoach.service.store.nodes import RunGraph, StoredSituation
 
 
 def describe_task(graph: RunGraph) -> TaskDescription:
-    """The run's task description, as MAGMA-GEN saves it."""
+    """The run's task description, as MAGMA-GEN saves it.
+
+    MAGMA-GEN's `config.json` holds `get_loaded_task_descriptions()`: the task's text, one
+    description per stage id and a coaching hint; its viewer and coaches index the stage
+    descriptions by stage id. A generator that reports that object in `run.started` has it
+    saved as is; one that reports the text alone gets each stage described from the first
+    situation reported in it (goal, instruction, budgets, hint), and a stage never reached
+    described by its id alone.
+    """
     reported = graph.started.task_description
     if isinstance(reported, TaskDescription):
         return reported
