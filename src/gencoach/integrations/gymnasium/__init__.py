@@ -1,11 +1,8 @@
 """Run any Gymnasium env with discrete actions under gencoach (see docs/integrations.md).
 
-```python
-from gencoach.integrations.gymnasium import CampaignOptions, GymAdapter, Tool, run_campaign
-```
-
-The agent for any adapter is `gencoach.integrations.gymnasium.agent` (imported apart: it
-needs the agent toolkit's web framework).
+Re-exports what an integrator uses: the adapter (`GymAdapter`, `Tool`), the campaign
+(`run_campaign`) and the oracle teacher. The agent for any adapter is
+`gencoach.integrations.gymnasium.agent` (imported apart: it needs a web framework).
 """
 
 from gencoach.integrations.gymnasium.adapter import Action, GymAdapter, Tool, Transition

@@ -1,29 +1,8 @@
 """What an integrator writes for a Gymnasium env: `GymAdapter`, its tools and its judge.
 
-```python
-class FrozenLake(GymAdapter):
-    name = "frozenlake"
-    tools = (Tool("left", "Move one cell left.", 0), Tool("down", "Move one cell down.", 1), ...)
-
-    def make_env(self, seed):
-        return gymnasium.make("FrozenLake-v1", map_name="4x4")
-
-    def instruction(self, env, observation):
-        return "Reach the goal G without falling into a hole H."
-
-    def describe(self, env, observation):
-        return f"You are on cell {observation}."
-```
-
-Everything else has defaults: a decision's tool calls are the env's actions in order
-(`action`), a step is judged from `terminated`, `truncated` and the reward (`judge`),
-the stage's target is the oracle's plan length (`oracle`, optional), and the agent sees
-no attributes beyond the text.
-
-An env action is whatever the env's `step` takes and JSON keeps as it is (an int for a
-`Discrete` space, a string for a `Text` one): the teacher state saves the actions taken.
-An oracle answers an action, or a whole tool call (`self.call(name, **arguments)`) when
-tools take arguments; the teacher's expected decisions are then that call.
+`GymAdapter` is the class to subclass (docs/integrations.md §1 shows the FrozenLake one
+and every member's default); `Tool` is one env action offered to the agent, `Transition`
+one env step as `GymAdapter.judge` reads it.
 """
 
 from __future__ import annotations
@@ -37,7 +16,8 @@ from gencoach.sim.tools import magma_tool
 
 Event = Literal["success", "failure", "exceeded"]
 Action = Any
-"""An env action: what `env.step` takes, kept in JSON (an int, a string, a list...)."""
+"""An env action: what `env.step` takes, kept in JSON as it is (an int for a `Discrete`
+space, a string for a `Text` one...): the teacher state saves the actions taken."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +52,13 @@ class Transition:
 
 
 class GymAdapter:
-    """An env under gencoach: override `make_env`, `instruction`, `describe` and `tools`."""
+    """An env under gencoach: override `make_env`, `instruction`, `describe` and `tools`.
+
+    Everything else has a default: a decision's tool calls are the env's actions in order
+    (`action`), a step is judged from `terminated`, `truncated` and the reward (`judge`),
+    the stage's target is the oracle's plan length (`oracle`, optional), and the agent
+    sees no attributes beyond the text.
+    """
 
     name: str = "gym"
     tools: Sequence[Tool] = ()
@@ -121,7 +107,10 @@ class GymAdapter:
     def oracle(self, env: Any, seed: int, actions: Sequence[Action]) -> Action | ToolCall | None:
         """The best next action for the env, which is at `seed` after `actions`, or the
         whole tool call (`self.call(...)`), for the teacher, the stage's target and the
-        oracle policy (None: no oracle)."""
+        oracle policy (None: no oracle).
+
+        Answer a whole call when tools take arguments: the teacher's expected decision is
+        then that call, arguments included."""
         return None
 
     def argument_choices(self, env: Any, tool: str, param: str) -> Sequence[str]:

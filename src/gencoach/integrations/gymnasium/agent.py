@@ -1,22 +1,8 @@
 """An agent for any adapter: `gencoach agent serve --env MODULE:ADAPTER`.
 
-This is the starting point to copy for an agent of your own. It is a MAGMA Core 2.0
-agent (`create_agent_app`) whose tools are the adapter's (they come in every input),
-announcing every coaching kind, with:
-
-- a **policy** that decides: `oracle`, the adapter's oracle with seeded mistakes (for
-  pipelines and tests, `OraclePolicy`), or `llm`, any OpenAI-compatible endpoint
-  (`LLMPolicy`: tool calling, or JSON answers with the backends' structured-output
-  fallback), prompted with the env's text alone;
-- a **coach** (`ReferenceCoach`) that repairs a decision with, in order, the diagnosis's
-  expected decision, the session's backends, then its policy deciding again (the LLM:
-  `repair_model`; the oracle without its mistakes: `fallback`).
-
-```python
-from gencoach.integrations.gymnasium.agent import EnvAgentOptions, env_app
-
-app = env_app(MyAdapter(), EnvAgentOptions(policy="llm", model="qwen2.5:7b"))
-```
+The starting point to copy for an agent of your own (docs/integrations.md §7):
+`env_app` serves a MAGMA Core 2.0 agent whose tools are the adapter's, deciding with
+the policy `env_policy` picks from `EnvAgentOptions` and repairing with its coach.
 """
 
 from __future__ import annotations
@@ -77,7 +63,15 @@ def env_system_prompt(agent_input: AgentInput) -> str:
 
 
 def env_policy(adapter: GymAdapter, options: EnvAgentOptions) -> tuple[Policy, ReferenceCoach]:
-    """The policy that decides and the coach that repairs its answers."""
+    """The policy that decides and the coach that repairs its answers.
+
+    `oracle`: the adapter's oracle with seeded mistakes (`OraclePolicy`), for pipelines
+    and tests; `llm`: any OpenAI-compatible endpoint (`LLMPolicy`: tool calling, or JSON
+    answers with the backends' structured-output fallback), prompted with the env's text
+    alone. The coach (`ReferenceCoach`) repairs a decision with, in order, the
+    diagnosis's expected decision, the session's backends, then the policy deciding again
+    (the LLM: `repair_model`; the oracle without its mistakes: `fallback`).
+    """
     if options.policy == "llm":
         assert options.model is not None
         llm = LLMPolicy(
@@ -94,7 +88,8 @@ def env_policy(adapter: GymAdapter, options: EnvAgentOptions) -> tuple[Policy, R
 
 
 def env_app(adapter: GymAdapter, options: EnvAgentOptions | None = None) -> FastAPI:
-    """The agent's FastAPI app for this adapter's env."""
+    """The agent's FastAPI app for this adapter's env: a MAGMA Core 2.0 agent announcing
+    every coaching kind, whose tools are the adapter's (they come in every input)."""
     options = options or EnvAgentOptions()
     policy, coach = env_policy(adapter, options)
     sessions = SessionStore(structured_output=options.structured_output)

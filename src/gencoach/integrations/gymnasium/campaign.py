@@ -1,15 +1,8 @@
 """Many runs of one adapter at once, over one Redis connection pool and one order reader.
 
-A campaign has a name (a fresh `gym-<adapter>-<hex>` unless given): run `k` is
-`<campaign>-<seed + k>` and plays seed `seed + k`; at most `concurrency` runs play at a
-time. Every run's reporter, teacher states and the shared `OrderReader` (consumer group
-`<campaign>`) use one `BlockingConnectionPool` of `max_connections` connections (8 by
-default, whatever the concurrency: a run waits for a free connection rather than opening
-another; the reader holds one while it blocks), named `gencoach-gym` in `CLIENT LIST`.
-
-Running a campaign again under its name resumes it: a run whose generator state says it
-finished is skipped, one that started is resumed (`GymRun.play(recalled=...)`: its
-unexecuted orders are read again and executed once), the others play from the start.
+`run_campaign` plays `CampaignOptions.runs` seeds as `GymRun`s and sums them in a
+`CampaignReport`; `connection_pool` is the pool they all share (docs/integrations.md §5
+and §6: naming, resuming, connections).
 """
 
 from __future__ import annotations
@@ -98,7 +91,8 @@ class CampaignReport:
 
 
 def connection_pool(url: str, size: int) -> redis.asyncio.BlockingConnectionPool:
-    """The campaign's one pool (at least 2: the order reader's and one for the runs).
+    """The campaign's one pool, named `gencoach-gym` in `CLIENT LIST` (at least 2
+    connections: the order reader holds one while it blocks, the runs share the rest).
 
     A run waits for a connection as long as it takes (no `timeout`): while many runs
     start, each one's env steps (synchronous) hold the loop, and a run that asked for a
@@ -110,7 +104,19 @@ def connection_pool(url: str, size: int) -> redis.asyncio.BlockingConnectionPool
 
 
 async def run_campaign(options: CampaignOptions) -> CampaignReport:
-    """Play `options.runs` seeds of the adapter's env and report them to gencoach."""
+    """Play `options.runs` seeds of the adapter's env and report them to gencoach.
+
+    The campaign's name is `options.campaign`, else a fresh `gym-<adapter>-<hex>`: run `k`
+    is `<campaign>-<seed + k>` and plays seed `seed + k`, at most `concurrency` at a time.
+    Every run's reporter, teacher states and the shared `OrderReader` (consumer group
+    `<campaign>`) use one pool of `max_connections` whatever the concurrency: a run waits
+    for a free connection rather than opening another.
+
+    Running a campaign again under its name resumes it: a run whose generator state says
+    it finished is skipped, one that started is resumed (`GymRun.play` with what it
+    recalled: its unexecuted orders are read again and executed once), the others play
+    from the start.
+    """
     report = CampaignReport()
     name = options.campaign or f"gym-{options.adapter.name}-{uuid.uuid4().hex[:8]}"
     started = anyio.current_time()

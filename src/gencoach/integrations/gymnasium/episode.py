@@ -1,16 +1,8 @@
 """One env episode under gencoach: decisions become actions, a situation is restored by replay.
 
-Gymnasium has no API to save and load an env's state, so a situation is kept as its
-seed and the actions taken since `reset(seed=seed)`, and restored by replaying them on
-a fresh env: exact for every env whose dynamics depend only on the seed and the actions
-(Gymnasium's contract for `reset(seed=...)`; the toy-text and minigrid envs keep it).
-Replay costs the prefix's steps, which for the short episodes of these envs is far below
-one agent call; a deep copy would be cheaper but is not safe for envs that hold native
-resources, so it is not used.
-
-Every input the run sends carries its situation as `extra_keys["gym_state"]`
-(`{adapter, seed, actions}`), so an agent with privileged access (the oracle policy)
-can replay it; exports and LLM prompts never show it.
+`GymEpisode` is an env at a seed after some actions (why replay, not snapshots:
+`GymEpisode.restore`); `Judged` is what one decision did, as the fields the run
+reports; `invalid_reason` says why a decision breaks the offered tools.
 """
 
 from __future__ import annotations
@@ -25,7 +17,7 @@ from gencoach.protocol import AgentDecision
 GYM_STATE_KEY = "gym_state"
 """The `extra_keys` entry of every input `gencoach sim gym` sends: the situation's
 `{adapter, seed, actions}` (its teacher state), for agents that replay it (the oracle
-policy); the LLM policy never reads it."""
+policy); the LLM policy never reads it, and exports never show it."""
 
 # MAGMA Core's StageState values.
 _STAGE_STATES = {"optimal": 1, "acceptable": 0, "exceeded": -1}
@@ -111,7 +103,14 @@ class GymEpisode:
 
     @classmethod
     def restore(cls, adapter: GymAdapter, seed: int, actions: Sequence[Action]) -> GymEpisode:
-        """The env of a saved situation, rebuilt by replaying its actions from the seed."""
+        """The env of a saved situation, rebuilt by replaying its actions from the seed.
+
+        Gymnasium has no API to save and load an env's state. Replay is exact for every
+        env whose dynamics depend only on the seed and the actions (Gymnasium's contract
+        for `reset(seed=...)`; the toy-text and minigrid envs keep it), and costs the
+        prefix's steps, far below one agent call for these short episodes. A deep copy
+        would be cheaper but is not safe for envs that hold native resources.
+        """
         episode = cls.start(adapter, seed)
         for action in actions:
             episode.observation, *_ = episode.env.step(action)

@@ -1,22 +1,7 @@
 """The oracle policy: an adapter's oracle decides, with seeded mistakes (for pipelines and tests).
 
-It reads the situation from the input's `extra_keys["gym_state"]`, which `gencoach sim gym`
-puts in every input it sends (`{adapter, seed, actions}`, the situation's teacher state):
-it rebuilds the adapter (`type(adapter)(**state["adapter"])`), replays the env and calls
-the adapter's oracle, one call per decision. An LLM never sees that key; a real agent
-reads the text. Each candidate draws its mistake as the reference agent does
-(`MistakeRates`, `random.Random(f"{seed}:{digest}:{env_seed}:{index}")`, the env's seed
-added: two seeds of a fixed-map env read the same but are two situations):
-
-| mistake                | what it answers                                               |
-| ---------------------- | ------------------------------------------------------------- |
-| `wrong_argument`       | the oracle's tool with another argument value (one of the     |
-|                        | adapter's `argument_choices`, else a word of the text), or    |
-|                        | another tool (tools without arguments)                        |
-| `skipped_prerequisite` | the oracle's call after next, as if the next one were done    |
-| `malformed`            | words with the call, or a misnamed tool                       |
-| `detour`               | another tool than the oracle's (any argument it takes)        |
-| `no_action`            | words without any call                                        |
+`OraclePolicy` decides (its docstring says what each mistake answers on an env);
+`situation_of` replays the situation an input carries.
 """
 
 from __future__ import annotations
@@ -50,7 +35,24 @@ def situation_of(adapter: GymAdapter, agent_input: AgentInput) -> GymEpisode:
 
 
 class OraclePolicy:
-    """Follows the adapter's oracle, one call per decision, with seeded mistakes."""
+    """Follows the adapter's oracle, one call per decision, with seeded mistakes.
+
+    It reads the situation from the input's `extra_keys["gym_state"]`, which `gencoach sim
+    gym` puts in every input it sends (`{adapter, seed, actions}`, the situation's teacher
+    state): it rebuilds the adapter (`type(adapter)(**state["adapter"])`), replays the env
+    and calls the adapter's oracle. An LLM never sees that key; a real agent reads the
+    text. Each candidate draws its mistake as the reference agent does (`MistakeRates`):
+
+    | mistake                | what it answers                                               |
+    | ---------------------- | ------------------------------------------------------------- |
+    | `wrong_argument`       | the oracle's tool with another argument value (one of the     |
+    |                        | adapter's `argument_choices`, else a word of the text), or    |
+    |                        | another tool (tools without arguments)                        |
+    | `skipped_prerequisite` | the oracle's call after next, as if the next one were done    |
+    | `malformed`            | words with the call, or a misnamed tool                       |
+    | `detour`               | another tool than the oracle's (any argument it takes)        |
+    | `no_action`            | words without any call                                        |
+    """
 
     def __init__(self, adapter: GymAdapter, rates: MistakeRates | None = None, seed: int = 0):
         self.adapter = adapter

@@ -1,20 +1,7 @@
 """One run of a Gymnasium env under gencoach: its situations, candidates and branch orders.
 
-The run plays one episode (`reset(seed=seed)`) against the agent. Each situation is
-saved (its seed and action prefix, as the run's book entry, remembered in the run's
-generator state, and as the situation's teacher state), reported, and asked for
-`branches` candidates; each candidate is executed on its own copy of the env and
-reported; the first one whose stage goes on continues the branch with the env's new
-observation as an `env` message. A branch order restores its anchor (a situation of
-this run, or one gencoach made for an earlier order: `order.situation_id` is recorded
-as soon as the order is accepted), executes the coached decision there and continues
-the branch, every node carrying the attempt id. Once every branch ended, the run waits
-for gencoach's settled answer (at most `settle_timeout_s`), then finishes.
-
-A run resumed after its generator restarted (`play(recalled=...)`) takes its book and
-its id counters back from the generator state, executes the orders its consumer had not
-acknowledged and any new one, and finishes; branches that were in progress when the
-generator died end where they were.
+`GymRun` plays one seed against the agent and executes the branch orders it receives
+(its docstring tells a run's life, resumed or not); `RunTally` counts what it did.
 """
 
 from __future__ import annotations
@@ -77,7 +64,24 @@ class RunTally(AnswerTally):
 
 
 class GymRun:
-    """One seed of the env played against the agent, with the branch orders it receives."""
+    """One seed of the env played against the agent, with the branch orders it receives.
+
+    The run plays one episode (`reset(seed=seed)`). Each situation is saved (its seed and
+    action prefix, as the run's book entry, remembered in the run's generator state, and
+    as the situation's teacher state), reported, and asked for `branches` candidates; each
+    candidate is executed on its own copy of the env and reported; the first one whose
+    stage goes on continues the branch with the env's new observation as an `env`
+    message. A branch order restores its anchor (a situation of this run, or one gencoach
+    made for an earlier order: `order.situation_id` is recorded as soon as the order is
+    accepted), executes the coached decision there and continues the branch, every node
+    carrying the attempt id. Once every branch ended, the run waits for gencoach's settled
+    answer (at most `settle_timeout_s`), then finishes.
+
+    A run resumed after its generator restarted (`play(recalled=...)`) takes its book and
+    its id counters back from the generator state, executes the orders its consumer had
+    not acknowledged and any new one, and finishes; branches that were in progress when
+    the generator died end where they were.
+    """
 
     def __init__(
         self,

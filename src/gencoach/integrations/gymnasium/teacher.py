@@ -1,26 +1,7 @@
 """An oracle teacher for any adapter with an `oracle`: a `type: python` backend.
 
-```yaml
-backends:
-  teacher:
-    type: python
-    endpoint: gencoach.integrations.minigrid:teacher   # OracleTeacher(BabyAIAdapter)
-```
-
-Each situation's teacher state is `{adapter, seed, actions}` (saved by the run). For a
-diagnosis the teacher rebuilds every diagnosable step's env by replay and walks the
-step's calls against the oracle: the first call whose env action differs from the
-oracle's (or a decision without calls, or one the tools refuse) is the faulty decision,
-and the oracle's call from there, with its arguments when the oracle answers a whole
-tool call, is the expected decision. The suboptimal contract gets that first departure,
-or `false` when every decision followed the oracle. Without teacher states it blames the
-last decision and says so.
-
-A `python` backend's function runs in a worker thread, one per job in flight (up to
-`workers.concurrency` at once), and many envs are not thread-safe even as separate
-instances (module-level state, native libraries). Unless the adapter says it is
-(`GymAdapter.thread_safe`), the teacher replays one job at a time in each process;
-every job replays envs of its own, never another job's.
+`OracleTeacher(MyAdapter)` is the backend's endpoint (docs/integrations.md §8); its
+docstring says how it diagnoses and why it replays one job at a time.
 """
 
 from __future__ import annotations
@@ -43,7 +24,23 @@ NO_STATE = "the privileged teacher had no teacher state for these steps"
 
 
 class OracleTeacher:
-    """A python backend answering diagnosis contracts from an adapter's oracle."""
+    """A python backend answering diagnosis contracts from an adapter's oracle.
+
+    Each situation's teacher state is `{adapter, seed, actions}` (saved by the run). For a
+    diagnosis the teacher rebuilds every diagnosable step's env by replay and walks the
+    step's calls against the oracle: the first call whose env action differs from the
+    oracle's (or a decision without calls, or one the tools refuse) is the faulty
+    decision, and the oracle's call from there, with its arguments when the oracle answers
+    a whole tool call, is the expected decision. The suboptimal contract gets that first
+    departure, or `false` when every decision followed the oracle. Without teacher states
+    it blames the last decision and says so.
+
+    A `python` backend's function runs in a worker thread, one per job in flight (up to
+    `workers.concurrency` at once), and many envs are not thread-safe even as separate
+    instances (module-level state, native libraries). Unless the adapter says it is
+    (`GymAdapter.thread_safe`), the teacher replays one job at a time in each process;
+    every job replays envs of its own, never another job's.
+    """
 
     def __init__(self, make_adapter: Callable[..., GymAdapter]) -> None:
         self.make_adapter = make_adapter
@@ -65,7 +62,7 @@ class OracleTeacher:
         model: str | None = None,
         context: dict[str, Any] | None = None,
     ) -> str:
-        """Answer the contract `schema` names (see the module docstring)."""
+        """Answer the contract `schema` names (see the class docstring)."""
         contract = (schema or {}).get("title")
         job = context or {}
         if contract == "CaseSelectionAnswer":
