@@ -1,17 +1,8 @@
 """gencoach: asynchronous coaching orchestration for agent data generation.
 
-What simulator integrators, agent authors and training teams import, by what they do;
-each name is imported on first use (the service's own modules stay where they are):
-
-- report a run and execute coached branches: `Reporter`, `AsyncReporter`, `OrderReader`,
-  `BranchOrder`;
-- run a Gymnasium env under gencoach: `GymAdapter`, `Tool`, `OracleTeacher`,
-  `run_campaign`, `CampaignOptions`, and its LLM-policy agent `env_app`,
-  `EnvAgentOptions`;
-- write an agent that is coached: `create_agent_app`, `Policy`, `Coach`, `check_agent`;
-- read saves and datasets: `read_save`, `SavedGraph`, `audit`, `run_export`,
-  `Exporter`, `CanonicalDatasetAdapter`;
-- the errors they may catch: `GencoachError`, `ContractError`, `ReportError`, `SaveError`.
+The curated namespace integrators import from: the reporters and branch orders, the
+Gymnasium adapter, the agent toolkit, saves, exports and the trajectory library, and the
+errors they may catch. Each name is imported on first use (`_MODULES` says from where).
 """
 
 from typing import TYPE_CHECKING

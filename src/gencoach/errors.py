@@ -1,24 +1,9 @@
 """The one exception tree of gencoach, split by what the caller can do about it.
 
-```
-GencoachError
-├── ConfigError            the settings are wrong: fix the file or the environment, restart
-├── ContractError          a payload broke a wire contract: the sender must change it
-├── SaveError              a saved graph folder cannot be written or read as MAGMA-GEN 2.0
-├── RedisError             the Redis server cannot be reached or started
-│   └── EmbeddedRedisError the private server for this process tree would not start
-├── AgentCallError         an agent was unreachable or answered outside the protocol
-├── ExportError            an export cannot run (bad options, unknown format, no usable save)
-├── LibraryError           a trajectory library cannot be built or read (gencoach.library.errors)
-└── BackendError           an LLM backend gave no usable answer (a function raised, a bad reply)
-    ├── BackendUnavailable  unreachable, timing out or overloaded after every retry: try later
-    ├── BackendRequestError the backend refuses the request as configured (HTTP 4xx): fix config
-    ├── BackendTruncatedError its answer was cut by the token limit: raise `max_tokens`
-    └── BackendAnswerError  its answer broke the contract twice: abandon the request
-```
-
-Every error carries its context as attributes, so logs and API answers can show them
-without parsing the message.
+`GencoachError` is the root; `ConfigError`, `ContractError`, `SaveError`, `RedisError`,
+`AgentCallError`, `ExportError` and `BackendError` (with its four kinds) each name one
+failure and carry its context as attributes, so logs and API answers can show them
+without parsing the message. The tree is drawn in docs/architecture.md#errors.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""The coaching funnel: one definition of its counts, shared by `gencoach status` (which
-reads them from `/metrics`), the console (from the request records) and `/metrics` itself
-(`gencoach_requests_total`, one arrival per request and state).
+"""The coaching funnel: one definition of its counts, per row (a route, or `human`).
 
-Every count is of requests, per row: a route, or `human` for people's interventions.
-
-| count | requests that |
-|---|---|
-| seen | were opened (arrived in `opportunity`) |
-| skipped | ended `skipped` by a routing rule or their run's end |
-| refused | ended `skipped` because the stage limits were full |
-| admitted | were admitted (people's interventions are admitted outside the limits) |
-| corrected | got a correction (reached `corrected`) |
-| reinjected | had it reinjected through the agent (reached `reinjected`) |
-| executed | had the branch executed by the generator (reached `executed`) |
-| proven | ended `proven`: a trajectory of the branch succeeded in its stage |
-| unproven | ended `unproven`: their run ended and no trajectory of the branch succeeded |
-| failed | ended `declined`, `abandoned` or `error` |
-| open | were admitted and have not ended yet: admitted - failed - proven - unproven |
-
-They add up: seen = skipped + refused + admitted (+ opportunities not routed yet),
-admitted = open + failed + proven + unproven, and admitted >= corrected >= reinjected >=
-executed >= proven + unproven.
+`gencoach status` (from `/metrics`), the console (from the request records) and `/metrics`
+itself (`gencoach_requests_total`, one arrival per request and state) all count through
+`Funnel`, one row's counts. Each count's definition and how they add up: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -61,7 +43,7 @@ def refused_by_limits(reason: str | None) -> bool:
 
 @dataclass
 class Funnel:
-    """One row's counts (see the module docstring for each one's definition)."""
+    """One row's counts (each one's definition: docs/metrics.md)."""
 
     row: str
     seen: float = 0

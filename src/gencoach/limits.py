@@ -1,20 +1,8 @@
 """The per-stage coaching limits: admission, leases, completion and proof, atomic in Redis.
 
-Per stage of a run, *pending* counts the requests holding a live lease (queued, running,
-or answered and awaiting reinjection), *completed* the attempts that produced a
-reinjected branch, *proven* the completed attempts whose branch reached stage success,
-and *unproven* = pending + completed - proven. An automatic request is admitted only
-while pending < `max_pending_per_stage` and unproven < `max_unproven_per_stage`; the
-check and the lease it grants are one Lua script, so concurrent controllers never
-overshoot. The limits are arguments of each admission, so a reloaded config applies to
-the next one.
-
-Leases expire by the Redis server's clock unless renewed, so a dead holder never keeps
-a slot. A human intervention is never refused by the limits, but its lease and attempt
-count like any other: it stays visible, and automatic requests wait for the room it
-uses. A completion after the lease expired still records the attempt (the branch
-exists), which may push unproven past the limit and so delays the next admission.
-Call `complete` before handing out the branch order: `prove` counts completed attempts.
+`StageLimits` runs each operation as one Lua script (`lua/limits_*.lua`), so concurrent
+controllers never overshoot; `Admission`, `StageCounts` and `StageBudget` are what it
+answers. The counts, the limits, leases and human interventions: docs/budgets.md.
 """
 
 from __future__ import annotations
@@ -165,7 +153,12 @@ def _check_attempt(attempt_id: int) -> None:
 
 
 class StageLimits:
-    """Admits coaching requests per stage and tracks their leases, attempts and proofs."""
+    """Admits coaching requests per stage and tracks their leases, attempts and proofs.
+
+    Leases expire by the Redis server's clock unless renewed, so a dead holder never keeps
+    a slot. A human request is never refused by the limits, but its lease and attempt
+    count like any other, so automatic requests wait for the room it uses.
+    """
 
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client
@@ -203,7 +196,8 @@ class StageLimits:
         """Admit a request to its stage's limits in one round trip, or say why not.
 
         Admitting a request that holds a live lease renews it and answers `renewed`;
-        one that already completed is refused with `refused_by == "completed"`.
+        one that already completed is refused with `refused_by == "completed"`. The
+        limits are arguments of each admission, so a reloaded config applies to the next.
         """
         _check_ids(run_id, stage_id, request_id)
         args: list[str | int] = [
@@ -247,7 +241,9 @@ class StageLimits:
         """Turn the request's lease into a completed attempt, once per request and attempt.
 
         `late` means the lease had expired or been released: the attempt is recorded all
-        the same. Raises ValueError when the request completed as another attempt, or the
+        the same (the branch exists), which may push unproven past the limit and so delay
+        the next admission. Call it before handing out the branch order: `prove` counts
+        completed attempts. Raises ValueError when the request completed as another attempt, or the
         attempt belongs to another request; nothing is recorded then.
         """
         _check_ids(run_id, stage_id, request_id)

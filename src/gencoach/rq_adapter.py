@@ -1,23 +1,9 @@
-"""The one module that speaks to RQ: putting jobs on the queues, taking them off in
-priority order, reading where they are, and the bookkeeping of the workers that run them.
+"""The one module that speaks to RQ: enqueuing jobs, taking them in priority order, reading
+where they are, and the bookkeeping of the workers that run them.
 
-gencoach keeps RQ as its queue (operators inspect it with `rq info` and rq-dashboard) and
-uses its public API only; the version tested is pinned (`rq>=3.0,<3.1` in
-`pyproject.toml`, `rq==3.0.0` in `docker/constraints.txt`). Nothing else in `gencoach`
-imports `rq`: the controller, the workers and the console go through the names here.
-
-Every worker process serves every gencoach queue, first to last (repair before
-diagnosis, so that corrections already under way finish first). RQ's own multi-queue
-dequeue is a plain BLPOP (RQ issue #1716): a worker that dies between the pop and the
-started registry loses the job without a trace. Here one Lua script moves the job from
-its queue into RQ's intermediate list in a single step, as RQ does for one queue, so
-RQ's maintenance recovers it.
-
-Idle workers block on a doorbell list that `enqueue` pushes a token to, with a short
-timeout for jobs RQ itself puts back (`rq requeue`) without ringing.
-
-RQ's client is synchronous redis-py: async code calls these functions through
-`anyio.to_thread.run_sync`.
+Nothing else imports `rq`; this one uses RQ's public API only, at the version pinned in
+`pyproject.toml` and `docker/constraints.txt`. `PriorityQueue` takes jobs atomically;
+`ForkWorker` and `ConcurrentWorker` keep RQ's records. Async code calls in via `anyio.to_thread`.
 """
 
 from __future__ import annotations
@@ -168,7 +154,17 @@ def restore_job(
 
 
 class PriorityQueue(Queue):
-    """An RQ queue whose `dequeue_any` takes jobs atomically in the given queue order."""
+    """An RQ queue whose `dequeue_any` takes jobs atomically in the given queue order.
+
+    Every worker serves every gencoach queue, first to last (repair before diagnosis, so
+    that corrections already under way finish first). RQ's own multi-queue dequeue is a
+    plain BLPOP (RQ issue #1716): a worker that dies between the pop and the started
+    registry loses the job without a trace. Here one Lua script (`lua/take_job.lua`)
+    moves the job from its queue into RQ's intermediate list in a single step, as RQ does
+    for one queue, so RQ's maintenance recovers it. Idle workers block on the doorbell
+    list that `enqueue` rings, for at most `WAKE_S`: jobs RQ itself puts back
+    (`rq requeue`) ring no bell.
+    """
 
     @classmethod
     def dequeue_any(

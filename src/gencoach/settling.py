@@ -1,16 +1,8 @@
 """Whether a run is settled: no branch order can come for it until its generator reports more.
 
-A generator whose branches have all ended asks (`Reporter.wait_settled`): it names the
-last seq it reported and the terminals among its events since its last answer
-(`gencoach.protocol.terminal_of`). gencoach answers with a `run.settled` entry on the
-run's branch stream, after every order it published, once each of those terminals has
-been routed (to a coaching request or to none) and no coaching request of the run can
-still publish an order (`lifecycle.MAY_ORDER`). The check runs when the generator asks,
-when the controller has routed a terminal, and when a request leaves those states; it is
-one Lua script (`lua/settle.lua`), so the answer always follows the orders it covers.
-
-The API shows it (`GET /v1/runs/{id}`: `settled`, `settled_seq`); a finished run is
-settled there once none of its requests can publish an order.
+`Settling` is the controller's side of `lua/settle.lua`: terminals routed, requests past
+ordering, and what the API shows (`settled`, `settled_seq`). The protocol, as generators
+see it: docs/branch-orders.md.
 """
 
 from __future__ import annotations
@@ -46,7 +38,12 @@ def _outcome(reply: bytes | str) -> Outcome:
 
 
 class Settling:
-    """The controller's side: terminals routed, requests past ordering, and what the API shows."""
+    """The controller's side: terminals routed, requests past ordering, and what the API shows.
+
+    The script writes the `run.settled` answer on the run's branch stream once each
+    terminal the probe names is routed and no request of the run is in
+    `lifecycle.MAY_ORDER`; being one script, the answer always follows the orders it covers.
+    """
 
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client
