@@ -139,6 +139,19 @@ class Keys:
         return f"{self.prefix}:requests:deadlines"
 
     @property
+    def heard(self) -> str:
+        """Sorted set of the active runs, each scored by when it last heard from its
+        generator (ms since the epoch): a pass reads only the runs fallen silent
+        (gencoach.service.store.watches)."""
+        return f"{self.prefix}:heard"
+
+    @property
+    def registrations(self) -> str:
+        """Sorted set of the runs whose agent's registration has not ended, each scored by
+        when reconciliation looks at it (ms since the epoch)."""
+        return f"{self.prefix}:registrations"
+
+    @property
     def budgets(self) -> str:
         """Hash of coaching budgets changed over HTTP, applied over the config file's."""
         return f"{self.prefix}:budgets"

@@ -207,9 +207,9 @@ def test_a_run_whose_index_entry_was_lost_is_indexed_again_by_the_reconciler(
     controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis
 ) -> None:
     """With the runs index wiped (as a crash between a run's write and the index's would
-    leave it), the controller's next sweep over its open runs lists them again."""
-    # Only the reconciler repairs, on its sweeps (every 120 s by default).
-    controller = controller_factory(housekeeping_s=3600, sweep_s=3)
+    leave it), the controller's check of the runs it saw open lists them again."""
+    # Only the reconciler repairs: it checks the runs it saw open, a slice each pass.
+    controller = controller_factory(housekeeping_s=3600)
     controller.start()
     _start(controller.url, ["kept-a", "kept-b"])
     redis_client.delete(*redis_client.keys("gencoach:runs:*"))

@@ -286,9 +286,6 @@ class ControllerSettings(Section):
     saved_ttl_s: Count = 86_400
     # An active run with no event for this long is finished as abandoned and saved.
     abandon_idle_s: Seconds = 3_600.0
-    # How often reconciliation sweeps every active run (silent, never registered, missing
-    # from the runs index); every fifth sweep also checks each open run's own state.
-    sweep_s: Seconds = 120.0
     # An event larger than this (its JSON, in bytes) goes to the dead letters.
     max_event_bytes: Count = 1_048_576
     # Entries the dead-letter stream keeps (approximately: trimmed with MAXLEN ~).

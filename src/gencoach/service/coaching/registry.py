@@ -42,6 +42,7 @@ from gencoach.service.coaching.router import AgentCoaching
 from gencoach.service.store.graphstore import META
 from gencoach.service.store.nodes import as_text
 from gencoach.service.store.runindex import RunIndex
+from gencoach.service.store.watches import FIRST_LOOK_S, RunWatches
 
 log = get_logger("registry")
 
@@ -97,6 +98,7 @@ class AgentRegistry:
         self.keys = keys
         self.http = http
         self.index = RunIndex(client, keys)
+        self.watches = RunWatches(client, keys)
         self._ended: dict[str, anyio.Event] = {}  # registrations ended in this process
         self._lookups: dict[str, _Lookup] = {}  # announcement reads in progress, by agent
 
@@ -104,13 +106,20 @@ class AgentRegistry:
         """Read the agent's announcement and open its coaching session if it offers one.
 
         The run is marked registered last, whatever happened, so `wait_registered` tells
-        the coaching loop when what the agent offers is known.
+        the coaching loop when what the agent offers is known. While it is under way, a
+        reconciliation pass looks at the run only once it is sure to have ended (one that
+        never ends: this controller died).
         """
+        give_up_s = settings.controller.registration_give_up_s
+        await self.watches.registering([run_id], give_up_s + FIRST_LOOK_S)
         try:
             return await self._register(run_id, agent_url, settings)
         finally:
             with anyio.CancelScope(shield=True):
-                await self.client.hset(self.keys.run(run_id, META), REGISTERED, "1")
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hset(self.keys.run(run_id, META), REGISTERED, "1")
+                self.watches.registered(pipe, run_id)
+                await pipe.execute()
                 self._event(run_id).set()
                 self._ended.pop(run_id, None)
 

@@ -13,19 +13,30 @@ the next one. Queues whose jobs wait unclaimed too long are reported once each. 
 recovery of a killed job is far slower and is not waited for.
 
 Finished runs are visited until every request they have is terminal (`RunEnds`), and
-saved runs for `RECHECK_FOR_S` after their save. Every `controller.sweep_s` (120 s) a
-sweep also looks at every active run: one that fell silent is finished as abandoned, one
-whose agent was never asked is registered, and a run seen open but missing from the runs
-index is indexed again. Every `REPAIRS`-th sweep, and at once after Redis restarted (its `run_id`
-changed), every open run's entry in the index is checked against its own state (runs
-whose keys expired leave it), and runs whose state vanished while still active or
-unsaved are named in the log. So a pass costs the requests whose deadline came and the
-finished runs; only a sweep costs every open run.
+saved runs for `RECHECK_FOR_S` after their save. Open runs are found the way requests
+are, through deadlines in sorted sets (`gencoach.service.store.watches`): an active run
+is scored by when it last heard from its generator, so a pass reads only the runs silent
+for `controller.abandon_idle_s` and finishes each as abandoned (`RunEnds.abandon_if_idle`
+decides, on the run's own state); a run whose agent's registration has not ended comes
+due a few seconds after its start, or once a registration under way is sure to have
+ended, and is registered again. No pass reads every open run.
+
+The runs index is written just after a run's own state (it lives in another hash slot,
+so no script writes both). A crash in between leaves the index behind: a re-delivered
+run.started or run.finished writes it again; a run abandoned without the index told
+still holds its `heard` entry (it leaves `heard` only after the index has its end), and
+the look that finds it no longer active puts its entry right. Beyond that, each pass
+checks `OPEN_CHECKS` of the runs this controller saw open against the index, in turn
+(one that lost its entry is indexed again; one saved or gone is no longer open),
+housekeeping checks a slice of the whole index, and the first pass after Redis
+restarted (its `run_id` changed) checks every run seen open at once and names those
+whose state was lost. So a pass costs the requests
+whose deadline came, the finished runs, the runs come due, and a fixed slice of the
+open ones.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -46,7 +57,8 @@ from gencoach.service.pipeline import CoachingPipeline, Dispatcher
 from gencoach.service.recovery.holding import SlotHolder
 from gencoach.service.recovery.runends import RunEnds
 from gencoach.service.runlife import RunLife
-from gencoach.service.store.graphstore import GraphStore, RunActivity
+from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.watches import FIRST_LOOK_S, now_ms
 
 log = get_logger("reconcile")
 
@@ -56,11 +68,11 @@ STALE_S = 5.0
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
 RECHECK_FOR_S = 300.0
-# Every REPAIRS-th sweep reads every open run's own state against the runs index (and
-# finds runs whose state was lost); so does the first sweep after Redis restarted.
-REPAIRS = 5
-# The most requests one pass looks at (the soonest due first; the rest the next pass).
+# The most requests, silent runs and due registrations one pass looks at, each (the
+# soonest due first; the rest the next pass).
 DUE_PER_PASS = 1_000
+# Runs seen open checked against the runs index per pass (all of them in turn).
+OPEN_CHECKS = 25
 
 
 class Reconciler:
@@ -97,8 +109,7 @@ class Reconciler:
         # finished run was first found with every request terminal.
         self._open: set[str] = set()
         self._settled: dict[str, float] = {}
-        # The first pass sweeps and repairs.
-        self._swept_at = self._repaired_at = -math.inf
+        self._unchecked: list[str] = []  # the runs seen open left to check in this turn
         self._redis_run_id: str | None = None
 
     def stop(self) -> None:
@@ -121,33 +132,28 @@ class Reconciler:
                 await self._stopping.wait()
 
     async def pass_once(self) -> None:
-        """One pass: the runs with open requests, the finished and recently saved runs,
-        and, every `controller.sweep_s` (sooner for a short `abandon_idle_s`), every active
-        run; every `REPAIRS` sweeps, or once Redis restarted, every open run's own state."""
+        """One pass: the requests whose deadline came, the finished and recently saved
+        runs, the runs fallen silent and those whose registration came due, and a slice
+        of the runs seen open (all of them once Redis restarted)."""
         settings = self.settings()
         lease_s = settings.coaching.lease_s
-        idle_s = settings.controller.abandon_idle_s
         async with isolated("reconcile.backlog_failed"):
             self.backlog.bound_s = max(BACKLOG_MIN_S, lease_s)
             self.backlog.observe(await self.dispatcher.backlogs())
         # Runs applied since the last pass count as open, so their loss is noticed too.
         self._open |= self.runs.take_started()
-        now = time.monotonic()
-        sweep_s = min(settings.controller.sweep_s, idle_s / 2)
-        repair = await self._redis_restarted() or now - self._repaired_at >= REPAIRS * sweep_s
-        sweep = repair or now - self._swept_at >= sweep_s
-        states = await self._states(settings.controller.saved_ttl_s, sweep, repair)
-        if repair:
-            self._repaired_at = now
+        states = await self._states(settings.controller.saved_ttl_s)
+        if await self._redis_restarted():
+            states = await self.store.index.repair(sorted({*states, *self._open}))
             await self._note_lost(states)
-        if sweep:
-            self._swept_at = now
-            active = [run_id for run_id, state in states.items() if state == "active"]
-            activity = await self.store.activity(active)
-            for run_id in active:
-                with bound(run_id=run_id):
-                    async with isolated("reconcile.run_failed", state="active"):
-                        await self._watch(activity[run_id], run_id, idle_s)
+        else:
+            await self._check_open()
+        # A saved run is no longer open (what is left of it expires with its keys).
+        self._open -= {run_id for run_id, state in states.items() if state == "saved"}
+        async with isolated("reconcile.silent_failed"):
+            await self._silent(settings.controller.abandon_idle_s)
+        async with isolated("reconcile.registrations_failed"):
+            await self._unregistered(settings.controller.registration_give_up_s)
         for run_id, state in states.items():
             with bound(run_id=run_id):
                 async with isolated("reconcile.run_failed", state=state):
@@ -163,27 +169,16 @@ class Reconciler:
                     # requests are too, and are no longer looked at).
                     await self._due(run_id, request_id, states.get(run_id, "active"), lease_s)
 
-    async def _states(self, saved_ttl_s: int, sweep: bool, repair: bool) -> dict[str, str | None]:
-        """The runs a pass looks at, each in its state: the finished ones and those saved
-        within `RECHECK_FOR_S`; on a sweep also the active ones.
-
-        The runs index gives the states. A sweep reads the runs seen open and missing from
-        the index from their own state (gone: None), which indexes them again (a crash
-        between a run's write and the index's); a repair reads every run listed or seen
-        open that way, which also finds the runs whose state was lost."""
+    async def _states(self, saved_ttl_s: int) -> dict[str, str | None]:
+        """The finished runs and those saved within `RECHECK_FOR_S`, as the runs index
+        lists them."""
         index = self.store.index
         now_s, _ = await self.store.client.time()
         recent_ms = (now_s + saved_ttl_s - RECHECK_FOR_S) * 1000
         listed: dict[str, str | None] = dict.fromkeys(await index.in_state("finished"), "finished")
         for run_id in await index.saved_since(int(recent_ms)):
             listed.setdefault(run_id, "saved")
-        if not sweep:
-            return listed
-        listed.update(dict.fromkeys(await index.in_state("active"), "active"))
-        if repair:
-            return await index.repair(sorted({*listed, *self._open}))
-        unlisted = sorted(self._open - listed.keys())
-        return listed | (await index.repair(unlisted) if unlisted else {})
+        return listed
 
     async def _redis_restarted(self) -> bool:
         """Whether Redis restarted since the last pass (its `run_id` changed): runs may
@@ -192,6 +187,70 @@ class Reconciler:
         restarted = self._redis_run_id is not None and run_id != self._redis_run_id
         self._redis_run_id = run_id
         return restarted
+
+    async def _check_open(self) -> None:
+        """Check the next `OPEN_CHECKS` runs seen open against the runs index (each is
+        indexed again as its own state says, if its entry is missing or behind); those
+        saved or gone are no longer open. Every run seen open is checked in turn."""
+        if not self._unchecked:
+            self._unchecked = sorted(self._open)
+        batch = [run_id for run_id in self._unchecked[:OPEN_CHECKS] if run_id in self._open]
+        del self._unchecked[:OPEN_CHECKS]
+        if not batch:
+            return
+        states = await self.store.index.repair(batch)
+        lost = [run_id for run_id, state in states.items() if state is None]
+        if lost:
+            _log_lost(lost)
+        self._open -= {run_id for run_id, state in states.items() if state in (None, "saved")}
+
+    async def _silent(self, idle_s: float) -> None:
+        """Finish as abandoned the runs silent for `idle_s`, as their deadline in
+        `Keys.heard` says, and only those: one heard from meanwhile is moved to when it
+        was, one no longer active is no longer watched (its entry in the runs index is
+        put right first: a crash may have left its end out)."""
+        watches = self.store.watches
+        due = await watches.silent(idle_s, DUE_PER_PASS)
+        if not due:
+            return
+        activity = await self.store.activity([run_id for run_id, _ in due])
+        at_ms = now_ms()
+        heard: dict[str, int] = {}
+        ended: list[str] = []
+        for run_id, _ in due:
+            seen = activity[run_id]
+            if seen.state != "active":
+                continue
+            if seen.silent_s < idle_s:  # the score, in the writer's clock, of when it was
+                heard[run_id] = at_ms - int(seen.silent_s * 1000)
+                continue
+            with bound(run_id=run_id):
+                async with isolated("reconcile.run_failed", state="active"):
+                    if await self.ends.abandon_if_idle(run_id, idle_s):
+                        self.runs.finished(run_id)
+                        ended.append(run_id)
+        await watches.still_heard(heard)
+        await watches.ended(ended)
+        inactive = [(run_id, score) for run_id, score in due if activity[run_id].state != "active"]
+        if inactive:
+            await self.store.index.repair([run_id for run_id, _ in inactive])
+            await watches.forget_heard(inactive)
+
+    async def _unregistered(self, give_up_s: float) -> None:
+        """Register again the runs whose registration came due without ending (lost to a
+        crash, or to Redis away); runs that wait for none are no longer watched."""
+        watches = self.store.watches
+        due = await watches.unregistered(DUE_PER_PASS)
+        if not due:
+            return
+        waiting = await self.store.unregistered([run_id for run_id, _ in due])
+        # Looked at again only once these registrations are sure to have ended.
+        await watches.registering(list(waiting), give_up_s + FIRST_LOOK_S)
+        for run_id, started in waiting.items():
+            self.runs.register(run_id, started.agent_url)
+        if waiting:
+            log.info("runs.registration_resumed", runs=len(waiting))
+        await watches.forget_registration([item for item in due if item[0] not in waiting])
 
     def _unsettled(self, run_id: str) -> bool:
         # A request can still appear, or be moved on, just after its run was settled (a
@@ -206,18 +265,6 @@ class Reconciler:
             await self.runs.requests_moved(run_id)
         if settled.done:
             self._settled.setdefault(run_id, time.monotonic())
-
-    async def _watch(self, activity: RunActivity, run_id: str, idle_s: float) -> None:
-        """A sweep's look at an active run: finished as abandoned once silent for
-        `idle_s`; its agent asked again if it never was (a registration lost to a crash)."""
-        if activity.state != "active":
-            return  # its entry in the index is behind: the repair puts it right
-        if activity.silent_s >= idle_s and await self.ends.abandon_if_idle(run_id, idle_s):
-            self.runs.finished(run_id)
-            return
-        started = None if activity.registered else await self.store.unregistered(run_id)
-        if started is not None:
-            self.runs.register(run_id, started.agent_url)
 
     async def _due(
         self, run_id: str, request_id: str, run_state: str | None, lease_s: float
@@ -254,13 +301,7 @@ class Reconciler:
         # A run applied after `states` was read is not lost: its state is there now.
         lost = [run_id for run_id in missing if await self.store.state(run_id) is None]
         if lost:
-            log.error(
-                "runs.state_lost",
-                run_ids=lost,
-                count=len(lost),
-                reason="Redis no longer holds these active or unsaved runs (restarted "
-                "without persistence?); their events from now on are dead-lettered",
-            )
+            _log_lost(lost)
         open_now = {run_id for run_id, state in states.items() if state in ("active", "finished")}
         self._open = open_now | (set(missing) - set(lost))
 
@@ -282,6 +323,16 @@ class Reconciler:
             and await self.registry.registered(run_id)  # else: a later pass
         ):
             await self.coach.on_terminal(run_id, request.candidate_gen_id)
+
+
+def _log_lost(run_ids: list[str]) -> None:
+    log.error(
+        "runs.state_lost",
+        run_ids=run_ids,
+        count=len(run_ids),
+        reason="Redis no longer holds these active or unsaved runs (restarted "
+        "without persistence?); their events from now on are dead-lettered",
+    )
 
 
 def _older_than(request: CoachingRequest, age_s: float) -> bool:

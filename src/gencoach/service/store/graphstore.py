@@ -66,7 +66,7 @@ _ACTIVITY_FIELDS: Final = ("state", "last_event_at", "started_at", "registered")
 
 @dataclass(frozen=True)
 class RunActivity:
-    """What a reconciliation pass needs to know of an open run (`GraphStore.activity`)."""
+    """What a reconciliation pass needs to know of a run come due (`GraphStore.activity`)."""
 
     state: str | None
     """None when the run's state is gone."""
@@ -121,6 +121,7 @@ class GraphStore:
         self.keys = keys
         self.index = RunIndex(client, keys)
         self.sequencer = Sequencer(client, keys, self.index, gap_timeout_s)
+        self.watches = self.sequencer.watches
         # Nodes never change once written: lineage reads remember them, within bounds
         # (`controller.node_cache_entries` each, `controller.node_cache_ttl_s`).
         bounds = (cache_entries, cache_ttl_s)
@@ -192,14 +193,17 @@ class GraphStore:
                 )
         return found
 
-    async def unregistered(self, run_id: str) -> RunStarted | None:
-        """The run.started of a run whose agent was never asked for its info, if so."""
-        started, registered = await self.client.hmget(
-            self.keys.run(run_id, META), ["started", "registered"]
-        )
-        if started is None or registered is not None:
-            return None
-        return RunStarted.model_validate_json(started)
+    async def unregistered(self, run_ids: Sequence[str]) -> dict[str, RunStarted]:
+        """The run.started of each active run whose agent's registration never ended
+        (one command a run, in one round trip)."""
+        pipe = self.client.pipeline(transaction=False)
+        for run_id in run_ids:
+            pipe.hmget(self.keys.run(run_id, META), ["state", "started", "registered"])
+        found: dict[str, RunStarted] = {}
+        for run_id, (state, started, registered) in zip(run_ids, await pipe.execute(), strict=True):
+            if state is not None and as_text(state) == "active" and started and not registered:
+                found[run_id] = RunStarted.model_validate_json(started)
+        return found
 
     async def add_logs(
         self, run_id: str, logs: Sequence[CoachingLog], request_id: str | None = None

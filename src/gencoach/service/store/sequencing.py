@@ -47,6 +47,7 @@ from gencoach.protocol import (
 )
 from gencoach.service.store.nodes import as_text
 from gencoach.service.store.runindex import RunIndex
+from gencoach.service.store.watches import RunWatches
 
 APPLY_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/apply_events.lua")
 
@@ -190,6 +191,7 @@ class Sequencer:
         self.keys = keys
         self.index = index
         self.gap_timeout_s = gap_timeout_s
+        self.watches = RunWatches(client, keys)
         self._script = client.register_script(APPLY_SCRIPT.read_text())
 
     def _keys(self, run_id: str) -> list[str]:
@@ -217,11 +219,15 @@ class Sequencer:
         mode = "own" if own else "ordered"
         for run_id, indexes in groups.items():
             indexes.sort(key=lambda index: events[index].seq)
+            # First, so that no crash leaves an event applied and its run unwatched.
+            started = any(isinstance(events[index], RunStarted) for index in indexes)
+            self.watches.heard(pipe, run_id, started=started)
             batch = json.dumps([script_args(events[index]) for index in indexes])
             brought = _newest([entry_ids[index] for index in indexes]) if entry_ids else ""
             args: list[str | float] = [batch, mode, self.gap_timeout_s, brought]
             await self._script(keys=self._keys(run_id), args=args, client=pipe)
-        for (run_id, indexes), reply in zip(groups.items(), await pipe.execute(), strict=True):
+        replies = [reply for reply in await pipe.execute() if isinstance(reply, list)]
+        for (run_id, indexes), reply in zip(groups.items(), replies, strict=True):
             results, released, deadline = reply
             for index, (outcome, detail) in zip(indexes, results, strict=True):
                 done.results[index] = _applied(outcome, detail)
@@ -285,7 +291,9 @@ class Sequencer:
 
     async def _index(self, given: list[tuple[AnyEvent, Applied]], released: list[Released]) -> None:
         # The runs index lives outside the runs' hash slots, so it is written after the
-        # script; a re-delivered run.started (a "dup") writes it again, so it is never lost.
+        # script; a re-delivered run.started or run.finished (a "dup", not one waiting in
+        # parked) writes it again, so a crash in between loses nothing. A finished run
+        # stops being watched for silence only once the index has its end.
         pairs = given + [(item.event, item.applied) for item in released]
         started = [
             (event.run_id, event.scenario, event.agent_url)
@@ -295,6 +303,8 @@ class Sequencer:
         finished = [
             event.run_id
             for event, applied in pairs
-            if isinstance(event, RunFinished) and applied.outcome == "ok"
+            if isinstance(event, RunFinished)
+            and (applied.outcome == "ok" or (applied.outcome == "dup" and not applied.waiting))
         ]
         await self.index.applied(started, finished)
+        await self.watches.ended(finished)
