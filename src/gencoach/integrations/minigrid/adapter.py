@@ -1,17 +1,8 @@
 """The BabyAI levels of Farama's minigrid as a gencoach adapter, with the BabyAI bot as oracle.
 
-```python
-from gencoach.integrations.minigrid import BabyAIAdapter
-
-adapter = BabyAIAdapter("GoToLocal")   # BabyAI-GoToLocal-v0
-```
-
-The agent reads the mission and a text view of what the agent sees (the 7x7 egocentric
-view: each object with its colour and where it is, the cell ahead, what is carried),
-and acts with six tools (`turn_left`, `turn_right`, `forward`, `pickup`, `drop`,
-`toggle`). The oracle is minigrid's own `BabyAIBot`, planning from the env's state.
-Its input attributes carry the level, the seed and the actions so far, for a scripted
-agent that plans by replaying them (an LLM agent reads the text alone).
+`BabyAIAdapter(level)` plays `BabyAI-<level>-v0` (docs/integrations.md, "Worked example:
+BabyAI"); `view_text` is what its agent reads; `go_to_local`, `pickup_dist`,
+`open_red_door` and `put_next_local` are ready adapters.
 """
 
 from __future__ import annotations
@@ -76,7 +67,13 @@ def view_text(env: Any, observation: dict[str, Any]) -> str:
 
 
 class BabyAIAdapter(GymAdapter):
-    """One BabyAI level (`BabyAI-<level>-v0`), coached with the BabyAI bot as oracle."""
+    """One BabyAI level (`BabyAI-<level>-v0`), coached with the BabyAI bot as oracle.
+
+    The agent reads the mission and a text view of what it sees (the 7x7 egocentric view:
+    each object with its colour and where it is, the cell ahead, what is carried) and acts
+    with six tools (`turn_left`, `turn_right`, `forward`, `pickup`, `drop`, `toggle`). The
+    oracle is minigrid's own `BabyAIBot`, planning from the env's state.
+    """
 
     tools = TOOLS
 

@@ -1,18 +1,7 @@
 """The reference agent's BabyAI policy: the BabyAI bot's action, with seeded mistakes.
 
-It plans by replaying the input's attributes (`level`, `seed`, `actions`) on the level's
-env and asking the bot; each candidate draws its mistake as the reference agent's
-scripted policy does (`MistakeRates`, `random.Random(f"{seed}:{digest}:{index}")`):
-
-| mistake                | what it answers                                  |
-| ---------------------- | ------------------------------------------------ |
-| `wrong_argument`       | another movement than the bot's                  |
-| `skipped_prerequisite` | `pickup` before reaching the object              |
-| `malformed`            | words with the call, or a misnamed tool          |
-| `detour`               | a needless `turn_left`                           |
-| `no_action`            | words without any call                           |
-
-Served by `gencoach agent serve --world babyai`.
+`BabyAIPolicy` decides (its docstring says what each mistake answers), `mistaken` makes
+one mistake; served by `gencoach agent serve --world babyai`.
 """
 
 from __future__ import annotations
@@ -52,7 +41,20 @@ def mistaken(kind: Mistake, right: str, rng: random.Random) -> AgentDecision:
 
 
 class BabyAIPolicy:
-    """Follows the BabyAI bot, one call per decision, with seeded mistakes."""
+    """Follows the BabyAI bot, one call per decision, with seeded mistakes.
+
+    It plans by replaying the input's attributes (`level`, `seed`, `actions`) on the
+    level's env and asking the bot; each candidate draws its mistake as the reference
+    agent's scripted policy does (`MistakeRates`, `random.Random(f"{seed}:{digest}:{index}")`):
+
+    | mistake                | what it answers                                  |
+    | ---------------------- | ------------------------------------------------ |
+    | `wrong_argument`       | another movement than the bot's                  |
+    | `skipped_prerequisite` | `pickup` before reaching the object              |
+    | `malformed`            | words with the call, or a misnamed tool          |
+    | `detour`               | a needless `turn_left`                           |
+    | `no_action`            | words without any call                           |
+    """
 
     def __init__(self, rates: MistakeRates | None = None, seed: int = 0) -> None:
         self.rates = rates or MistakeRates()

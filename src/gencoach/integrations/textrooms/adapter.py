@@ -1,18 +1,8 @@
 """The text-rooms env as a gencoach adapter: tools that take arguments, text observations,
 and an oracle that answers whole tool calls.
 
-```python
-from gencoach.integrations.textrooms import TextRoomsAdapter
-
-adapter = TextRoomsAdapter()          # `gencoach sim gym gencoach.integrations.textrooms:rooms`
-```
-
-The agent reads the mission and where it is (the doors, what lies here, what it carries)
-and acts with `go(room)`, `take(object)` and `drop(object)`; each call is the env's text
-command (`go kitchen`). The oracle walks the shortest way to the object, takes it, walks
-to the goal room and drops it: `self.call("go", room="kitchen")`, arguments included, so
-the teacher's expected decisions are whole calls. The env keeps no state outside its
-instance (`thread_safe`).
+`TextRoomsAdapter` is the adapter (docs/integrations.md, "Second example: the text
+rooms"); `rooms` is the ready one, `ROOM_TOOLS` its tools.
 """
 
 from __future__ import annotations
@@ -57,11 +47,19 @@ def _house(env: Any) -> House:
 
 
 class TextRoomsAdapter(GymAdapter):
-    """Carry the object to its room in a seeded house of five rooms, by text commands."""
+    """Carry the object to its room in a seeded house of five rooms, by text commands.
+
+    The agent reads the mission and where it is (the doors, what lies here, what it
+    carries) and acts with `go(room)`, `take(object)` and `drop(object)`; each call is the
+    env's text command (`go kitchen`). The oracle walks the shortest way to the object,
+    takes it, walks to the goal room and drops it, answering whole calls
+    (`self.call("go", room="kitchen")`), so the teacher's expected decisions carry their
+    arguments.
+    """
 
     name = "textrooms"
     tools = ROOM_TOOLS
-    thread_safe = True
+    thread_safe = True  # the env keeps no state outside its instance
 
     def __init__(self, max_steps: int = 30, rooms: int = ROOM_COUNT, decoy: bool = True) -> None:
         self.max_steps = max_steps

@@ -1,12 +1,7 @@
 """A small text env: rooms joined by doors, an object to carry to a room, a cursed decoy.
 
-Each seed draws a house of `ROOM_COUNT` rooms (or `rooms`, 1 to 8) joined as a tree, the
-object to bring, the room to bring it to and a cursed decoy (none with `decoy=False`; in
-a one-room house everything lies in its one room). Actions are text commands (a `Text`
-space): `go <room>`, `take <object>`, `drop <object>`. Observations are text. Dropping
-the object in the goal room ends the episode with reward 1; taking the decoy ends it
-with reward 0; any other command that cannot be done (a room without a door from here,
-an object not here) changes nothing and says why.
+`TextRoomsEnv` is the Gymnasium env (its docstring gives the rules); `House` is one
+seed's house, the env's state.
 """
 
 from __future__ import annotations
@@ -38,7 +33,17 @@ class House:
 
 
 class TextRoomsEnv(gymnasium.Env[str, str]):
-    """The text-rooms env; see the module docstring."""
+    """The text-rooms env: rooms joined by doors, an object to carry, a cursed decoy.
+
+    Each seed draws a house of `ROOM_COUNT` rooms (or `rooms`, 1 to 8) joined as a tree,
+    the object to bring, the room to bring it to and a cursed decoy (none with
+    `decoy=False`; in a one-room house everything lies in its one room). Actions are text
+    commands (a `Text` space): `go <room>`, `take <object>`, `drop <object>`.
+    Observations are text. Dropping the object in the goal room ends the episode with
+    reward 1; taking the decoy ends it with reward 0; any other command that cannot be
+    done (a room without a door from here, an object not here) changes nothing and says
+    why.
+    """
 
     def __init__(self, rooms: int = ROOM_COUNT, decoy: bool = True) -> None:
         if not 1 <= rooms <= len(ROOMS):
