@@ -1,11 +1,7 @@
 """Training pairs a dataset holds once: identical (context, target) pairs across rows.
 
-Whole-run rows all start at the root, so the same early decision is a target in every
-row that passes through it (the whole-run rows of one default `gencoach demo` run held
-342 trainable turns for 58 distinct decisions). A pair is the conversation up to an
-assistant message (with the tools) and that message, tool-call ids aside (they number
-the answers of a save). The first row to hold a pair trains on it; later rows keep the
-message as context only (not trainable), and a row left with no target is not written.
+`Seen` records the pairs a dataset holds; `pair_form` and `pair_key` encode messages and
+pairs as they are compared. See docs/export.md ("Rows that do not repeat themselves").
 """
 
 from __future__ import annotations
@@ -52,7 +48,13 @@ def pair_key(head: bytes, messages: Sequence[bytes]) -> bytes:
 
 
 class Seen:
-    """The (context, target) pairs a dataset holds so far, as 16-byte digests."""
+    """The (context, target) pairs a dataset holds so far, as 16-byte digests.
+
+    A pair is the conversation up to an assistant message (with the tools) and that
+    message, tool-call ids aside (they number the answers of a save). The first row to
+    hold a pair trains on it; later rows keep the message as context only (not
+    trainable), and a row left with no target is not written.
+    """
 
     def __init__(self) -> None:
         self._pairs: set[bytes] = set()

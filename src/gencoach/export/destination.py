@@ -1,10 +1,7 @@
 """Where an export goes: a folder of its own per format, never over another's manifest.
 
-By default a format writes to `SOURCE/datasets/<format>/` and a MAGMA exporter to
-`SOURCE/datasets/agent-<NAME>/`, so formats never share a folder and MAGMA-GEN's own
-export (written straight into `SOURCE/datasets/`) is left alone. A folder that already
-holds an export manifest is written to only when that manifest is gencoach's own, for
-the same format.
+`default_destination` names the folder; `claim` refuses one that holds another
+producer's or another format's export. See docs/export.md.
 """
 
 from __future__ import annotations
@@ -20,7 +17,12 @@ DATASETS_DIR: Final = "datasets"
 
 
 def default_destination(source: Path, label: str) -> Path:
-    """`SOURCE/datasets/<label>`."""
+    """`SOURCE/datasets/<label>`.
+
+    The label is the format's name, or `agent-<NAME>` for a MAGMA exporter, so formats
+    never share a folder and MAGMA-GEN's own export (written straight into
+    `SOURCE/datasets/`) is left alone.
+    """
     return source / DATASETS_DIR / label
 
 
@@ -38,7 +40,11 @@ def _owner(manifest: object) -> tuple[str, str] | None:
 
 
 def claim(folder: Path, label: str) -> None:
-    """Refuse a folder whose manifest belongs to another producer or another format."""
+    """Refuse a folder whose manifest belongs to another producer or another format.
+
+    A folder that already holds an export manifest is written to only when that manifest
+    is gencoach's own, for the same format.
+    """
     path = folder / MANIFEST_FILE
     if not path.exists() and not path.is_symlink():
         return

@@ -1,10 +1,7 @@
 """Export formats are plugins: entry points of the group `gencoach.exporters`.
 
-A package adds a format by naming, in its metadata, a factory that takes the options
-object and returns an `Exporter`:
-
-    [project.entry-points."gencoach.exporters"]
-    my-format = "my_package.export:MyExporter"
+`installed_formats` lists them, `load_exporter` builds one from its options. See
+docs/export.md ("Your own format").
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """Which runs an export reads: only some cases, only runs since a time, at most n per agent.
 
-- `cases`: only the saves of these cases; a case is a save's scenario or its target.
-- `since`: only runs started at or after this ISO 8601 time (e.g. one sampling batch);
-  a time without an offset is UTC. A save that does not record its start
-  (`producer.started_at`) is left out.
-- `limit`: at most this many runs per agent id, the newest (latest start, then last by
-  name).
-
-They are options of every format and flags of `gencoach export` (`--case`, `--since`,
-`--limit`); a flag replaces the option of the same name.
+`RunFilter` holds the options `cases`, `since` and `limit` (the flags `--case`, `--since`
+and `--limit` replace them). See docs/export.md ("Which runs").
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """What the model saw at a situation, with the orders it must not learn shuffled.
 
-Tool lists, attribute order and the `memory_list` rules reach the model in whatever
-order the generator kept. By default each example gets its own shuffle, from a generator
-seeded by the shuffle seed and the example's identity, so the result does not depend on
-which other saves are exported alongside it or in what order. With `--split-by folder`
-one generator seeded by the shuffle seed serves every example in turn, saves in path
-order, as MAGMA-GEN's exporter draws them, so both tools give the same rows.
+`model_input` gives a situation's input as an example shows it (`ModelInput`); `Shuffle`
+says where each example's shuffle generator comes from.
 """
 
 from __future__ import annotations
@@ -41,7 +37,14 @@ UNSHUFFLED: Final = _InOrder(0)
 
 
 class Shuffle:
-    """Where an example's shuffle comes from: its own generator, or one stream for all."""
+    """Where an example's shuffle comes from: its own generator, or one stream for all.
+
+    By default each example gets its own generator, seeded by the shuffle seed and the
+    example's identity, so the result does not depend on which other saves are exported
+    alongside it or in what order. With `stream` (`--split-by folder`) one generator
+    seeded by the shuffle seed serves every example in turn, saves in path order, as
+    MAGMA-GEN's exporter draws them, so both tools give the same rows.
+    """
 
     def __init__(self, seed: int, stream: bool = False) -> None:
         self.seed = seed
@@ -66,7 +69,11 @@ class ModelInput:
 
 
 def model_input(source: AgentInput, rng: random.Random) -> ModelInput:
-    """Shuffle tools, attributes and rules; `history` is the agent's own when it keeps one."""
+    """Shuffle tools, attributes and rules; `history` is the agent's own when it keeps one.
+
+    They reach the model in whatever order the generator kept, an order the model must not
+    learn.
+    """
     tools = list(source.tools)
     rng.shuffle(tools)
     items = list(source.attributes.items())

@@ -1,15 +1,8 @@
 """A MAGMA agent's own exporter (entry-point group `magma.export.gen`) run on gencoach saves.
 
-An agent package registers a factory of `magma_core.protocol.agent_export.GenExporter`
-under `magma.export.gen`; `gencoach export SOURCE --agent NAME` loads it as MAGMA-GEN's
-`launch_export` does and hands it the same examples: the selected candidates, each with
-a copy of its situation's input whose tools, attributes and `memory_list` are shuffled,
-both read from the save files with magma-core's own models. Only saves of the
-exporter's agent id and version are exported (MAGMA's producer-identity rule, see
-`gencoach.export.producers`) unless `--any-agent` is given. The options go to the
-exporter's `export`, except gencoach's own selection option `exclude_fallbacks`, which
-gencoach honours itself (the exporter never sees the examples it leaves out). magma-core
-must be importable where gencoach runs.
+`MagmaExporter` runs the `GenExporter` an agent package registers, for
+`gencoach export SOURCE --agent NAME`; magma-core must be importable where gencoach runs.
+See docs/export.md ("A MAGMA agent's own exporter").
 """
 
 from __future__ import annotations
@@ -89,7 +82,16 @@ def _provider(name: str) -> Any:
 
 
 class MagmaExporter(Exporter):
-    """A MAGMA `GenExporter` behind gencoach's exporter interface."""
+    """A MAGMA `GenExporter` behind gencoach's exporter interface.
+
+    It is loaded as MAGMA-GEN's `launch_export` loads it and gets the same examples: the
+    selected candidates, each with a copy of its situation's input whose tools,
+    attributes and `memory_list` are shuffled, both read from the save files with
+    magma-core's own models. Only saves of the exporter's agent id and version are
+    exported (see `gencoach.export.producers`) unless `--any-agent` is given. The options
+    go to the exporter's `export`, except `exclude_fallbacks`, which gencoach honours
+    itself: the exporter never sees the examples it leaves out.
+    """
 
     name = "agent"
 

@@ -1,17 +1,8 @@
 """Which producers an export accepts: MAGMA-GEN's producer-identity check, for every format.
 
-A save's producer is the agent that answered in it: its `agent_id` and `agent_version`.
-MAGMA-GEN exports only the saves of its exporter's own agent id and version and reports
-each other one as "incompatible producer identity/version"; no compatible save is an
-error. gencoach's formats do the same with what they are told to accept: a MAGMA
-exporter its own identity, a built-in format the producers named by the option `agents`
-or the flags `--from AGENT[@VERSION]`; `--any-agent` accepts every one.
-
-A built-in format told nothing has no agent of its own to compare with, so it accepts
-the source's producer when there is one, and refuses to guess when there are several:
-a dataset holds one agent's decisions unless asked otherwise, and the newest save may
-well be a trial of another version. Either way a save whose agent never announced its
-identity (`unknown`, or empty) is refused: nothing says what produced it.
+`check_producers` splits the saves into compatible and refused ones, by what was
+accepted (`Accepted`: the option `agents`, `--from`, or a MAGMA exporter's own identity).
+See docs/export.md ("Which producers").
 """
 
 from __future__ import annotations
@@ -139,7 +130,14 @@ def check_producers(
     """The compatible saves, the refused ones (with the reason) and what was accepted
     (`any_producer`: every save, each producer accepted). With nothing accepted, the one
     producer of the known ones; several are an error naming them (`where` the source).
-    `exporter` names the MAGMA exporter an `--agent` export runs (see `accept_hint`)."""
+    `exporter` names the MAGMA exporter an `--agent` export runs (see `accept_hint`).
+
+    A built-in format told nothing has no agent of its own to compare with, so it refuses
+    to guess between several producers: a dataset holds one agent's decisions unless
+    asked otherwise, and the newest save may well be a trial of another version. A save
+    whose agent never announced its identity is refused unless `any_producer`: nothing
+    says what produced it.
+    """
     if any_producer:
         found = sorted({save.producer for save in saves})
         return list(saves), [], [Accepted(a, frozenset([v])) for a, v in found]

@@ -1,13 +1,7 @@
 """`best_of`: per task, the k best examples across saves.
 
-Only examples the format keeps (those that give a row) are ranked, so a task whose
-best-scored answer cannot be a training target (say, every call of it failed) keeps its
-next best instead of losing its only row; identical answers in identical contexts (one
-decision, which a deduping format trains once) take one place, so duplicates are
-removed before ranking. Between equal scores the higher env reward of
-the answer's own execution (`execution.reward`, 0 when absent) ranks first, then the
-newest: the save whose run started last, then the later answer (the higher candidate
-id) in it.
+`BestOf` ranks the examples a format keeps, save by save, and gives those kept. See
+docs/export.md (`best_of`).
 """
 
 from __future__ import annotations
@@ -30,13 +24,19 @@ def _age(save: Save) -> float:
 
 Rank = tuple[float, float, float, int, str]
 """An example's rank in its task, (-score, -reward, age, -candidate, save): smaller is
-better."""
+better. Between equal scores the higher env reward of the answer's own execution ranks
+first, then the newest: the save whose run started last, then the later answer in it."""
 
 
 class BestOf:
     """The k best examples of each task, fed save by save. Examples with one decision key
     (the same (context, answer) pair, which a deduping format trains once) take one place:
-    the best ranked of them stands for all."""
+    the best ranked of them stands for all.
+
+    Only examples the format keeps (those that give a row) are offered, so a task whose
+    best-scored answer cannot be a training target (say, every call of it failed) keeps
+    its next best instead of losing its only row.
+    """
 
     def __init__(self, k: int) -> None:
         self.k = k

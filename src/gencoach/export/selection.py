@@ -1,18 +1,8 @@
 """Which candidates are positive examples, ranked by the outcomes below them.
 
-A candidate is eligible when the agent answered it (completed), the answer was executed
-to the end, and no diagnosis blamed it. Its score adds, for the stages below it in order
-(depth d = 1, 2, …), 0.4^d * (optimal + 0.5 * non-optimal) / total: the candidate's own
-stage counts most, later stages less, and failed trajectories only dilute. Where the
-best of a situation is at most 0.1 nothing there is worth learning; otherwise every
-candidate within 0.1 of the best is kept, best score first; between equal scores, the
-higher env reward of the candidate's own execution (`execution.reward`, a simulator's,
-0 when absent) comes first. Origin (model or coaching) is never looked at, except that
-`exclude_fallbacks` leaves out every example at or below a correction whose decision the
-agent's coach took from its fallback (`decision_source: "fallback"`).
-Scores compare exactly, as MAGMA-GEN's exporter compares them (0.4 - 0.3 is
-0.10000000000000003, so such a candidate is not within 0.1), so the same saves give
-the same examples in both tools.
+`select` gives a save's examples (`Example`): `eligible` candidates scored by `score_of`,
+those near their situation's best. `SelectionPolicy` holds a format's further limits.
+See docs/export.md (selection).
 """
 
 from __future__ import annotations
@@ -49,7 +39,9 @@ class SelectionPolicy:
 
 
 def eligible(candidate: CandidateRecord) -> bool:
-    """Whether a candidate may be a positive example at all."""
+    """Whether a candidate may be a positive example at all: the agent answered it
+    (completed), the answer was executed to the end, and no diagnosis blamed it. Origin
+    (model or coaching) is never looked at."""
     return (
         candidate.kind == "agent"
         and candidate.response_status == "completed"
@@ -64,7 +56,12 @@ def stage_order(key: str) -> int:
 
 
 def score_of(score: dict[str, StageScore]) -> float:
-    """The discounted success ratio of a descendant score."""
+    """The discounted success ratio of a descendant score.
+
+    For the stages below a candidate in order (depth d = 1, 2, ...), it adds
+    0.4^d * (optimal + 0.5 * non-optimal) / total: the candidate's own stage counts most,
+    later stages less, and failed trajectories only dilute.
+    """
     total = 0.0
     ordered = sorted(score.items(), key=lambda item: stage_order(item[0]))
     for depth, (_, stage) in enumerate(ordered, start=1):
@@ -101,7 +98,15 @@ def after_fallback(graph: SavedGraph, candidate: CandidateRecord) -> bool:
 def select(
     graph: SavedGraph, min_score: float | None = None, *, exclude_fallbacks: bool = False
 ) -> list[Example]:
-    """The positive examples of a save: by situation id, then best score first."""
+    """The positive examples of a save: by situation id, then best score first.
+
+    Where the best of a situation is at most 0.1 nothing there is worth learning;
+    otherwise every candidate within 0.1 of the best is kept, ties to the higher env
+    reward. Scores compare exactly, as MAGMA-GEN's exporter compares them (0.4 - 0.3 is
+    0.10000000000000003, so such a candidate is not within 0.1), so the same saves give
+    the same examples in both tools. `exclude_fallbacks` leaves out every candidate at or
+    below a correction the agent's coach took from its fallback (`after_fallback`).
+    """
     examples: list[Example] = []
     for situation_id in sorted(graph.situations):
         situation = graph.situations[situation_id]

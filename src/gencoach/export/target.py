@@ -1,16 +1,8 @@
 """Exporting for another agent (option `as`): a parent's good runs as a child's data.
 
-`{"as": {"agent_id": "child", "agent_version": "2.0.0", "instructions": "...",
-"reasoning_transform": "package.module:function"}}` writes every row as if the target
-agent had produced it: its `instructions` open the system message (in place of
-`system_prompt`), the rows name it as their agent (`agent_id`, `agent_version`; the
-save's producer moves to `source_agent_id`, `source_agent_version`), and its reasoning
-transform, a Python callable `(reasoning: str) -> str` named `module:function`, is
-applied to each reasoning text before it becomes a thinking part. `tools`, a list of
-MAGMA tools (`{name, description, arguments}`) or OpenAI function tools, replaces the
-tools the save offered in every row (as seed 003 writes a child's rows with its own
-tools); a row calling a tool the list does not name fails with the reason. Only
-`agent_id` is required.
+`Target` reads the option and writes rows as the target agent's: its instructions, its
+reasoning (`Target.reasoning`), its tools and its name (`Target.relabel`). See
+docs/export.md ("Export for another agent: `as`").
 """
 
 from __future__ import annotations
@@ -34,7 +26,7 @@ _EXPECTED = (
 
 @dataclass(frozen=True)
 class Target:
-    """The agent the rows are written for."""
+    """The agent the rows are written for; only `agent_id` is required."""
 
     agent_id: str
     agent_version: str | None = None
@@ -76,7 +68,8 @@ class Target:
         return sorted({name for name in names if name not in offered})
 
     def reasoning(self, text: str) -> str:
-        """The reasoning as the target thinks it."""
+        """The reasoning as the target thinks it: the transform, a Python callable
+        `(reasoning: str) -> str`, applied before the text becomes a thinking part."""
         if self.transform is None or not text:
             return text
         result = self.transform(text)

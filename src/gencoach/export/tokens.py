@@ -1,16 +1,8 @@
 """Token budgets: each row's length in a model's tokens, and rows over a budget.
 
-`--tokenizer PATH` names a GGUF file or a Hugging Face model folder (`tokenizer.json`,
-`tokenizer_config.json`), read offline with transformers (the `tokens` extra:
-`pip install 'gencoach[tokens]'`). A row counts the tokens of its conversation rendered
-with the tokenizer's chat template (tools included; plain text when the template has
-none or cannot render it); a preference row counts its prompt and chosen answer. The
-summary and the manifest give the minimum, median and maximum per row and how many rows
-exceed `--max-tokens`; `--over-budget` says what happens to those: `keep` (the
-default), `drop`, or `truncate`, which cuts a row after its last training target that
-fits (a turn boundary) and drops a row whose first target does not fit. A row with one
-target only (per-turn, prompt/completion, preference) cannot be cut: truncating drops
-it. `full-history` rows hold no conversation: counting them is refused.
+`TokenBudget` counts each row with the tokenizer `TokenSettings` names (`load_tokenizer`)
+and applies `--max-tokens` and `--over-budget`; `TokenReport` sums it up for the summary
+and the manifest. See docs/export.md ("Token budgets").
 """
 
 from __future__ import annotations
@@ -152,7 +144,9 @@ class TokenBudget:
             self.tokenizer = load_tokenizer(self.settings.tokenizer)
 
     def count(self, messages: list[dict[str, Any]], tools: Any) -> int:
-        """The tokens of a conversation as the chat template renders it."""
+        """The tokens of a conversation as the chat template renders it, tools included
+        (plain text, one JSON message a line, when the template has none or cannot render
+        it)."""
         plain = [_plain(message) for message in messages]
         text: str | None = None
         if getattr(self.tokenizer, "chat_template", None):
@@ -168,7 +162,13 @@ class TokenBudget:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
     def fit(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        """The row within the budget (itself, cut at a turn boundary, or None: dropped)."""
+        """The row within the budget (itself, cut at a turn boundary, or None: dropped).
+
+        A preference row counts its prompt and chosen answer. `truncate` cuts a row after
+        its last training target that fits and drops a row whose first target does not
+        fit; a row with one target only (per-turn, prompt/completion, preference) cannot
+        be cut. `full-history` rows hold no conversation: counting them is refused.
+        """
         messages = row.get("messages")
         prompt_completion = messages is None
         if prompt_completion:  # prompt/completion rows, or preference rows (the chosen side)

@@ -1,20 +1,9 @@
 """Whether an answer's step failed: every call a harness error or one its tool's own
 failure predicate recognises.
 
-An answer that called tools failed when every call failed. A call's result is its own
-status in MAGMA-GEN's step summary (one per executed call, in order), else its robot's
-(`call_result`). A call fails when its result carries an `error_flag` other than `none`
-(the executor's verdict), or
-when its tool declares a failure predicate that recognises the result's text (a rejected
-input the executor ran without complaint). A predicate is a regular expression searched
-in the result text (RE2 syntax: linear time in the text, no backreferences nor
-lookaround), or a Python callable `(result: str) -> bool`, named `module:function` in an
-options file. A robot without a result counts as not failed, so doubt keeps the turn.
-
-The result text of a call is its robot's `failure_reason` (gencoach's execution shape)
-or `mess` (MAGMA-GEN's step summary, `per_robot_status`), else empty. The chat export,
-its per-turn rows and the trajectory library's save source (`trainable` on decisions, so
-its loss mask) all ask `step_failed`.
+`step_failed` decides it, from each call's recorded result (`call_result`) and the tools'
+predicates (`ToolFailures`). The chat export and the trajectory library's save source
+(its loss mask) ask it. See docs/export.md ("A tool's own failure recogniser").
 """
 
 from __future__ import annotations
@@ -65,7 +54,8 @@ class ToolFailures:
 
     @classmethod
     def parse(cls, declaration: JsonValue, where: str = "tool_failures") -> ToolFailures:
-        """Read `{tool: "pattern" | {"pattern": str} | {"callable": "module:function"}}`."""
+        """Read `{tool: "pattern" | {"pattern": str} | {"callable": "module:function"}}`:
+        an RE2 pattern searched in the result text, or a callable `(result: str) -> bool`."""
         expected = (
             f'{where} must be an object of tool name → "pattern", {{"pattern": str}} or '
             '{"callable": "module:function"}'
@@ -137,7 +127,8 @@ def call_result(
 
 
 def result_text(result: Mapping[str, JsonValue]) -> str:
-    """The text of a robot's result: its failure reason or message, else empty."""
+    """The text of a robot's result: its `failure_reason` (gencoach's execution shape) or
+    `mess` (MAGMA-GEN's step summary), else empty."""
     for key in _MESSAGE_KEYS:
         value = result.get(key)
         if isinstance(value, str) and value:
@@ -146,7 +137,13 @@ def result_text(result: Mapping[str, JsonValue]) -> str:
 
 
 def step_failed(candidate: CandidateRecord, failures: ToolFailures = NO_PREDICATES) -> bool:
-    """Whether the answer called tools and every call failed (see the module's doc)."""
+    """Whether the answer called tools and every call failed.
+
+    A call fails when its result carries an `error_flag` other than `none` (the
+    executor's verdict), or when its tool's predicate recognises the result's text (a
+    rejected input the executor ran without complaint). A call without a recorded result
+    counts as not failed, so doubt keeps the turn.
+    """
     if candidate.output is None or not candidate.output.tool_calls:
         return False
     for index, call in enumerate(candidate.output.tool_calls):

@@ -1,14 +1,8 @@
 """Dataset files: rows streamed to a spool per channel, then the full, train and validation files.
 
-Rows go to disk as they come, one JSON document per line, so memory does not grow with
-the source. Which task a row belongs to is kept as runs of (task, count); once the
-partition is known, one pass over each spool writes the three files. Every file is
-written under a temporary name in the destination and moved into place at the end,
-never through a symlink.
-
-`encode_row`, `encode_document` and `PartialFile` are how gencoach writes data files,
-here and in the library (its shards, canonical record files and query outputs, its
-manifest and reports).
+`DatasetWriter` writes an export's files. `encode_row`, `encode_document` and
+`PartialFile` are how gencoach writes every data file, here and in the library (shards,
+canonical record files, query outputs, manifests and reports).
 """
 
 from __future__ import annotations
@@ -110,7 +104,14 @@ def partial_file(final: Path) -> Iterator[PartialFile]:
 
 
 class DatasetWriter:
-    """The rows of an export's channels, on their way to the destination folder."""
+    """The rows of an export's channels, on their way to the destination folder.
+
+    Rows go to disk as they come, one JSON document per line, so memory does not grow
+    with the source. Which task a row belongs to is kept as runs of (task, count); once
+    the partition is known, one pass over each spool writes the three files. Every file
+    is written under a temporary name in the destination and moved into place at the
+    end, never through a symlink.
+    """
 
     def __init__(self, folder: Path, files: Mapping[str, str]) -> None:
         refuse_symlink(folder)

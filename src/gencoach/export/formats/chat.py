@@ -1,47 +1,8 @@
 """`chat`: OpenAI-style conversations of the selected examples, into `chat.jsonl`.
 
-Each row is `{"messages", "tools", ...metadata}` in the shape tinker-cookbook's
-conversation files and TRL's SFT trainer read: `messages` with `tool_calls` (JSON-string
-arguments), each call answered by exactly one `tool` message by `tool_call_id` (see
-`conversation`), `tools` as the model saw them, and the row's lineage in top-level keys
-trainers ignore (`run_id`, `scenario`, `scenario_version`, `generator`, `target`,
-`task_key`, `situation_id`, `candidate_id`, `attempt_ids`, `origin`, `agent_id`,
-`agent_version`, `decision_source`, `score`, `coached`, `whole_run`). A whole-run row
-runs from the root situation to the selected answer and always ends on a training
-target. Its one system message and tool list are its last situation's, so it trains only
-the targets whose situation showed the same attributes, rules and tools; when a run's
-situations open differently (per-step state in the attributes), each other group of
-alike targets gets a whole-run row of its own, ending at the last of them, and no turn
-is trained under a later situation's attributes (the manifest counts `split_rows`).
-Every message carries `trainable` (tinker-cookbook's
-`train_on_what=customized`): true on the assistant messages to learn, false elsewhere,
-and false on an answer that is not a target: one whose tool calls all failed (see
-`gencoach.export.tool_failures`), one blamed by a diagnosis, or one the simulator made.
-Options:
-
-- `per_turn` (false): one row ending at each target turn of the example's trajectory,
-  only that last turn trainable, earlier answers without their reasoning (harnesses do
-  not send earlier reasoning back to the model);
-- `shape` (`"messages"`): `"prompt_completion"` writes TRL's conversational
-  prompt/completion rows instead, `{"prompt": [...], "completion": [answer]}`, one per
-  target turn (as `per_turn`), without training marks;
-- `reasoning` (true): the agent's reasoning as a `thinking` part before the answer's
-  text (a part only when it holds text); rows without reasoning keep string content,
-  unless some row of the file has a thinking part: then every message of the file uses
-  parts (Arrow needs one type);
-- `min_score` (none), `best_of` (none): keep examples scoring at least this; per task,
-  only the k best (of those that give a row, identical pairs taking one place with
-  `dedupe`; ties to the env's reward, then the newest);
-- `exclude_fallbacks` (false): leave out examples at or below a fallback-made correction
-  (see `gencoach.export.selection`);
-- `dedupe` (true): an identical (context, target) pair is trained once per dataset
-  (see `gencoach.export.dedupe`); the manifest counts what was left out;
-- `tool_failures`: per tool, a failure pattern or callable (`gencoach.export.tool_failures`);
-- `as`: write the rows for another agent, with its tools if given
-  (`gencoach.export.target`);
-- `flavour` (`"tinker"`): `"axolotl"` marks messages with Axolotl's per-message
-  `weight` (1 or 0, read with `message_field_training: weight`) instead of `trainable`;
-- `system_prompt`: the opening of the system message.
+`ChatExporter` writes whole-run rows, per-turn rows or TRL's prompt/completion rows,
+marked for tinker-cookbook (`trainable`) or Axolotl (`weight`). Rows, options and
+trainer settings: docs/export.md (`chat`).
 """
 
 from __future__ import annotations
@@ -124,7 +85,13 @@ class _Body:
 
 
 class ChatExporter(Exporter):
-    """Selected examples as chat conversations with tool calls."""
+    """Selected examples as chat conversations with tool calls.
+
+    Every message carries a training mark: true on the assistant messages to learn, false
+    elsewhere and on an answer that is not a target (`is_target`: its tool calls all
+    failed, a diagnosis blamed it, or the simulator made it). A row always ends on a
+    target. Whole-run rows run from the root situation to the selected answer.
+    """
 
     name = "chat"
     files: ClassVar[Mapping[str, str]] = {CHANNEL: "chat.jsonl"}

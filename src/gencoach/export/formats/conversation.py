@@ -1,22 +1,8 @@
 """Trajectories as OpenAI-style chat messages and tools, shared by `chat` and `preference`.
 
-A user instruction is a `user` message. Every tool call is answered by exactly one
-`tool` message before anything else is said. Environment feedback after an answer that
-called tools answers its first call (the generator reports one feedback for all its
-calls); each other call is answered by the result the simulator recorded for it in the
-answer's execution (its robot's error flag and message, see `recorded_result`). A call
-cut by a stage end, whose next situation opens with the next stage's `user`
-instruction, is answered the same way, by its recorded result, before that instruction.
-Feedback with no call before it is a `user` message. An answer is an `assistant`
-message: its words as content, its calls as `tool_calls` whose `arguments` is a JSON
-string naming the robot (`target_robot_name`) first. Tools become `{type: "function",
-function: {name, description, parameters}}`, MAGMA's `arguments` turned into a JSON
-Schema with the robot as a required string parameter. The system message holds the
-prompt, the attributes and the `memory_list` rules the agent was given.
-
-A single-agent run (`single_agent` in its `run.started` and save) names no robot: its
-calls' arguments and its tools' parameters leave `target_robot_name` out, and its
-default prompt speaks of no robots.
+`turns` gives each step's messages (`instruction_messages`, then `assistant_message`);
+`system_message` and `function_tool` give a row's opening and tools. A single-agent run
+(`robots` false) names no robot anywhere. See docs/export.md (`chat`).
 """
 
 from __future__ import annotations
@@ -70,7 +56,8 @@ def call_id(candidate_id: int, index: int) -> str:
 
 
 def default_system_prompt(single_agent: bool) -> str:
-    """The system prompt of a run's rows when the export names none."""
+    """The system prompt of a run's rows when the export names none (a single-agent
+    run's, `single_agent` in its `run.started` and save, speaks of no robots)."""
     return SINGLE_AGENT_SYSTEM_PROMPT if single_agent else DEFAULT_SYSTEM_PROMPT
 
 
@@ -105,7 +92,11 @@ def _parameters(tool: JsonObject, robots: bool) -> dict[str, Any]:
 
 def function_tool(tool: JsonObject, *, robots: bool = True) -> dict[str, Any]:
     """A MAGMA (or already OpenAI-shaped) tool as an OpenAI function tool (`robots`
-    false: with no `target_robot_name` parameter)."""
+    false: with no `target_robot_name` parameter).
+
+    `{type: "function", function: {name, description, parameters}}`, MAGMA's `arguments`
+    turned into a JSON Schema with the robot as a required string parameter.
+    """
     inner = tool.get("function")
     source: JsonObject = (
         inner if tool.get("type") == "function" and isinstance(inner, dict) else tool
@@ -156,8 +147,15 @@ def instruction_messages(
     instruction: AgentInstruction, previous: CandidateRecord | None, *, robots: bool = True
 ) -> list[Message]:
     """What comes between the previous answer and the next: one `tool` message answering
-    each of its calls (the feedback answers the first, recorded results the others, see
-    the module's doc), then the instruction as a `user` message unless it was feedback."""
+    each of its calls, then the instruction as a `user` message unless it was feedback.
+
+    Every tool call is answered by exactly one `tool` message before anything else is
+    said. Environment feedback answers the first call (the generator reports one feedback
+    for all of an answer's calls); each other call is answered by the result the
+    simulator recorded for it (`recorded_result`). A call cut by a stage end, whose next
+    situation opens with the next stage's `user` instruction, is answered the same way,
+    before that instruction. Feedback with no call before it is a `user` message.
+    """
     calls = previous.output.tool_calls if previous is not None and previous.output else []
     if previous is None or not calls:
         return [{"role": "user", "content": instruction.content}]
@@ -184,8 +182,9 @@ def _call_arguments(call: ToolCall, robots: bool) -> dict[str, Any]:
 
 
 def assistant_message(candidate: CandidateRecord, *, robots: bool = True) -> Message:
-    """An answer as an assistant message (no output: an empty one); `robots` false, its
-    calls name no robot."""
+    """An answer as an assistant message (no output: an empty one): its words as content,
+    its calls as `tool_calls` whose `arguments` is a JSON string naming the robot
+    (`target_robot_name`) first; `robots` false, its calls name no robot."""
     decision = candidate.output or AgentDecision()
     message: Message = {"role": "assistant", "content": decision.say}
     if decision.tool_calls:

@@ -1,20 +1,8 @@
 """`full-history`: MAGMA's full-history agent rows, into `hr_data.json`.
 
-Each row is what the agent was given and what it answered, the structured parts as
-JSON strings: `persistent_rules` (the `memory_list` rules), `attributes`, `tools`,
-`history`, `memory` (the rest of the agent's memory), `instruction` and
-`instruction_role` (`USER` or `ENV`), and `output`, `{"say", "action": {robot: {name,
-arguments}}}`. The history is the agent's own (`memory.history`) when it keeps one;
-otherwise it is rebuilt from the trajectory, one `{author, content}` entry per
-instruction (`USER`/`ENV`) and per answer (`MODEL`, as MAGMA writes it: the words, the
-action as JSON, or both on two lines). Options: `min_score`, `best_of` and
-`exclude_fallbacks`, as for `chat`.
-
-Option `dedupe` (true): a row whose context (what the agent was given, unshuffled, with
-its history and instruction) and output an earlier row of the dataset already holds is
-left out, as chat rows train each (context, target) pair once; the manifest's `counts`
-gives `duplicate_rows`. The copies of a situation that coaching made (the original and
-its alternatives share one input) and repeated runs of a task often answer alike.
+`FullHistoryExporter` writes one row per selected example: what the agent was given (the
+structured parts as JSON strings) and its answer as a MAGMA action (`magma_action`).
+Rows and options: docs/export.md (`full-history`).
 """
 
 from __future__ import annotations
@@ -83,7 +71,9 @@ def model_content(decision: AgentDecision | None) -> str:
 
 
 def rebuilt_history(steps: Sequence[Step]) -> list[JsonValue]:
-    """The history of earlier steps, when the agent kept none in its memory."""
+    """The history of earlier steps, when the agent kept none in its memory
+    (`memory.history`): one `{author, content}` entry per instruction (`USER`/`ENV`) and
+    per answer (`MODEL`, as MAGMA writes it: see `model_content`)."""
     entries: list[JsonValue] = []
     for step in steps:
         instruction = step.situation.input.instruction
@@ -93,7 +83,14 @@ def rebuilt_history(steps: Sequence[Step]) -> list[JsonValue]:
 
 
 class FullHistoryExporter(Exporter):
-    """Selected examples as MAGMA full-history rows."""
+    """Selected examples as MAGMA full-history rows.
+
+    With `dedupe` (the default), a row whose context (what the agent was given,
+    unshuffled, with its history and instruction) and output an earlier row of the
+    dataset already holds is left out, counted in `duplicate_rows`: the copies of a
+    situation that coaching made share one input, and repeated runs of a task often
+    answer alike.
+    """
 
     name = "full-history"
     files: ClassVar[Mapping[str, str]] = {CHANNEL: "hr_data.json"}

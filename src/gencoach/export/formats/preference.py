@@ -1,23 +1,8 @@
 """`preference`: pairs of answers to one saved situation, into `preference.jsonl`.
 
-A saved situation may exist several times: the original, and the coached alternatives
-that re-asked it (same parent answer, same input). Across those copies, a *proven*
-candidate is the chosen answer: an eligible agent answer carrying a coaching attempt id
-whose descendant score, in its own stage, counts an optimal or non-optimal success.
-Each answer it stands against is a rejected one: an answer diagnosed faulty (the one a
-coaching replaced), or an answer whose every trajectory in its stage failed. Rows are
-TRL's conversational preference shape, `{"prompt", "chosen", "rejected", "tools",
-"metadata"}`, with the producer (`agent_id`, `agent_version`) and both answers' lineage
-(with `decision_source`: where a correction's decision came from, null for an answer
-that is no correction), status and score in `metadata`. Options:
-
-- `coached_only` (true): false lets any eligible answer with a stage success be chosen,
-  so uncoached runs yield pairs of successful and failed siblings too;
-- `exclude_fallbacks` (false): true leaves out every pair whose chosen or rejected
-  answer is, or follows, a correction the agent's coach took from its fallback
-  (`gencoach.export.selection.after_fallback`), so no fallback-made decision is chosen,
-  rejected or in a prompt;
-- `system_prompt`, `agents`: as for `chat`.
+`situation_copies` groups the copies of a situation; across them `PreferenceExporter`
+sets each `proven` answer (chosen) against each answer with a `rejection`. Rows and
+options: docs/export.md (`preference`).
 """
 
 from __future__ import annotations
@@ -64,7 +49,11 @@ def _input_key(situation: SituationRecord) -> tuple[int | None, str]:
 
 
 def situation_copies(graph: SavedGraph) -> list[list[SituationRecord]]:
-    """Situations grouped by parent answer and input, in order of their first id."""
+    """Situations grouped by parent answer and input, in order of their first id.
+
+    A saved situation may exist several times: the original, and the coached
+    alternatives that re-asked it (same parent answer, same input).
+    """
     groups: dict[tuple[int | None, str], list[SituationRecord]] = {}
     for situation_id in sorted(graph.situations):
         situation = graph.situations[situation_id]
@@ -73,7 +62,9 @@ def situation_copies(graph: SavedGraph) -> list[list[SituationRecord]]:
 
 
 def proven(candidate: CandidateRecord, coached_only: bool = True) -> bool:
-    """An eligible (coached) answer whose own stage saw a success below it."""
+    """An eligible answer carrying a coaching attempt id (any eligible answer, with
+    `coached_only` false) whose descendant score, in its own stage, counts an optimal or
+    non-optimal success."""
     stage = candidate.score.get(f"stage_{candidate.stage_id}")
     return (
         eligible(candidate)
@@ -84,7 +75,8 @@ def proven(candidate: CandidateRecord, coached_only: bool = True) -> bool:
 
 
 def rejection(candidate: CandidateRecord) -> str | None:
-    """Why an answer is a rejected one (diagnosed faulty, or failed), or None."""
+    """Why an answer is a rejected one, or None: diagnosed faulty (the answer a coaching
+    replaced), or failed (every trajectory of it in its stage failed)."""
     if candidate.kind != "agent" or candidate.output is None:
         return None
     if candidate.coaching.diagnosed_as_faulty:
@@ -116,6 +108,7 @@ class PreferenceExporter(Exporter):
 
     def __init__(self, options: Mapping[str, JsonValue]) -> None:
         super().__init__(options)
+        # False: uncoached runs yield pairs of successful and failed siblings too.
         self.coached_only = self._reader.flag("coached_only", True)
         self.exclude_fallbacks = self._reader.flag("exclude_fallbacks", False)
         # None: each run's default (a single-agent run's speaks of no robots).
