@@ -1,14 +1,7 @@
 """Asking the agent for decisions, and judging whether an answer can be executed at all.
 
-What the generator refuses (an `invalid` candidate, never executed) is what breaks the
-tool contract it offered: a decision that both says something and calls tools, a call
-to a tool that was not offered, a missing or unexpected argument, an argument that is
-not a string. What refers to the world (an unknown robot, button, object or place) and
-what breaks a precondition (taking with a full gripper) is a valid decision: the world
-executes it as a failed `bad_call`, whose feedback is what the agent must learn from.
-
-An agent that cannot be reached, times out or answers outside the protocol gives one
-`error` candidate for the whole situation, with the reason.
+`AgentAsker` asks one agent; `Answer` is one candidate as the generator sees it;
+`invalid_reason` says what the generator refuses (an `invalid` candidate, never executed).
 """
 
 from __future__ import annotations
@@ -84,7 +77,14 @@ class Answer:
 
 
 def invalid_reason(decision: AgentDecision) -> str | None:
-    """Why the decision breaks the offered tool contract, or None when it may be executed."""
+    """Why the decision breaks the offered tool contract, or None when it may be executed.
+
+    Refused: a decision that both says something and calls tools, a call to a tool that
+    was not offered, a missing or unexpected argument, an argument that is not a string.
+    What refers to the world (an unknown robot, button, object or place) and what breaks a
+    precondition (taking with a full gripper) is a valid decision: the world executes it
+    as a failed `bad_call`, whose feedback is what the agent must learn from.
+    """
     if decision.say.strip() and decision.tool_calls:
         return "a decision either says something or calls tools, not both"
     for number, call in enumerate(decision.tool_calls, start=1):
@@ -120,7 +120,9 @@ class AgentAsker:
         self.timeout_s = timeout_s
 
     async def ask(self, request_id: str, agent_input: AgentInput) -> list[Answer]:
-        """The input's `num_outputs` candidates, or one error candidate when the call failed."""
+        """The input's `num_outputs` candidates, or one error candidate for the whole
+        situation, with the reason, when the agent cannot be reached, times out or answers
+        outside the protocol."""
         request = AgentRequest(request_id=request_id, inputs=[agent_input])
         reason = f"no answer within {self.timeout_s} s"
         async with self.limiter:

@@ -1,12 +1,7 @@
 """Judging a decision against the optimal plans from the world state it was taken in.
 
-A decision stays on an optimal plan when it brings the stage exactly as much closer to
-its goal as it spends: the optimal plan from the state after it is shorter by the
-number of calls it counted against the budget (calls failed by injection count for
-nothing and change nothing, so they never depart). A decision that ends the stage
-without success, fails a call, or spends calls for less progress departs. Any robot
-and any order that an optimal plan could take is accepted, not only the one plan the
-stage writes out.
+`judge` says whether a decision departs from every optimal plan (its docstring says
+when), as a `Judgement` carrying the expected decision and why.
 """
 
 from __future__ import annotations
@@ -46,7 +41,16 @@ def _first_decision(plan: Plan) -> AgentDecision | None:
 
 
 def judge(state: EpisodeState, decision: AgentDecision | None) -> Judgement | None:
-    """Judge a decision taken in `state`; None when the state has no plan left to follow."""
+    """Judge a decision taken in `state`; None when the state has no plan left to follow.
+
+    A decision stays on an optimal plan when it brings the stage exactly as much closer to
+    its goal as it spends: the optimal plan from the state after it is shorter by the
+    number of calls it counted against the budget (calls failed by injection count for
+    nothing and change nothing, so they never depart). A decision that ends the stage
+    without success, fails a call, or spends calls for less progress departs. Any robot
+    and any order that an optimal plan could take is accepted, not only the one plan the
+    stage writes out.
+    """
     episode = Episode.restore(state)
     plan = episode.optimal_plan()
     if plan is None:

@@ -1,15 +1,8 @@
 """Playing one situation: save and report it, ask the agent, execute and report each answer.
 
-Every candidate is executed on its own copy of the situation's episode. An invalid or
-error candidate is a leaf, reported executed with its status and no stage end; a valid
-one is executed in the world and judged by the stage. The situation that follows a
-candidate carries the environment feedback (`env`) while its stage goes on, or the next
-stage's instruction (`user`) after a stage success; any other stage end ends the branch.
-
-A branch remembers the first decision of its current stage that carries a seeded mistake
-(the reference agent reports the mistake it made on purpose as `input_elements.mistake`
-of its internal step): a stage end that is not an optimal success names it as
-`faulty_candidate_id`, the truth the coaching's diagnoses are measured against.
+`Explorer` plays the situations of one run (its docstring tells how a candidate is
+executed and how a branch names its faulty candidate); `Node` is a situation about to
+be played.
 """
 
 from __future__ import annotations
@@ -56,7 +49,21 @@ def message(kind: str, content: str) -> dict[str, str]:
 
 
 class Explorer:
-    """Plays situations of one run, numbering its situations, inputs and candidates."""
+    """Plays situations of one run, numbering its situations, inputs and candidates.
+
+    Every candidate is executed on its own copy of the situation's episode. An invalid or
+    error candidate is a leaf, reported executed with its status and no stage end; a
+    valid one is executed in the world and judged by the stage. The situation that
+    follows a candidate carries the environment feedback (`env`) while its stage goes on,
+    or the next stage's instruction (`user`) after a stage success; any other stage end
+    ends the branch.
+
+    A branch remembers the first decision of its current stage that carries a seeded
+    mistake (the reference agent reports the mistake it made on purpose as
+    `input_elements.mistake` of its internal step): a stage end that is not an optimal
+    success names it as `faulty_candidate_id`, the truth the coaching's diagnoses are
+    measured against.
+    """
 
     def __init__(
         self,

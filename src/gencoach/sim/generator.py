@@ -1,21 +1,8 @@
 """The reference generator: a scenario played against an agent, branch by branch.
 
-`envs` environments (seeds `seed`, `seed + 1`, …) start at once. Each situation is
-saved (world state under its input id, for the teacher), reported, and asked for
-`branches` candidates in one request. Every candidate is reported and executed on its
-own copy of the situation; the first `continue_per_situation` valid candidates whose
-stage goes on (or succeeded into the next stage) continue their branch, the others end
-as leaves. After a stage success the next situation carries the next stage's
-instruction as a `user` message; otherwise the agent reads the environment feedback
-`{"infos", "previous_tool_call", "failure_reason"}` as an `env` message. Memory is
-carried per candidate.
-
-Branch orders are executed as they arrive: the anchor's state is restored, the coached
-candidate executed and acknowledged by its `candidate.executed`, and the branch goes on
-as usual, every node below carrying the attempt id. Once every branch has ended, the run
-asks gencoach whether it is settled (`gencoach.settling`) and sends `run.finished` when
-the answer comes, or after `branch_grace_s` without one (a bound, logged), or at once when
-a budget is spent.
+`run_generation` runs a generation as its options say; `Generator` is one run (its
+docstring tells a run's life, from its environments to `run.finished`); `Explorer`
+(`gencoach.sim.explorer`) plays each situation.
 """
 
 from __future__ import annotations
@@ -55,7 +42,25 @@ log = get_logger("sim.generator")
 
 
 class Generator:
-    """One run: its branches, the branch orders it executes, the events it reports."""
+    """One run: its branches, the branch orders it executes, the events it reports.
+
+    `envs` environments (seeds `seed`, `seed + 1`, ...) start at once. Each situation is
+    saved (world state under its input id, for the teacher), reported, and asked for
+    `branches` candidates in one request. Every candidate is reported and executed on its
+    own copy of the situation; the first `continue_per_situation` valid candidates whose
+    stage goes on (or succeeded into the next stage) continue their branch, the others
+    end as leaves. After a stage success the next situation carries the next stage's
+    instruction as a `user` message; otherwise the agent reads the environment feedback
+    `{"infos", "previous_tool_call", "failure_reason"}` as an `env` message. Memory is
+    carried per candidate.
+
+    Branch orders are executed as they arrive: the anchor's state is restored, the
+    coached candidate executed and acknowledged by its `candidate.executed`, and the
+    branch goes on as usual, every node below carrying the attempt id. Once every branch
+    has ended, the run asks gencoach whether it is settled (`gencoach.settling`) and
+    sends `run.finished` when the answer comes, or after `branch_grace_s` without one (a
+    bound, logged), or at once when a budget is spent.
+    """
 
     def __init__(
         self, options: GenerationOptions, run_id: str, recorder: EventSender, asker: AgentAsker

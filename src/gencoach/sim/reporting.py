@@ -1,13 +1,7 @@
 """Where a generation's events go, and how episodes become event fields.
 
-A `EventSender` sends events to gencoach (Redis stream or HTTP API, through the client's
-reporter), appends them to a JSONL log, or both. Events are validated and numbered
-when emitted and sent in order: flushes are serialised, so a node never reaches
-gencoach before its parent. With Redis, the recorder also saves each situation's world
-state (for the privileged teacher) and reads the run's branch orders.
-
-The log holds exactly the events, one JSON object per line, so it can be replayed into
-gencoach later (`POST /v1/events`).
+`EventSender` sends a run's events to gencoach and/or a JSONL log; `stage_info`,
+`task_description`, `active_errors` and `execution_record` make the event fields.
 """
 
 from __future__ import annotations
@@ -116,7 +110,15 @@ _STAGE_STATES = {"optimal": 1, "acceptable": 0, "exceeded": -1}
 
 
 class EventSender:
-    """Sends one run's events to gencoach and/or a JSONL log; saves states, reads orders."""
+    """Sends one run's events to gencoach and/or a JSONL log; saves states, reads orders.
+
+    Events go to gencoach (Redis stream or HTTP API, through the client's reporter), to
+    the log, or both. They are validated and numbered when emitted and sent in order:
+    flushes are serialised, so a node never reaches gencoach before its parent. With
+    Redis, the sender also saves each situation's world state (for the privileged
+    teacher) and reads the run's branch orders. The log holds exactly the events, one
+    JSON object per line, so it can be replayed into gencoach later (`POST /v1/events`).
+    """
 
     def __init__(
         self,

@@ -1,11 +1,7 @@
 """The named scenarios: each builds, from a seed, its world and its stages.
 
-| name            | stages                                                            |
-| --------------- | ----------------------------------------------------------------- |
-| `buttons`       | press one button twice, then another; any other press fails       |
-| `sorting`       | put every object in the bin of its colour; a wrong bin fails      |
-| `two_stage`     | take an object, then (linked) put it in a bin                     |
-| `text_question` | say an object's colour; the answer is checked exactly             |
+`SCENARIOS` holds them (its docstring says what each asks), `get_scenario` finds one by
+name; a `Scenario` builds a `Task`, the world and stages of one seed.
 """
 
 from __future__ import annotations
@@ -145,6 +141,15 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
         for name, description in SCENARIO_DESCRIPTIONS.items()
     }
 )
+"""The scenarios by name:
+
+| name            | stages                                                            |
+| --------------- | ----------------------------------------------------------------- |
+| `buttons`       | press one button twice, then another; any other press fails       |
+| `sorting`       | put every object in the bin of its colour; a wrong bin fails      |
+| `two_stage`     | take an object, then (linked) put it in a bin                     |
+| `text_question` | say an object's colour; the answer is checked exactly             |
+"""
 
 
 def get_scenario(name: str) -> Scenario:

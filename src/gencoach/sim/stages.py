@@ -1,18 +1,7 @@
 """Stages: an instruction, its goals and budget, and how a stage can end.
 
-| how the stage ends                                | stage end (event/state)       | status     |
-| ------------------------------------------------- | ----------------------------- | ---------- |
-| goals met within `target_tool_calls`              | success / optimal             | optimal    |
-| goals met beyond the target, within the budget    | success / acceptable          | suboptimal |
-| a goal at -1 (wrong button, wrong bin, answer)    | failure / optimal|acceptable  | finished   |
-| a decision without tool calls on an action stage  | no_action / optimal|acceptable| finished   |
-| `max_tool_calls` spent with a goal still at 0     | exceeded / exceeded           | finished   |
-| otherwise                                         | none                          | ongoing    |
-
-The state of a failure or no_action says how much budget had been used (within the
-target or not). `finished` marks a candidate that ended its stage without success;
-`invalid`, `error` and `unassessed` are for the generator, which sees answers the
-simulator never executes.
+`Stage` judges progress against its goals; `Outcome` is what one decision did to its
+stage (its docstring tables each end and the status it gives), `StageEnd` how it ended.
 """
 
 from __future__ import annotations
@@ -98,7 +87,22 @@ class StageEnd(StateModel):
 
 
 class Outcome(StateModel):
-    """What one decision did to its stage: still ongoing, or how it ended and why."""
+    """What one decision did to its stage: still ongoing, or how it ended and why.
+
+    | how the stage ends                             | event / state                  | status     |
+    | ---------------------------------------------- | ------------------------------ | ---------- |
+    | goals met within `target_tool_calls`           | success / optimal              | optimal    |
+    | goals met beyond the target, within the budget | success / acceptable           | suboptimal |
+    | a goal at -1 (wrong button, wrong bin, answer) | failure / optimal|acceptable   | finished   |
+    | a decision without calls on an action stage    | no_action / optimal|acceptable | finished   |
+    | `max_tool_calls` spent with a goal still at 0  | exceeded / exceeded            | finished   |
+    | otherwise                                      | none                           | ongoing    |
+
+    The state of a failure or no_action says how much budget had been used (within the
+    target or not). `finished` marks a candidate that ended its stage without success;
+    `invalid`, `error` and `unassessed` are for the generator, which sees answers the
+    simulator never executes.
+    """
 
     status: Status = "ongoing"
     stage_end: StageEnd | None = None

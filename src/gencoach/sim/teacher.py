@@ -1,32 +1,8 @@
 """A privileged teacher for the reference world: exact diagnoses from the saved world states.
 
-Like the privileged AI teacher of LEAP (Choudhury and Sodhi, "Better than Your Teacher:
-LLM Agents that Learn from Privileged AI Feedback"), it sees what the agent cannot: the
-world state behind every situation, which the reference generator saves as each
-situation's teacher state (one episode state per input id, handed to `python` backends
-in `context["teacher_state"]`, see docs/backends.md), and the stage's optimal plans.
-It is a `python` backend for the reference world only, so the demo and the tests
-coach with meaningful corrections without any model::
-
-    backends:
-      teacher:
-        type: python
-        endpoint: gencoach.sim.teacher:diagnose
-
-`diagnose` answers whichever contract the job's `schema` names, as an LLM would:
-
-- failure, no_action, exceeded (`FailureDiagnosisAnswer`): the first diagnosable decision
-  that departs from every optimal plan from its state (see `gencoach.sim.departures`),
-  why, and the optimal next decision from that state as a decision object (null when
-  no plan names one);
-- suboptimal (`SuboptimalDiagnosisAnswer`): that first departure, or `false` when every
-  decision stayed on an optimal plan (injected failures make no departure);
-- text rewrite (`RewriteAnswer`): the exact answer the text-only stage expects;
-- similar-case selection (`CaseSelectionAnswer`): the first cases, up to the limit.
-
-Without the states (no context, a run that saved none) it never
-fails: it blames the last diagnosable decision and says it had no privileged state (a
-suboptimal diagnosis declines instead).
+`diagnose` is the `python` backend (`gencoach.sim.teacher:diagnose`, docs/running.md);
+its docstring says what it sees and how it answers each contract, through
+`failure_diagnosis`, `suboptimal_diagnosis`, `rewrite` and `select_cases`.
 """
 
 from __future__ import annotations
@@ -58,7 +34,29 @@ def diagnose(
     model: str | None = None,
     context: dict[str, Any] | None = None,
 ) -> str:
-    """Answer the contract `schema` names for the job in `context` (see the module docstring)."""
+    """Answer the contract `schema` names for the job in `context`, as an LLM would.
+
+    Like the privileged AI teacher of LEAP (Choudhury and Sodhi, "Better than Your
+    Teacher: LLM Agents that Learn from Privileged AI Feedback"), it sees what the agent
+    cannot: the world state behind every situation, which the reference generator saves
+    as each situation's teacher state (one episode state per input id, handed to `python`
+    backends in `context["teacher_state"]`, see docs/backends.md), and the stage's optimal
+    plans. It serves the reference world only, so the demo and the tests coach with
+    meaningful corrections without any model.
+
+    - failure, no_action, exceeded (`FailureDiagnosisAnswer`): the first diagnosable
+      decision that departs from every optimal plan from its state (see
+      `gencoach.sim.departures`), why, and the optimal next decision from that state as a
+      decision object (null when no plan names one);
+    - suboptimal (`SuboptimalDiagnosisAnswer`): that first departure, or `false` when
+      every decision stayed on an optimal plan (injected failures make no departure);
+    - text rewrite (`RewriteAnswer`): the exact answer the text-only stage expects;
+    - similar-case selection (`CaseSelectionAnswer`): the first cases, up to the limit.
+
+    Without the states (no context, a run that saved none) it never fails: it blames the
+    last diagnosable decision and says it had no privileged state (a suboptimal diagnosis
+    declines instead).
+    """
     contract = (schema or {}).get("title")
     job = context or {}
     if contract == "CaseSelectionAnswer":

@@ -1,11 +1,7 @@
 """Whether a generation failed in a way its exit code must say, and how its answers count.
 
-`gencoach sim run` and `gencoach sim gym` print their summary and exit 1 naming the cause
-when the agent crashed (a candidate whose error is `policy_crashed`, the toolkit's code
-for a policy that raised, or `agent_call_failed`: no answer at all) or when no stage
-ended. Other error candidates (a model's unreadable answer, a refused backend) are
-counted and the first is named in the summary, but do not fail the run: an LLM agent
-gives some in any long campaign.
+`run_failure` names the cause that makes `gencoach sim run` and `gencoach sim gym` exit 1
+(docs/integrations.md §9); `AnswerTally` counts the candidates a generator executed.
 """
 
 from __future__ import annotations
@@ -81,6 +77,12 @@ def run_failure(
     stage_ends: Mapping[str, int], first_crash: str | None, *, resumed: bool = False
 ) -> str | None:
     """Why the generation failed (the agent crashed, no stage ended), or None.
+
+    The agent crashed when a candidate's error is in `CRASH_CODES`: `policy_crashed`, the
+    toolkit's code for a policy that raised, or `agent_call_failed`, no answer at all.
+    Other error candidates (a model's unreadable answer, a refused backend) are counted
+    and the first is named in the summary, but do not fail the run: an LLM agent gives
+    some in any long campaign.
 
     `resumed`: some runs were taken up after an earlier invocation, whose stage ends are
     not counted here, so ending none now is no failure.
