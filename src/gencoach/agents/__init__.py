@@ -1,14 +1,8 @@
 """What agent authors build on, the reference agent, and the conformance checker.
 
-```python
-from gencoach.agents import Decided, create_agent_app
-
-class Echo:
-    async def decide(self, agent_input, memory, count):
-        return [Decided.of(AgentDecision(say=agent_input.instruction.content))] * count
-
-app = create_agent_app(AgentInfo(agent_id="echo", agent_version="1", capabilities={}), Echo())
-```
+Re-exports, loaded on first use: `create_agent_app` and the `Policy`/`Coach` contracts it
+serves, the agent's `Memory`, the coach's corrections and `check_agent` (docs/agents.md
+shows a whole agent).
 """
 
 from __future__ import annotations

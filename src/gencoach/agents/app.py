@@ -1,14 +1,7 @@
 """The agent app factory: protocol 2.0 routes around an author's policy and coach.
 
-`create_agent_app(info, policy, coach)` serves `GET /health`, `GET /v1/info`,
-`POST /v1/responses` and, when the agent announces specialized coaching, the session
-routes and `POST /v1/coaching`. Bodies must be sent as `application/json` (415 otherwise,
-as the controller answers) and are validated strictly (422 with every refused field and
-why), and every answer is validated before it is sent: a policy's or a coach's
-mistake becomes an error candidate, a 500 or a coaching `error`, never an invalid answer.
-An input carrying a correction under `extra_keys.coaching` (`replace_decision`, or
-`replace_say` as words alone) is answered with that decision without calling the policy.
-Answers are scrubbed of the open coaching sessions' credentials (see `sessions`).
+`create_agent_app(info, policy, coach)` builds the app (its docstring lists the routes
+and what they refuse); `refusal` is the shape of a refused body's answer.
 """
 
 from __future__ import annotations
@@ -144,6 +137,16 @@ def create_agent_app(
     sessions: SessionStore | None = None,
 ) -> FastAPI:
     """The FastAPI app of an agent; coaching routes exist when `coach` is given.
+
+    It serves `GET /health`, `GET /v1/info`, `POST /v1/responses` and, when the agent
+    announces specialized coaching, the session routes and `POST /v1/coaching`. Bodies
+    must be sent as `application/json` (415 otherwise, as the controller answers) and are
+    validated strictly (422 with every refused field and why), and every answer is
+    validated before it is sent: a policy's or a coach's mistake becomes an error
+    candidate, a 500 or a coaching `error`, never an invalid answer. An input carrying a
+    correction under `extra_keys.coaching` (`replace_decision`, or `replace_say` as words
+    alone) is answered with that decision without calling the policy. Answers are
+    scrubbed of the open coaching sessions' credentials (see `SessionStore`).
 
     An agent announcing specialized coaching needs a coach, and a coach needs kinds to
     announce: either mismatch raises ValueError. `sessions` defaults to a new store.

@@ -1,13 +1,7 @@
 """`gencoach check-agent URL`: every check an agent must pass, one line per check.
 
-The checks send real requests: health, info (strict, protocol 2.0), answers to one and to
-several inputs with 2 and 3 candidates (count, order, ids), invalid requests (422),
-memory as a full replacement, error candidates' shape, and, when the agent announces
-coaching, a session on a stub backend the checker serves on loopback (or on
-`backend_endpoint`, for an agent elsewhere), repairs of each announced kind gencoach
-routes at offered points only (each proposal's `extra_keys` the payload itself), their
-reinjection as MAGMA-GEN makes it (the payload as `extra_keys.coaching`) answered with the
-correction, and closing the session.
+`check_agent` runs the checks (its docstring lists them; they live in
+`gencoach.agents.checks`); `run_check_agent` prints them and gives the exit code.
 """
 
 from __future__ import annotations
@@ -43,7 +37,17 @@ from gencoach.agents.checks.stub import StubBackend
 async def check_agent(
     url: str, *, timeout_s: float = 10.0, backend_endpoint: str | None = None
 ) -> list[CheckResult]:
-    """Run every check against the agent at `url`, in order."""
+    """Run every check against the agent at `url`, in order.
+
+    The checks send real requests: health, info (strict, protocol 2.0), answers to one and
+    to several inputs with 2 and 3 candidates (count, order, ids), invalid requests (422),
+    memory as a full replacement, error candidates' shape, and, when the agent announces
+    coaching, a session on a stub backend the checker serves on loopback (or on
+    `backend_endpoint`, for an agent elsewhere), repairs of each announced kind gencoach
+    routes at offered points only (each proposal's `extra_keys` the payload itself), their
+    reinjection as MAGMA-GEN makes it (the payload as `extra_keys.coaching`) answered with
+    the correction, and closing the session.
+    """
     async with httpx.AsyncClient(timeout=timeout_s) as http:
         target = Target(url.rstrip("/"), http)
         try:

@@ -1,11 +1,7 @@
 """`gencoach agent serve` and `gencoach check-agent`, for the root command to register.
 
-```python
-from gencoach.agents.cli import agent_app, check_agent
-
-app.add_typer(agent_app, name="agent")
-app.command("check-agent")(check_agent)
-```
+`agent_app` is the `agent` command group and `check_agent` the `check-agent` command;
+`gencoach.cli` adds both to the root command.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """An agent's memory: its history of messages and its rules, rebuilt after each decision.
 
-The memory travels in every AgentInput and comes back, whole, in every AgentOutput:
-
-```json
-{"history": [{"author": "USER", "content": "Press sw1."},
-             {"author": "MODEL", "content": "{\"say\": \"\", \"tool_calls\": [...]}"}],
- "memory_list": ["always answer in English"]}
-```
-
-A user instruction is recorded as USER, environment feedback as SYSTEM, a decision as
-MODEL (the decision as JSON). Keys the toolkit does not know travel unchanged.
+`Memory` is what travels in every input and comes back in every output (its docstring
+shows the shape); `instruction_entry`, `decision_entry` and `entry_decision` convert
+messages to history entries and back; `coached_decision` reads a reinjected correction.
 """
 
 from __future__ import annotations
@@ -42,7 +35,19 @@ class HistoryEntry(ContractModel):
 
 
 class Memory(ContractModel):
-    """The memory an agent built with this toolkit carries: history and permanent rules."""
+    """The memory an agent built with this toolkit carries: history and permanent rules.
+
+    It travels in every AgentInput and comes back, whole, in every AgentOutput:
+
+    ```json
+    {"history": [{"author": "USER", "content": "Press sw1."},
+                 {"author": "MODEL", "content": "{\"say\": \"\", \"tool_calls\": [...]}"}],
+     "memory_list": ["always answer in English"]}
+    ```
+
+    A user instruction is recorded as USER, environment feedback as SYSTEM, a decision as
+    MODEL (the decision as JSON). Keys the toolkit does not know travel unchanged.
+    """
 
     model_config = ConfigDict(extra="allow")
 

@@ -1,17 +1,8 @@
 """Coaching sessions: the backends gencoach shares with an agent for one run.
 
-`PUT /v1/coaching/sessions/{run_id}` opens a session, as MAGMA agents do: every backend
-must be of type `ollama` (an OpenAI-compatible chat-completions client whose `endpoint`
-is the full `.../v1/chat/completions` URL; anything else is refused with 422, since the
-sender must change the config), and every backend is probed once, with a GET on its
-endpoint carrying only the configured headers: any HTTP answer, even a 4xx, proves it
-reachable, while a connection error or timeout refuses the session with 503. The same
-config again is accepted without probing (204); a different one is a conflict (409).
-
-The open sessions' credentials (secret header values such as `Authorization` or
-`X-Api-Key`, also without their scheme) are masked as `***` in everything the process
-logs, as the controller and workers mask theirs (`gencoach.config.scrubbing`): a server
-that echoes a key in a refusal never gets it into the agent's log.
+`SessionStore` opens and closes a process's sessions (its docstring says what it accepts,
+refuses and masks); `CoachingSession` is one open session, `backend_settings` and
+`probe` check a backend, `SessionRefusedError` says why a session cannot be opened.
 """
 
 from __future__ import annotations
@@ -110,7 +101,12 @@ def backend_settings(
 async def probe(
     name: str, backend: CoachingBackendConfig, timeout_s: float, http: httpx.AsyncClient
 ) -> str | None:
-    """Why the backend is unreachable, or None when it answered anything at all."""
+    """Why the backend is unreachable, or None when it answered anything at all.
+
+    A GET on its endpoint carrying only the configured headers: any HTTP answer, even a
+    4xx, proves it reachable, while a connection error or timeout refuses the session
+    with 503.
+    """
     timeout = min(timeout_s, backend.timeout)
     try:
         with anyio.fail_after(timeout):
@@ -123,7 +119,20 @@ async def probe(
 
 class SessionStore:
     """The open sessions of one agent process, by run id; their backends ask for structured
-    output as `structured_output` says."""
+    output as `structured_output` says.
+
+    `PUT /v1/coaching/sessions/{run_id}` opens a session, as MAGMA agents do: every
+    backend must be of type `ollama` (an OpenAI-compatible chat-completions client whose
+    `endpoint` is the full `.../v1/chat/completions` URL; anything else is refused with
+    422, since the sender must change the config), and every backend is probed once
+    (`probe`). The same config again is accepted without probing (204); a different one
+    is a conflict (409).
+
+    The open sessions' credentials (secret header values such as `Authorization` or
+    `X-Api-Key`, also without their scheme) are masked as `***` in everything the process
+    logs, as the controller and workers mask theirs (`gencoach.config.scrubbing`): a
+    server that echoes a key in a refusal never gets it into the agent's log.
+    """
 
     def __init__(
         self,

@@ -1,19 +1,8 @@
 """The LLM policy: an OpenAI-compatible chat-completions server decides.
 
-With `answers="tools"` (the default) each MAGMA tool `{name, description, arguments:
-{param: {description, type}}}` becomes a function tool whose parameters add
-`target_robot_name`; the model's `tool_calls` become the decision's calls and its text
-content the decision's `say`. With `answers="json"` the model answers the decision as a
-JSON object instead, asked through gencoach's own backend client (`OpenAIBackend.ask`):
-the same structured-output fallback as the workers' backends (`structured_output: auto`
-tries json_schema, then json_object with the schema, then the schema in the prompt), and
-one re-ask naming why an answer was refused. For servers or models without tool calling.
-
-For a single-agent env, `robot` names the one robot: no `target_robot_name` parameter is
-offered and every call addresses it. `system` replaces the tabletop's system prompt.
-One request is sent per candidate, concurrently. An unreachable server or an unreadable
-answer becomes an error candidate (`backend_unavailable`, `backend_error`,
-`malformed_output`).
+`LLMPolicy` asks the server (its docstring says how each way of answering works);
+`function_tools`, `chat_messages` and `read_decision` make the request and read the
+answer; `tabletop_system` is the reference world's system prompt.
 """
 
 from __future__ import annotations
@@ -170,7 +159,24 @@ def read_decision(message: object, robots: list[str]) -> AgentDecision:
 
 
 class LLMPolicy:
-    """Asks an OpenAI-compatible server (Ollama, vLLM, llama.cpp…) for each decision."""
+    """Asks an OpenAI-compatible server (Ollama, vLLM, llama.cpp…) for each decision.
+
+    With `answers="tools"` (the default) each MAGMA tool `{name, description, arguments:
+    {param: {description, type}}}` becomes a function tool whose parameters add
+    `target_robot_name`; the model's `tool_calls` become the decision's calls and its text
+    content the decision's `say`. With `answers="json"` the model answers the decision as
+    a JSON object instead, asked through gencoach's own backend client
+    (`OpenAIBackend.ask`): the same structured-output fallback as the workers' backends
+    (`structured_output: auto` tries json_schema, then json_object with the schema, then
+    the schema in the prompt), and one re-ask naming why an answer was refused. For
+    servers or models without tool calling.
+
+    For a single-agent env, `robot` names the one robot: no `target_robot_name` parameter
+    is offered and every call addresses it. `system_prompt` replaces the tabletop's
+    system prompt. One request is sent per candidate, concurrently. An unreachable server
+    or an unreadable answer becomes an error candidate (`backend_unavailable`,
+    `backend_error`, `malformed_output`).
+    """
 
     def __init__(
         self,

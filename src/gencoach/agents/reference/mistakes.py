@@ -1,15 +1,7 @@
 """The realistic mistakes the scripted policy makes, each at its own configurable rate.
 
-| mistake                | what the agent answers                                        |
-| ---------------------- | ------------------------------------------------------------- |
-| `wrong_argument`       | the right tool with a wrong id (button, object, place, colour) |
-| `skipped_prerequisite` | a later call of the plan without the one it needs first       |
-| `malformed`            | words and tool calls together, or a call to an unknown tool   |
-| `detour`               | a needless `cancel_current_action` (once per stage)           |
-| `no_action`            | words without any tool call                                   |
-
-A mistake that cannot apply in a situation (no prerequisite to skip, a detour already
-made) is not made: the right decision is answered instead.
+`MistakeRates` holds the rates (its docstring says what each mistake answers);
+`mistaken_decision` makes one, `right_decision` is the plan's next step without one.
 """
 
 from __future__ import annotations
@@ -33,7 +25,19 @@ STALLING = "Let me look at the table first."
 
 @dataclass(frozen=True)
 class MistakeRates:
-    """The probability of each mistake per candidate, each in [0, 1]."""
+    """The probability of each mistake per candidate, each in [0, 1].
+
+    | mistake                | what the agent answers                                         |
+    | ---------------------- | -------------------------------------------------------------- |
+    | `wrong_argument`       | the right tool with a wrong id (button, object, place, colour) |
+    | `skipped_prerequisite` | a later call of the plan without the one it needs first        |
+    | `malformed`            | words and tool calls together, or a call to an unknown tool    |
+    | `detour`               | a needless `cancel_current_action` (once per stage)            |
+    | `no_action`            | words without any tool call                                    |
+
+    A mistake that cannot apply in a situation (no prerequisite to skip, a detour already
+    made) is not made: the right decision is answered instead.
+    """
 
     wrong_argument: float = 0.0
     skipped_prerequisite: float = 0.0

@@ -1,18 +1,7 @@
 """The reference coach: repairs `format`, `failure` and `suboptimal` with a replacement decision.
 
-In order, it takes the diagnosis's `expected_decision` when it follows the one-line
-convention of `gencoach.protocol.decision_text`; for `format`, its repair policy's
-decision; then each session backend in turn, asked for the decision as JSON; last, for
-`failure` and `suboptimal`, its repair policy's decision. The decision is proposed at
-`replacement`, and also at `recovery` when offered (a refused call changed nothing, so
-the same decision applies after its feedback), with who made it as its
-`decision_source`: `expected_decision` (the diagnosis), `repair_model` (a session
-backend, or the agent's model asked again), or `fallback` (the policy without its
-seeded mistakes, which only the reference agent has, so that decision is never the
-coach's, whichever step took it). The repair policy is the agent's own: the LLM
-policy's model (`repair_model`), or the scripted policies without their mistakes
-(`fallback`). When nothing gives a well-formed decision it abandons, saying why. No
-session is required: without one, only the backend step is skipped.
+`ReferenceCoach` is the coach (its docstring gives the order it tries repairs in and the
+`decision_source` of each); `malformation` judges a repair as the generator would.
 """
 
 from __future__ import annotations
@@ -63,7 +52,21 @@ def _points(request: SpecializedCoachingRequest) -> list[ReinjectionPoint]:
 class ReferenceCoach:
     """The reference agent's coach; `repair_policy` decides again, and `repair_source`
     says who that is: `fallback` for a policy without its seeded mistakes,
-    `repair_model` for the agent's model asked again."""
+    `repair_model` for the agent's model asked again.
+
+    In order, it takes the diagnosis's `expected_decision` when it follows the one-line
+    convention of `gencoach.protocol.decision_text`; for `format`, its repair policy's
+    decision; then each session backend in turn, asked for the decision as JSON; last,
+    for `failure` and `suboptimal`, its repair policy's decision. The decision is proposed
+    at `replacement`, and also at `recovery` when offered (a refused call changed nothing,
+    so the same decision applies after its feedback), with who made it as its
+    `decision_source`: `expected_decision` (the diagnosis), `repair_model` (a session
+    backend, or the agent's model asked again), or `fallback` (the policy without its
+    seeded mistakes, which only the reference agent has, so that decision is never the
+    coach's, whichever step took it). When nothing gives a well-formed decision it
+    abandons, saying why. No session is required: without one, only the backend step is
+    skipped.
+    """
 
     requires_session = False
 
