@@ -1,43 +1,8 @@
 """The generator side: report a run's events to gencoach and read its branch orders.
 
-```python
-from gencoach.reporting.client import Reporter
-
-with Reporter("run-1", redis_url="redis://127.0.0.1:6379/0") as report:
-    report.emit("run.started", agent_url="http://127.0.0.1:8751", scenario="buttons",
-                target="sw0", target_kind="button", task_description="press sw0",
-                generator={"name": "mysim", "version": "1.0"})
-    report.emit("situation.created", situation_id="s0", parent_candidate_id=None,
-                stage={"id": 0, "goal": "press sw0"},
-                input={"id": 0, "instruction": {"type": "user", "content": "press sw0"}})
-    ...
-    for order in report.branch_orders(block_s=1.0):
-        ...  # restore order.anchor.situation_id, execute order.candidate, report as usual
-    if report.wait_settled(timeout_s=60):
-        report.emit("run.finished")  # no branch order can come any more
-```
-
-Each event is validated when emitted (a `ContractError` names the bad field), numbered
-with the run's next `seq`, and sent in batches: pipelined XADD to the events stream, or
-`POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so its
-new events do not reuse numbers gencoach has already applied (and would ignore).
-
-A batch that cannot be sent because the connection dropped, Redis is still loading its
-data set (`BusyLoadingError`) or refuses the write at its `maxmemory` (OOM), or the
-controller answered 502/503/504, is sent again with exponential backoff for up to
-`retry_timeout_s` (30 s; `attempts`, if given, bounds the tries too), and so is every
-other Redis call of the reporter (branch orders, teacher states, the settled probe);
-events are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing
-(`gencoach.runtime.retrying` holds the policy). Then `ReportError` says why, and the batch stays
-buffered for the next `flush()`. A reporter that never reached gencoach fails at once
-with the connection's own error when the connection is refused (a wrong URL); a server
-that answered "loading" or "out of memory" is there, and is waited for.
-
-With Redis, each batch also records the run's next seq (and whatever the generator
-`remember`s) in the run's generator state, and acknowledges the branch orders read
-through a consumer group whose execution it reports (`gencoach.reporting.orders.OrderReader`);
-`recall()` gives a restarted generator its state back and numbers on from it. The
-shared logic is `gencoach.reporting.outbox.Outbox`; the two classes here only do its I/O.
+`Reporter` (blocking) and `AsyncReporter` (async) emit a run's events, read its branch
+orders and ask whether it is settled (docs/reporting.md shows a run reported); both only
+do the I/O of `gencoach.reporting.outbox.Outbox`, which holds the shared logic.
 """
 
 from __future__ import annotations
@@ -124,7 +89,7 @@ class _ReporterBase:
         self._reached = False  # retries are for a connection that worked and dropped
 
     def _retrying(self) -> Retrying:
-        """The stamina retry context for one call (see the module docstring)."""
+        """The stamina retry context for one call (see `Reporter`)."""
         policy = RetryPolicy(timeout_s=self.retry_timeout_s, attempts=self.attempts)
         return policy.retrying(on=self._retryable)
 
@@ -184,7 +149,31 @@ class _ReporterBase:
 
 
 class Reporter(_ReporterBase):
-    """Reports one run's events (blocking API)."""
+    """Reports one run's events (blocking API).
+
+    Each event is validated when emitted (a `ContractError` names the bad field), numbered
+    with the run's next `seq`, and sent in batches: pipelined XADD to the events stream,
+    or `POST /v1/events` with `api_url`. A generator that restarts passes `start_seq` so
+    its new events do not reuse numbers gencoach has already applied (and would ignore).
+
+    A batch that cannot be sent because the connection dropped, Redis is still loading
+    its data set (`BusyLoadingError`) or refuses the write at its `maxmemory` (OOM), or
+    the controller answered 502/503/504, is sent again with exponential backoff for up to
+    `retry_timeout_s` (`attempts`, if given, bounds the tries too), and so is every other
+    Redis call of the reporter (branch orders, teacher states, the settled probe); events
+    are idempotent by `(run_id, seq)`, so a batch sent twice changes nothing
+    (`gencoach.runtime.retrying` holds the policy). Then `ReportError` says why, and the
+    batch stays buffered for the next `flush()`. A reporter that never reached gencoach
+    fails at once with the connection's own error when the connection is refused (a
+    wrong URL); a server that answered "loading" or "out of memory" is there, and is
+    waited for.
+
+    With Redis, each batch also records the run's next seq (and whatever the generator
+    `remember`s) in the run's generator state, and acknowledges the branch orders read
+    through a consumer group whose execution it reports
+    (`gencoach.reporting.orders.OrderReader`); `recall()` gives a restarted generator its
+    state back and numbers on from it.
+    """
 
     def __init__(
         self,
@@ -338,7 +327,8 @@ class Reporter(_ReporterBase):
 
 
 class AsyncReporter(_ReporterBase):
-    """Reports one run's events (async API, for asyncio or trio via anyio).
+    """Reports one run's events (async API, for asyncio or trio via anyio), as `Reporter`
+    does (batches, retries, generator state).
 
     `redis` is a client whose connection pool many reporters share (it stays open when
     the reporter closes); give it instead of `redis_url`.

@@ -1,31 +1,8 @@
 """Branch orders of many runs read through one consumer group, over one connection.
 
-An `OrderReader` belongs to one generator process, named by a consumer group and a
-consumer that stay the same when the process restarts. Each run it registers gets the
-group on its branch stream, from the stream's first entry, and all the runs' streams
-are read in one blocking XREADGROUP: 64 runs hold one reading connection, not 64.
-
-A registered run first receives what its consumer had read and not acknowledged (after
-a restart: the orders it had not executed), then each new entry once, in order. An
-order stays pending until the batch that reports its candidate's `candidate.executed`
-acknowledges it (the run's reporter does so in that batch, `AsyncReporter.expect_ack`);
-an order the run will not execute is acknowledged with `ack`. `run.settled` answers go
-to the run's reporter and its stream, and are acknowledged at once.
-
-Registering a run and acknowledging an order ride out a Redis restart, a Redis still
-loading its data set and one refusing writes at its maxmemory, like the reporters' calls
-(`gencoach.runtime.retrying`, for up to `retry_timeout_s`); the reading loop tries a failed read
-again every `block_s` as long as it runs (docs/operations.md, "Retries").
-
-```python
-reader = OrderReader(client, group="my-campaign")
-async with anyio.create_task_group() as tg:
-    tg.start_soon(reader.run)
-    send, receive = anyio.create_memory_object_stream[BranchOrder | RunSettled](100)
-    await reader.register("run-1", send, reporter)
-    async for item in receive:
-        ...  # execute an order and report it: its acknowledgement goes with the events
-```
+`OrderReader` reads and hands out the orders of the runs registered with it (its
+docstring says how they are delivered and acknowledged; docs/branch-orders.md,
+"Acknowledging"); `Item` is what a run receives.
 """
 
 from __future__ import annotations
@@ -64,7 +41,37 @@ class _Run:
 
 
 class OrderReader:
-    """Reads the branch orders of the runs registered with it, through one consumer group."""
+    """Reads the branch orders of the runs registered with it, through one consumer group.
+
+    A reader belongs to one generator process, named by a consumer group and a consumer
+    that stay the same when the process restarts. Each run it registers gets the group on
+    its branch stream, from the stream's first entry, and all the runs' streams are read
+    in one blocking XREADGROUP: 64 runs hold one reading connection, not 64.
+
+    A registered run first receives what its consumer had read and not acknowledged
+    (after a restart: the orders it had not executed), then each new entry once, in
+    order. An order stays pending until the batch that reports its candidate's
+    `candidate.executed` acknowledges it (the run's reporter does so in that batch,
+    `AsyncReporter.expect_ack`); an order the run will not execute is acknowledged with
+    `ack`. `run.settled` answers go to the run's reporter and its stream, and are
+    acknowledged at once.
+
+    Registering a run and acknowledging an order ride out a Redis restart, a Redis still
+    loading its data set and one refusing writes at its maxmemory, like the reporters'
+    calls (`gencoach.runtime.retrying`, for up to `retry_timeout_s`); the reading loop
+    tries a failed read again every `block_s` as long as it runs (docs/operations.md,
+    "Retries").
+
+    ```python
+    reader = OrderReader(client, group="my-campaign")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader.run)
+        send, receive = anyio.create_memory_object_stream[BranchOrder | RunSettled](100)
+        await reader.register("run-1", send, reporter)
+        async for item in receive:
+            ...  # execute an order and report it: its acknowledgement goes with the events
+    ```
+    """
 
     def __init__(
         self,

@@ -1,16 +1,8 @@
 """A reporter's core, without I/O: what it sends and what it has read (both reporters share it).
 
-It numbers, validates and buffers events; keeps the order acknowledgements and the
-remembered generator state that go out with the next batch; remembers the terminals it
-reported (for a settle probe) and reads branch-stream entries: orders, and the
-`run.settled` answers that say through which seq no more order will come.
-
-A batch for Redis is one pipeline: the generator state first (`next_seq` and what the
-generator remembers), then the events, then the acknowledgements of the orders whose
-`candidate.executed` the batch holds. So a generator killed at any point either sent an
-order's execution and acknowledged it, or did neither: a restart re-reads exactly the
-orders it has not executed, and a remembered situation is stored before any event that
-could make gencoach order a branch from it.
+`Outbox` is one run's core (its docstring says what it keeps); `Outgoing` is one batch
+and `Ack` one order acknowledgement that goes with it (`Outbox.fill` says why in that
+order); `parse_entry` reads a branch-stream entry.
 """
 
 from __future__ import annotations
@@ -81,7 +73,13 @@ def _text(value: bytes | str) -> str:
 
 @dataclass
 class Outbox:
-    """One run's events to send, what goes with them, and what its branch stream said."""
+    """One run's events to send, what goes with them, and what its branch stream said.
+
+    It numbers, validates and buffers events; keeps the order acknowledgements and the
+    remembered generator state that go out with the next batch; remembers the terminals
+    it reported (for a settle probe) and reads branch-stream entries: orders, and the
+    `run.settled` answers that say through which seq no more order will come.
+    """
 
     run_id: str
     keys: Keys
@@ -127,8 +125,15 @@ class Outbox:
         self.remembered = {**batch.remembered, **self.remembered}
 
     def fill(self, pipe: Any, batch: Outgoing) -> None:
-        """Queue a batch's Redis commands on a sync or an async redis-py pipeline, in the
-        order the module docstring explains."""
+        """Queue a batch's Redis commands on a sync or an async redis-py pipeline.
+
+        One pipeline, in this order: the generator state first (`next_seq` and what the
+        generator remembers), then the events, then the acknowledgements of the orders
+        whose `candidate.executed` the batch holds. So a generator killed at any point
+        either sent an order's execution and acknowledged it, or did neither: a restart
+        re-reads exactly the orders it has not executed, and a remembered situation is
+        stored before any event that could make gencoach order a branch from it.
+        """
         state = {**batch.remembered, NEXT_SEQ: str(batch.next_seq)}
         pipe.hset(self.keys.generator_state(self.run_id), mapping=state)
         for event in batch.events:
