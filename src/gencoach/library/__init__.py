@@ -1,11 +1,8 @@
 """The trajectory library: a canonical, queryable, read-only store of generated trajectories.
 
-This package's surface is the consumer side only (`CanonicalDatasetAdapter` and the
-records, queries, views and sampling it speaks; API 1.3 of the canonical dataset
-adapter). It imports nothing from the source adapters (`gencoach.library.sources`), the
-builder, or gencoach's generation code, so a training job can read a library without
-them. Libraries are made by `gencoach library build` and grown by `gencoach library
-append`.
+The consumer side only (`CanonicalDatasetAdapter` and the records, queries, views and
+sampling it speaks, API 1.3): it imports no source adapter, builder or generation code,
+so a training job can read a library without them. See docs/library.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """`CanonicalDatasetAdapter`: the consumer side of a library, read-only.
 
-It reads `manifest.json` (format version, and the SHA-256 of the index and of every
-shard), opens `index.sqlite` read-only and parses payloads one trajectory at a time,
-only for the rows a query selected: from the library's shards, or from a content
-overlay for a source indexed metadata-only. It imports no source parser and writes
-nothing. Its API has its own version, `API_VERSION`.
+It checks `manifest.json` (format version, file hashes), opens `index.sqlite` read-only
+and parses payloads one trajectory at a time, only for the rows a query selected, from
+the shards or from a content overlay. It imports no source parser and writes nothing.
 """
 
 from __future__ import annotations

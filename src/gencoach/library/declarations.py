@@ -1,14 +1,7 @@
 """Declaration files given to a build (JSON or YAML): read, and the tools' failure
 predicates (`--tool-failures FILE`) parsed from one.
 
-A tool failures file has the shape of the export's `tool_failures` option, each tool
-name mapped to an RE2 pattern searched in its calls' result text, `{"pattern": str}` or
-`{"callable": "module:function"}`:
-
-```yaml
-press_button: "^rejected"
-move_arm: {callable: "mysim.checks:arm_refused"}
-```
+The file's shape: docs/library.md ("Tools' own failure predicates").
 """
 
 from __future__ import annotations

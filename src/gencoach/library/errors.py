@@ -1,13 +1,9 @@
 """What goes wrong with a trajectory library, by what the caller can do about it.
 
-```
-LibraryError            a library cannot be built, appended to or read (`path` says which)
-├── SourceError         one source cannot be read: it is reported and skipped
-├── QueryError          a query, view or sampling setting is not valid (`field` names it)
-└── MissingTrajectoryContentError
-                        selected records' payloads are not readable (`source_ids` names
-                        their sources)
-```
+LibraryError: a library cannot be built, appended to or read (`path` says which)
+├── SourceError: one source cannot be read; it is reported and skipped
+├── QueryError: a query, view or sampling setting is not valid (`field` names it)
+└── MissingTrajectoryContentError: selected payloads are not readable (`source_ids`)
 """
 
 from __future__ import annotations

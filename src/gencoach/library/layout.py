@@ -1,15 +1,7 @@
 """What a library folder holds, its format versions and the index schema.
 
-```
-LIB/
-  manifest.json        versions, release, split settings, index and shard hashes (written last)
-  index.sqlite         one row per trajectory, ranks, splits, routes, curated selections,
-                       contributors (and which records have several), sources and
-                       their permission audits
-  shards/NNNNNN.jsonl  canonical payloads, one JSON object per line (none for a source
-                       indexed metadata-only)
-  append_report.json   only in a library made by `append`
-```
+The file names (`MANIFEST_FILE`, `INDEX_FILE`, `shard_name`), `FORMAT_VERSION`,
+`API_VERSION` and the SQLite `SCHEMA`. The folder's layout: docs/library.md ("On disk").
 """
 
 from __future__ import annotations

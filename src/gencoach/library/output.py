@@ -1,13 +1,7 @@
 """A query's examples written out as JSONL, for training jobs that want files.
 
-- `chat`: one row per trajectory with a trainable decision, in the shape the chat
-  source reads back: `messages` (assistant messages flagged `trainable` as the loss
-  mask says), `tools` and `metadata` (the full view's, lineage included);
-- `full_trajectory` / `assistant_turn` (or `full` / `turn`): each example's `to_dict()`.
-
-The file is written beside its destination and renamed into place when complete, as an
-export writes its files; a path inside the library is refused, so reading never writes
-the library.
+`write_examples` writes them as chat rows (`chat_row`) or in a view's shape. See
+docs/library.md (`query --output`).
 """
 
 from __future__ import annotations
@@ -26,7 +20,9 @@ CHAT = "chat"
 
 
 def chat_row(example: FullTrajectoryExample) -> dict[str, Any]:
-    """A full example as a chat row (`trainable` on each assistant message)."""
+    """A full example as a chat row, in the shape the chat source reads back: `messages`
+    (each assistant message `trainable` as the loss mask says), `tools` and `metadata`
+    (the full view's, lineage included)."""
     messages = [
         {**message, "trainable": bool(bit)} if message["role"] == "assistant" else message
         for message, bit in zip(example.model_input, example.loss_mask, strict=True)
@@ -37,7 +33,13 @@ def chat_row(example: FullTrajectoryExample) -> dict[str, Any]:
 def write_examples(
     lib: CanonicalDatasetAdapter, rows: list[TrajectoryMetadata], output: Path, shape: str
 ) -> int:
-    """Write the examples of `rows` to `output` in `shape`; how many were written."""
+    """Write the examples of `rows` to `output` in `shape`; how many were written.
+
+    `shape` is `chat`, or a view (`full_trajectory`, `assistant_turn`) whose examples'
+    `to_dict()` are written. The file is written beside its destination and renamed into
+    place when complete, as an export writes its files; a path inside the library is
+    refused, so reading never writes the library.
+    """
     view = TrainingView.FULL_TRAJECTORY if shape == CHAT else coerce(TrainingView, shape, "format")
     if output.resolve().is_relative_to(lib.path.resolve()):
         raise LibraryError(output, "is inside the library, which is never written")

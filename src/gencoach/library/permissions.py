@@ -1,24 +1,7 @@
 """Permission audits given at build time (`--permissions FILE`), written into the index.
 
-The file (JSON or YAML) maps source ids to their audit; a key ending in `*` matches every
-source id it starts (the longest such key wins, an exact id wins over any):
-
-```yaml
-sources:
-  "save:*":
-    research: permitted
-    model_training: permitted
-    commercial_training: conditional
-    transformed_redistribution: prohibited
-    training_verification: verified
-    conditions: ["attribute the generating team"]
-    audit: {by: data-governance, "on": 2026-11-30}
-```
-
-A dimension left out is `unknown`; `audit` is free-form, but its keys must be strings
-(YAML 1.1 reads an unquoted `on`, `off`, `yes` or `no` as a boolean: quote it); a source
-no key matches gets no record, so its audit reads `unknown` throughout. Nothing is ever
-guessed.
+`read_permissions` reads the file, `apply_permissions` records each source's audit. The
+file's shape: docs/library.md ("Values for gencoach's own saves").
 """
 
 from __future__ import annotations
@@ -36,6 +19,7 @@ _KEYS = {*PERMISSION_DIMENSIONS, "training_verification", "conditions", "audit"}
 
 
 def _audit(path: Path, key: str, entry: object) -> tuple[Any, ...]:
+    """One source's audit as the index stores it; a dimension left out is `unknown`."""
     if not isinstance(entry, dict):
         raise LibraryError(path, f"sources.{key} must be a mapping")
     unknown = sorted(set(entry) - _KEYS)
@@ -83,6 +67,8 @@ def read_permissions(path: Path) -> dict[str, tuple[Any, ...]]:
 
 
 def _match(source_id: str, audits: dict[str, tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The audit of a source id: its own key, else the longest key ending in `*` that it
+    starts with."""
     if source_id in audits:
         return audits[source_id]
     prefixes = [key for key in audits if key.endswith("*") and source_id.startswith(key[:-1])]
@@ -90,7 +76,11 @@ def _match(source_id: str, audits: dict[str, tuple[Any, ...]]) -> tuple[Any, ...
 
 
 def apply_permissions(db: sqlite3.Connection, audits: dict[str, tuple[Any, ...]]) -> int:
-    """Record the audit of every source of the index a key matches; how many matched."""
+    """Record the audit of every source of the index a key matches; how many matched.
+
+    A source no key matches gets no record, so its audit reads `unknown` throughout:
+    nothing is ever guessed.
+    """
     matched = 0
     for (source_id,) in db.execute("SELECT DISTINCT source_id FROM sources").fetchall():
         audit = _match(source_id, audits)

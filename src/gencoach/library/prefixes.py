@@ -1,12 +1,8 @@
 """Shared prefixes: a record stored as the tail of an earlier record of its source.
 
-Root-to-leaf paths of one saved graph share their first events, system text and tools.
-A shard stores the first record of a family whole (an *anchor*); a later record of the
-same source whose events begin like an anchor's is stored with `prefix`: the anchor's
-position in the same shard (`offset`, `length`), how many of its events it shares
-(`events`), and which top-level values are the anchor's (`keys`); its own `events` are
-then only the tail. Anchors are always whole, so reading a record takes at most one more
-read, and a reader keeps recent anchors parsed.
+`PrefixEncoder` picks, for each record, the anchor (a record stored whole) it shares the
+most events with; `PrefixReader` completes a stored tail from its anchor. See
+docs/library.md ("On disk").
 """
 
 from __future__ import annotations
@@ -37,7 +33,12 @@ class PrefixEncoder:
         self._anchors.clear()
 
     def encode(self, payload: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """The form to store (the payload itself, or its tail), and its events as JSON."""
+        """The form to store (the payload itself, or its tail), and its events as JSON.
+
+        A tail carries `prefix`: the anchor's position in the same shard (`offset`,
+        `length`), how many of its events it shares (`events`), and which top-level
+        values are the anchor's (`keys`); its own `events` are then only the rest.
+        """
         events = [_dump(event) for event in payload["events"]]
         best, shared = None, 0
         for anchor in self._anchors:
@@ -67,7 +68,8 @@ class PrefixEncoder:
 
 
 class PrefixReader:
-    """Completes stored tails from their anchors, keeping recent anchors parsed."""
+    """Completes stored tails from their anchors, keeping recent anchors parsed. Anchors
+    are always stored whole, so reading a record takes at most one more read."""
 
     def __init__(self) -> None:
         self._cache: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()

@@ -1,10 +1,7 @@
 """`DatasetQuery`: which trajectories a consumer asks for (OR within a field, AND across).
 
-Every field is a tuple of accepted values (one value is a one-value tuple); an empty
-tuple accepts everything. Fields with a closed vocabulary take the enum or its string
-value, and `selection` and the views also take the aliases (`all`, `successful`, `best`;
-`full`, `full-trajectory`, `turn`, `assistant-turn`). The two gates take True, False or
-None (either).
+`DatasetQuery` with its vocabularies `TrajectorySelection` and `TrainingView`; `coerce`
+reads an enum's value or alias. See docs/library.md ("Reading").
 """
 
 from __future__ import annotations
@@ -97,7 +94,14 @@ def _values(value: object, field: str) -> tuple[Any, ...]:
 
 @dataclass(frozen=True)
 class DatasetQuery:
-    """A selection of trajectories; see the module docstring for the matching rules."""
+    """A selection of trajectories: OR within a field, AND across fields.
+
+    Every field is a tuple of accepted values (one value is a one-value tuple); an empty
+    tuple accepts everything. Fields with a closed vocabulary take the enum or its string
+    value, and `selection` and the views also take the aliases (`all`, `successful`,
+    `best`; `full`, `full-trajectory`, `turn`, `assistant-turn`). The two gates take True,
+    False or None (either).
+    """
 
     benchmarks: tuple[str, ...] = ()
     source_ids: tuple[str, ...] = ()

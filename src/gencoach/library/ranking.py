@@ -1,10 +1,7 @@
 """Library-wide facts kept in the index: ranks within groups, and one split per task.
 
-Ranks order a task/environment group (`rank`) and a whole task (`task_rank`) by tier,
-then reward (missing last), then stages passed, then fewer decisions, then id: the
-content alone decides, so a rebuild and an append give the same ranks. A task's split
-comes from a seeded hash of its key and the configured ratios, so it is the same
-whatever else the library holds.
+`rerank` recomputes the ranks of the tasks a build or an append touches and gives new
+tasks a split (`split_of`). See docs/library.md ("Splits").
 """
 
 from __future__ import annotations
@@ -23,6 +20,8 @@ DEFAULT_SPLIT_RATIOS: Final[Mapping[str, float]] = {
     Split.PROTECTED_EVALUATION.value: 0.05,
 }
 
+# Tier, then reward (missing last), then stages passed, then fewer decisions, then id: the
+# content alone decides, so a rebuild and an append give the same ranks.
 _QUALITY = "tier_order, reward IS NULL, reward DESC, stages_passed DESC, decisions, id"
 
 
@@ -39,7 +38,8 @@ def check_ratios(ratios: Mapping[str, float]) -> dict[str, float]:
 
 
 def split_of(task_key: str, seed: int, ratios: Mapping[str, float]) -> str:
-    """The split of a task: where a seeded hash of its key falls among the ratios."""
+    """The split of a task: where a seeded hash of its key falls among the ratios, so it is
+    the same whatever else the library holds."""
     digest = hashlib.sha256(f"{seed}:{task_key}".encode()).digest()
     point = int.from_bytes(digest[:8], "big") / 2**64
     cumulative = 0.0
@@ -57,7 +57,10 @@ def split_of(task_key: str, seed: int, ratios: Mapping[str, float]) -> str:
 def rerank(
     db: sqlite3.Connection, tasks: Iterable[str], seed: int, ratios: Mapping[str, float]
 ) -> None:
-    """Recompute the ranks of `tasks` and give the new ones among them a split."""
+    """Recompute the ranks of `tasks` and give the new ones among them a split.
+
+    Ranks order a task/environment group (`rank`) and a whole task (`task_rank`).
+    """
     db.execute("CREATE TEMP TABLE IF NOT EXISTS affected (task_key TEXT PRIMARY KEY)")
     db.execute("DELETE FROM affected")
     db.executemany("INSERT OR IGNORE INTO affected VALUES (?)", ((task,) for task in tasks))

@@ -1,10 +1,8 @@
 """The canonical trajectory record and the closed vocabularies it is described with.
 
-A record's payload (one JSON object per line of a shard) holds everything derived from
-its source alone: task, environment, agent, events, outcome, reward, tier, provenance,
-coaching lineage and eligibility. What depends on the whole library (the rank within
-its task/environment group, the split of its task, every source that contributed the
-same content) lives in the index, and `Trajectory` joins the two.
+`Trajectory` joins a record's payload with the facts the index holds library-wide; the
+enums (`Outcome`, `Provenance`, `QualityTier`, ...) name its values. See docs/library.md
+("The canonical record").
 """
 
 from __future__ import annotations
@@ -170,7 +168,14 @@ class Verification:
 
 @dataclass(frozen=True)
 class Trajectory:
-    """A canonical trajectory: its payload, with the library-wide facts from the index."""
+    """A canonical trajectory: its payload, with the library-wide facts from the index.
+
+    The payload (one JSON object per line of a shard) holds everything derived from its
+    source alone: task, environment, agent, events, outcome, reward, tier, provenance,
+    coaching lineage and eligibility. What depends on the whole library (the rank within
+    its task/environment group, the split of its task, every source that contributed the
+    same content) lives in the index.
+    """
 
     id: str
     task_key: str

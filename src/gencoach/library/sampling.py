@@ -1,13 +1,7 @@
 """Deterministic sampling over selected index rows: same rows + config → same ordered ids.
 
-- `uniform`: every selected trajectory equally likely;
-- `task` (also `by_task`): tasks are drawn equally, and each drawn task is represented by its best
-  attempt among the selected rows (lowest task rank);
-- `source_balanced`: sources take turns (round robin, sources in sorted order), each
-  drawing from its own seeded shuffle; a source that runs out leaves its turns to the
-  others, so the count is still reached while any source has rows left.
-
-With replacement, draws repeat freely and `count` is always reached (given any rows).
+`SamplingConfig` says how many rows to draw, from which seed and how
+(`SamplingStrategy`); `sample` draws them. See docs/library.md ("Sampling").
 """
 
 from __future__ import annotations
@@ -23,7 +17,15 @@ from gencoach.library.query import ALIASES, coerce
 
 
 class SamplingStrategy(StrEnum):
-    """How draws are spread: over trajectories, over tasks, or across sources."""
+    """How draws are spread: over trajectories, over tasks, or across sources.
+
+    `uniform`: every selected trajectory equally likely. `task` (also `by_task`): tasks
+    are drawn equally, each drawn task represented by its best attempt among the selected
+    rows (lowest task rank). `source_balanced`: sources take turns (round robin, sources
+    in sorted order), each drawing from its own seeded shuffle; a source that runs out
+    leaves its turns to the others, so the count is still reached while any source has
+    rows left.
+    """
 
     UNIFORM = "uniform"
     TASK = "task"
@@ -35,7 +37,8 @@ ALIASES[SamplingStrategy] = {"by_task": "task", "source-balanced": "source_balan
 
 @dataclass(frozen=True)
 class SamplingConfig:
-    """How many rows to draw, from which seed, how, and whether a row may repeat."""
+    """How many rows to draw, from which seed, how, and whether a row may repeat. With
+    replacement, draws repeat freely and `count` is always reached (given any rows)."""
 
     count: int
     seed: int = 0

@@ -1,20 +1,8 @@
 """Training views: how one canonical record becomes model examples.
 
-- `full_trajectory`: one example per record. `model_input` is the conversation (system
-  message, then every instruction, tool feedback and decision); `event_ids` names the
-  event behind each message; `loss_mask` is 1 exactly on the trainable decisions, whose
-  ids are `target_event_ids`. Outcome, reward and tier are in `metadata`, never in a
-  message.
-- `assistant_turn`: one example per trainable decision. `context` (also `model_input`)
-  holds only what came before it (no later event, no outcome); `supervised_target` is
-  the decision's message, `target_index == len(context)`, and `target_event_id ==
-  metadata["lineage"]["turn_id"]` is the decision's event id.
-
-`metadata["lineage"]` is the record's `lineage()`; the full view's adds `turn_ids`.
-
-Both come from the same record, so they share its split and lineage, and the turn
-targets are exactly the full view's targets. Messages are shared with the parsed record:
-copy one before changing it.
+`full_trajectory` gives one `FullTrajectoryExample` per record, `assistant_turns` one
+`AssistantTurnExample` per trainable decision; both share the record's split and lineage.
+Messages are shared with the parsed record: copy one before changing it.
 """
 
 from __future__ import annotations
@@ -31,7 +19,13 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class FullTrajectoryExample:
-    """A whole trajectory as one example, with an aligned loss mask."""
+    """A whole trajectory as one example, with an aligned loss mask.
+
+    `model_input` is the conversation (system message, then every instruction, tool
+    feedback and decision); `event_ids` names the event behind each message; `loss_mask`
+    is 1 exactly on the trainable decisions, whose ids are `target_event_ids`. Outcome,
+    reward and tier are in `metadata`, never in a message.
+    """
 
     sample_id: str
     trajectory_id: str
@@ -51,7 +45,13 @@ class FullTrajectoryExample:
 
 @dataclass(frozen=True, slots=True)
 class AssistantTurnExample:
-    """One assistant decision in its causal context."""
+    """One assistant decision in its causal context.
+
+    `context` holds only what came before it (no later event, no outcome);
+    `supervised_target` is the decision's message, `target_index == len(context)`, and
+    `target_event_id == metadata["lineage"]["turn_id"]` is the decision's event id. The
+    turn targets of a record are exactly its full view's targets.
+    """
 
     sample_id: str
     trajectory_id: str

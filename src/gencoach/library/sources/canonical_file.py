@@ -1,13 +1,8 @@
 """Canonical record files as a source: what `gencoach library canonical` writes.
 
-Seed 002's sequence is import → review → append: a source adapter run on its own writes
-canonical records, someone reviews them, and `build` or `append` takes the file. Each
-line is one canonical record, whole. Its records keep what they say of themselves (their
-`source_id`, `source_revision` and `locator`), so the file is a carrier, not a source of
-its own: its revision is its records' `source_revision`, and a base that already holds
-that source revision does not read it again. A file holds one source's records; a record
-whose `id` does not match its content (edited since it was written) or that lacks a field
-stops the file, as a bad line of any source does.
+`CanonicalFileSource` reads one source's records, whole, one a line: a source adapter
+run on its own writes them, they can be reviewed, and `build` or `append` takes the file.
+See docs/library.md ("Sources").
 """
 
 from __future__ import annotations
@@ -32,7 +27,14 @@ def is_canonical(row: object) -> bool:
 
 
 class CanonicalFileSource(FileSource):
-    """A `.jsonl` file of canonical records, one source's."""
+    """A `.jsonl` file of canonical records, one source's.
+
+    Its records keep what they say of themselves (their `source_id`, `source_revision`
+    and `locator`), so the file is a carrier, not a source of its own: its revision is
+    its records' `source_revision`, and a base that already holds that source revision
+    does not read it again. A record whose `id` does not match its content (edited since
+    it was written) or that lacks a field stops the file, as a bad line of any source does.
+    """
 
     kind = "canonical"
 

@@ -1,15 +1,8 @@
 """Conversation JSONL files as trajectories: OpenAI-style chat with tool calls (as
 `gencoach export --format chat` writes it), ShareGPT and TRL rows (see `shapes`).
 
-Each line is one conversation with `tools`? and `metadata`?; metadata may also sit in
-top-level keys (tinker-cookbook's shape, and the exporter's). A row's `task_key` (the
-exporter writes it) names its task; without one the key is derived from `scenario`,
-`target` and `task_description`, or the first user message. `demonstration_provenance`
-(or `provenance`) may say `expert_or_reference_demonstration`. Assistant messages say
-whether they are training targets with `trainable: bool` or, in the older shape,
-`weight` (0: not a target); without either they are. Tool-call `arguments` may be JSON
-strings or objects. Content may be a string or parts (`text`, `thinking`). A file with
-one unreadable line is skipped whole, so a library never holds half a file.
+`ChatFileSource` reads a file; `conversation_payload` turns one row into a canonical
+payload, for it and for the Hugging Face, SWE-agent and τ-bench sources.
 """
 
 from __future__ import annotations
@@ -83,6 +76,8 @@ def _tool_calls(calls: object, where: str) -> list[dict[str, Any]]:
 
 
 def _trainable(message: dict[str, Any], where: str) -> bool:
+    """Whether an assistant message is a training target: its `trainable` or, in the
+    older shape, its `weight` (0: not a target); without either it is."""
     if "trainable" in message:
         if not isinstance(message["trainable"], bool):
             raise ValueError(f"{where}.trainable must be true or false")
@@ -94,6 +89,8 @@ def _trainable(message: dict[str, Any], where: str) -> bool:
 
 
 def _provenance(metadata: dict[str, Any]) -> Provenance:
+    """The stated `demonstration_provenance` (or `provenance`), such as
+    `expert_or_reference_demonstration`; else what the row's `origin` says."""
     stated = metadata.get("demonstration_provenance", metadata.get("provenance"))
     if stated in set(Provenance):
         return Provenance(stated)
@@ -183,6 +180,12 @@ def conversation_payload(
 ) -> dict[str, Any]:  # fmt: skip
     """The canonical payload of one conversation row, in any shape `shapes` reads.
 
+    A row is a conversation with `tools`? and `metadata`?; metadata may also sit in
+    top-level keys (tinker-cookbook's shape, and the exporter's). A row's `task_key` (the
+    exporter writes it) names its task; without one the key is derived from `scenario`,
+    `target` and `task_description`, or the first user message. Tool-call `arguments` may
+    be JSON strings or objects; content may be a string or parts (`text`, `thinking`).
+
     `checked` is how an adapter that knows its source's evaluator established the outcome
     (`canonical.verification`); without it a stated outcome is `reported`."""
     shape, messages = messages_of(row)
@@ -253,7 +256,8 @@ def conversation_payload(
 
 
 class ChatFileSource(FileSource):
-    """A conversation JSONL file: one conversation per line."""
+    """A conversation JSONL file: one conversation per line. A file with one unreadable
+    line is skipped whole, so a library never holds half a file."""
 
     kind = "chat"
 

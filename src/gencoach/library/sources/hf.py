@@ -1,11 +1,8 @@
 """Hugging Face datasets of conversations: saved with `save_to_disk`, or parquet files.
 
-Rows are read in the shapes `shapes` knows (OpenAI chat `messages`, ShareGPT
-`conversations`, TRL `prompt`/`completion`), their other columns as metadata. A
-`DatasetDict` folder gives each split's rows, and the split is kept as the record's
-source split (the library still assigns its own split per task). Reading needs the
-`datasets` package (`pip install 'gencoach[datasets]'`; pyarrow comes with it); nothing
-is downloaded and no cache is written.
+`SavedDatasetSource` and `ParquetSource` read rows in the shapes `shapes` knows, their
+other columns as metadata. Reading needs the `datasets` package (`pip install
+'gencoach[datasets]'`, pyarrow with it); nothing is downloaded and no cache is written.
 """
 
 from __future__ import annotations
@@ -33,7 +30,11 @@ def _rows(
 
 
 class SavedDatasetSource(SourceAdapter):
-    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
+    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`.
+
+    A `DatasetDict` gives each split's rows, and the split is kept as the record's source
+    split (the library still assigns its own split per task).
+    """
 
     kind = "hf-dataset"
 

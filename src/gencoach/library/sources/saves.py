@@ -1,13 +1,8 @@
 """MAGMA-GEN 2.0 saves (gencoach's and MAGMA-GEN's own) as canonical trajectories.
 
-Every root-to-leaf path of the saved graph is one trajectory: a leaf is a candidate
-nothing follows, and a path goes through coached alternatives like through `next`
-links. Both save dialects are read: `task_description` as a string or as MAGMA-GEN's
-object, and executions as per-robot results or as MAGMA-GEN's step summary
-(`per_robot_status` as a list of robot statuses or by robot, `stage_success` and
-`stage_state` as MAGMA Core's enum values or names). A decision is trainable exactly
-when the chat export trains on it (`is_target`, with the tools' failure predicates the
-build was given: `--tool-failures`).
+`SaveSource` reads a save folder, one trajectory per root-to-leaf path of its graph;
+`stage_end` and `outcome_of` read how a path ended. See docs/library.md ("Sources" and
+"The canonical record").
 """
 
 from __future__ import annotations
@@ -76,7 +71,9 @@ def provenance_of(candidate: CandidateRecord) -> Provenance:
 
 
 def stage_end(candidate: CandidateRecord) -> tuple[str, str | None] | None:
-    """How the candidate's execution ended its stage (result, state), or None."""
+    """How the candidate's execution ended its stage (result, state), or None. A step
+    summary's `stage_success` and `stage_state` are read as MAGMA Core's enum values or
+    names."""
     if candidate.status in _STAGE_ENDS:
         return _STAGE_ENDS[candidate.status]
     if candidate.status != "finished":
@@ -202,7 +199,15 @@ def _leaves(graph: SavedGraph) -> list[int]:
 
 
 class SaveSource(SourceAdapter):
-    """A MAGMA-GEN 2.0 save folder, read with the tools' own failure predicates."""
+    """A MAGMA-GEN 2.0 save folder, read with the tools' own failure predicates.
+
+    Every root-to-leaf path of the saved graph is one trajectory: a leaf is a candidate
+    nothing follows, and a path goes through coached alternatives like through `next`
+    links. Both save dialects are read: `task_description` as a string or as MAGMA-GEN's
+    object, and executions as per-robot results or as MAGMA-GEN's step summary. A
+    decision is trainable exactly when the chat export trains on it (`is_target`, with
+    the tools' failure predicates the build was given: `--tool-failures`).
+    """
 
     kind = "save"
 

@@ -1,18 +1,7 @@
 """Conversation rows in the shapes training sets come in, as OpenAI-style messages.
 
-- OpenAI chat (and TRL's conversational language modelling): `messages` with `role`,
-  `content`, `tool_calls`, `tool_call_id`; taken as they are.
-- ShareGPT: `conversations: [{from, value}]` with `from` one of `system`, `human`
-  (`user`), `gpt` (`assistant`, `chatgpt`), `function_call` (a JSON `{name, arguments}`
-  becoming an assistant tool call) and `observation` (its result); a top-level `system`
-  opens the conversation and `tools` may be a JSON string (LLaMA-Factory's layout).
-
-Tools come out in one shape whatever the source (`canonical_tools`): OpenAI's function
-tool `{type: "function", function: {name, description, parameters}}`; ShareGPT's flat
-`{name, description, parameters}` is nested, MAGMA's `arguments` become a JSON Schema.
-- TRL prompt/completion: `prompt` and `completion` as strings (standard) or as lists of
-  messages (conversational). Only the completion is supervised: assistant messages in the
-  prompt are context (`trainable: false`).
+`messages_of` reads a row's messages (OpenAI chat, ShareGPT, TRL prompt/completion);
+`canonical_tools` gives its tools in one shape. See docs/library.md ("Sources").
 """
 
 from __future__ import annotations
@@ -37,6 +26,10 @@ _SHAREGPT_ROLES = {
 
 
 def _sharegpt(turns: object, system: object) -> list[Message]:
+    """ShareGPT's `conversations: [{from, value}]` as messages: `from` is one of `system`,
+    `human` (`user`), `gpt` (`assistant`, `chatgpt`), `function_call` (a JSON `{name,
+    arguments}` becoming an assistant tool call) and `observation` (its result); a
+    top-level `system` opens the conversation (LLaMA-Factory's layout)."""
     if not isinstance(turns, list):
         raise ValueError("conversations must be a list of {from, value}")
     if system is not None and not isinstance(system, str):
@@ -73,6 +66,9 @@ def _sharegpt(turns: object, system: object) -> list[Message]:
 
 
 def _trl(prompt: object, completion: object) -> list[Message]:
+    """TRL's `prompt` and `completion`, as strings (standard) or as lists of messages
+    (conversational). Only the completion is supervised: assistant messages in the prompt
+    are context (`trainable: false`)."""
     if isinstance(prompt, str) and isinstance(completion, str):
         return [
             {"role": "user", "content": prompt},
@@ -112,8 +108,10 @@ def _canonical_tool(tool: object, index: int) -> dict[str, Any]:
 
 
 def canonical_tools(value: object) -> list[dict[str, Any]]:
-    """A row's tools in the one canonical shape (see the module's doc): `value` is a
-    list, or a JSON string of one (LLaMA-Factory writes that)."""
+    """A row's tools in the one canonical shape, OpenAI's function tool `{type:
+    "function", function: {name, description, parameters}}` (ShareGPT's flat `{name,
+    description, parameters}` is nested, MAGMA's `arguments` become a JSON Schema):
+    `value` is a list, or a JSON string of one (LLaMA-Factory writes that)."""
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else []
@@ -127,7 +125,8 @@ def canonical_tools(value: object) -> list[dict[str, Any]]:
 
 
 def messages_of(row: dict[str, Any]) -> tuple[str, list[Message]]:
-    """The row's shape (`openai`, `sharegpt`, `trl`) and its messages."""
+    """The row's shape (`openai`, `sharegpt`, `trl`) and its messages. OpenAI chat (and
+    TRL's conversational language modelling) `messages` are taken as they are."""
     if "messages" in row:
         return "openai", row["messages"]
     if "conversations" in row:

@@ -1,16 +1,7 @@
 """SWE-agent trajectory files (`<instance_id>.traj`) as trajectories.
 
-A `.traj` file is one JSON object: `history` (the messages the model saw and wrote:
-`role`, `content` as text or parts, `message_type`, `tool_calls`/`tool_call_ids` in
-function-calling mode, `is_demo` on the demonstration SWE-agent shows first), `trajectory`
-(the steps: `thought`, `action`, `observation`), `info` (`exit_status`, `submission`,
-`model_stats`, `swe_agent_version`) and `replay_config` (the run's configuration as a
-JSON string, `agent.model.name` its model). Demonstration messages are left out: they
-are part of the prompt, not of this run.
-
-SWE-agent does not evaluate its patch, so the outcome is `unknown` (a `submitted` exit
-is not a resolved issue) and the exit status is kept as evidence; the benchmark family
-is `swe-bench`, the task the instance id (`owner__repo-number`).
+`SweAgentSource` reads one file as one trajectory of the `swe-bench` family, the task
+its instance id (`owner__repo-number`). See docs/library.md ("Sources").
 """
 
 from __future__ import annotations
@@ -29,6 +20,8 @@ BENCHMARK = "swe-bench"
 
 
 def _messages(history: list[Any]) -> list[dict[str, Any]]:
+    """The messages of `history`, without the demonstration SWE-agent shows first
+    (`is_demo`): it is part of the prompt, not of this run."""
     messages: list[dict[str, Any]] = []
     for index, item in enumerate(history):
         if not isinstance(item, dict):
@@ -56,7 +49,14 @@ def _model(replay: object) -> str:
 
 
 class SweAgentSource(FileSource):
-    """One SWE-agent `.traj` file: one trajectory."""
+    """One SWE-agent `.traj` file: one trajectory.
+
+    The file is one JSON object: `history` (the messages the model saw and wrote: `role`,
+    `content` as text or parts, `message_type`, `tool_calls`/`tool_call_ids` in
+    function-calling mode), `trajectory` (the steps), `info` (`exit_status`,
+    `submission`, `swe_agent_version`) and `replay_config` (the run's configuration as a
+    JSON string, `agent.model.name` its model).
+    """
 
     kind = "swe-agent"
 
@@ -88,6 +88,8 @@ class SweAgentSource(FileSource):
             evidence = {"exit_status": info.get("exit_status"),
                         "submitted_patch": bool(info.get("submission")),
                         "steps": len(data.get("trajectory") or [])}  # fmt: skip
+            # SWE-agent does not evaluate its patch: the outcome stays unknown (a
+            # `submitted` exit is not a resolved issue), the exit status is evidence.
             checked = verification("none (SWE-agent does not evaluate its patch)",
                                    VerificationStrength.NONE, evidence)  # fmt: skip
             locator = {"kind": self.kind, "file": self.location, "instance_id": instance}

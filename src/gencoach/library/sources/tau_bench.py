@@ -1,12 +1,8 @@
 """τ-bench results files (what `run.py` writes: a JSON list of run results) as trajectories.
 
-Each result is `{task_id, reward, info, traj, trial}`: `traj` is the OpenAI-style
-conversation (system policy, user turns, assistant tool calls, `tool` results), `info`
-holds the `task` (`user_id`, `instruction`, `actions`, `outputs`) and `reward_info`.
-τ-bench's evaluator decided the reward (the final database state and the required
-outputs), so a reward of 1 is a success and anything else a failure, both verified by
-the source evaluator. The task is the task id with its instruction (ids repeat across
-τ-bench's environments); trials of one task are alternatives of it.
+`TauBenchSource` reads each result `{task_id, reward, info, traj, trial}` as one
+trajectory, its outcome the reward τ-bench's evaluator gave. See docs/library.md
+("Sources").
 """
 
 from __future__ import annotations
@@ -26,6 +22,14 @@ METHOD = "tau-bench reward (final database state and required outputs)"
 
 
 def _row(result: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A result as a conversation row, and its verification.
+
+    `traj` is the OpenAI-style conversation; `info` holds the `task` (its `instruction`)
+    and `reward_info`. τ-bench's evaluator decided the reward (the final database state
+    and the required outputs), so a reward of 1 is a success and anything else a failure,
+    both verified by the source evaluator. The task is the task id with its instruction
+    (ids repeat across τ-bench's environments); trials of one task are its alternatives.
+    """
     for key in ("task_id", "reward", "traj"):
         if key not in result:
             raise ValueError(f"needs `{key}`")
