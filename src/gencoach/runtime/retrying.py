@@ -1,20 +1,8 @@
 """The one retry policy, on stamina: whatever gencoach tries again goes through `RetryPolicy`.
 
-Three answers from Redis mean "the same call may work in a while", and every process
-that talks to Redis treats them alike (`REDIS_TRANSIENT`):
-
-- the connection dropped or was refused (Redis restarting), or timed out;
-- `BusyLoadingError`: a restarted Redis still loading its append-only file (redis-py
-  makes it a `ConnectionError`);
-- `OutOfMemoryError`: Redis refusing writes at its `maxmemory` until keys expire or an
-  operator raises it (reads still work).
-
-A `RetryPolicy` waits them (or what else it is given) out with exponential backoff
-and jitter, for up to `timeout_s` or `attempts`, or as long as its caller runs
-(`timeout_s=None`), then lets the last error through for the caller to name. A
-predicate may instead return the wait an error asks for (a server's `Retry-After`).
-Each retried thing defines its policy where it is configured; docs/operations.md,
-"Retries", lists them all in one table.
+`RetryPolicy` says how long and how often; `Retrying` and `Attempt` are one call's tries;
+`REDIS_TRANSIENT` names the Redis answers every process waits out. Each retried thing
+defines its policy where it is configured; docs/operations.md, "Retries", lists them all.
 """
 
 from __future__ import annotations
@@ -41,8 +29,12 @@ Retryable: TypeAlias = (
     type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], bool | float]
 )
 
-# What a Redis call may raise that a later call may not (BusyLoadingError is a
-# ConnectionError).
+# What a Redis call may raise that a later call may not: "the same call may work in a
+# while", and every process that talks to Redis treats these alike. The connection
+# dropped or was refused (Redis restarting), or timed out; `BusyLoadingError`, a
+# restarted Redis still loading its append-only file (redis-py makes it a
+# ConnectionError); `OutOfMemoryError`, Redis refusing writes at its `maxmemory` until
+# keys expire or an operator raises it (reads still work).
 REDIS_TRANSIENT: Final = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
@@ -75,7 +67,11 @@ def describe(error: BaseException) -> str:
 class RetryPolicy:
     """How long and how often a call is tried again: backoff from `wait_initial_s`
     doubling to `wait_max_s` (plus up to `wait_jitter_s`), for up to `timeout_s` (None: no
-    bound) and `attempts` (None: no count)."""
+    bound, as long as its caller runs) and `attempts` (None: no count).
+
+    Once the bound is reached, the last error goes through for the caller to name. A
+    predicate may instead return the wait an error asks for (a server's `Retry-After`).
+    """
 
     timeout_s: float | None = 30.0
     attempts: int | None = None
