@@ -1,31 +1,8 @@
 """An RQ worker that runs many jobs at once, as tasks on one long-lived event loop.
 
-Coaching jobs wait on LLMs and agents, not on the CPU: forking a process per job (RQ's
-`Worker`) spent more time importing and building clients than the jobs spent working,
-and ran one job per process. `AsyncWorker` takes up to `concurrency` jobs off its queues
-and awaits each as a task on one event loop, with the Redis pool, HTTP clients and
-opened backends every job shares (`gencoach.workers.resources`). RQ 3.0 has no such
-worker (RQ issue #45 asks for worker concurrency; an async worker is an open pull
-request, #2445), so this one is built from RQ's own parts and keeps RQ's job life
-cycle true:
-
-- each job gets an RQ `Execution`, is in the queue's started registry while it runs and
-  in the finished or failed registry after, with RQ's outcome, result TTL, failure TTL
-  and `Retry` handling (`gencoach.rq_adapter.ConcurrentWorker`, RQ's public worker API;
-  a job function's return value is not kept: gencoach's publish their results on the
-  results stream and return nothing);
-- the worker, and every job in flight, send RQ heartbeats every
-  `job_monitoring_interval`, and it runs RQ's registry maintenance;
-- `rq info` and rq-dashboard list the worker, its queues and the jobs it runs;
-- a job's timeout is a cancel scope (`anyio.fail_after`), never SIGALRM, and RQ's stop
-  command (`send_stop_job_command`) cancels that one job;
-- SIGTERM or SIGINT: warm stop (take nothing more, let jobs finish within
-  `shutdown_grace_s`, then cancel them); a second signal: cold stop (cancel at once).
-  A cancelled job is recorded as failed with the reason; its coaching lease lapses and
-  the controller retries the request.
-
-RQ's bookkeeping is synchronous redis-py: it runs in worker threads, off the loop. Jobs
-are taken with `gencoach.rq_adapter`'s atomic, priority-ordered take.
+`AsyncWorker` takes up to `concurrency` jobs off its queues and awaits each as a task,
+sharing `gencoach.workers.resources`; RQ's record of them is kept by
+`gencoach.rq_adapter.ConcurrentWorker`. What operators see of it: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -99,7 +76,25 @@ def _failure(error: BaseException) -> _Failure:
 
 
 class AsyncWorker(ConcurrentWorker):
-    """Runs up to `concurrency` RQ jobs at once on one event loop; see the module docstring."""
+    """Runs up to `concurrency` RQ jobs at once on one event loop.
+
+    Coaching jobs wait on LLMs and agents, not on the CPU: forking a process per job
+    (RQ's `Worker`) spent more time importing and building clients than the jobs spent
+    working, and ran one job per process. RQ 3.0 has no concurrent worker (RQ issue #45
+    asks for one; an async worker is an open pull request, #2445), so this one is built
+    from RQ's own parts and keeps RQ's job life cycle true: an `Execution` per job, the
+    started, finished and failed registries with RQ's TTLs and `Retry` handling,
+    heartbeats for the worker and each job in flight, RQ's maintenance and stop commands.
+    That bookkeeping is synchronous redis-py and runs in threads, off the loop. A job
+    function's return value is not kept: gencoach's publish their results on the results
+    stream and return nothing.
+
+    A job's timeout is a cancel scope (`anyio.fail_after`), never SIGALRM. SIGTERM or
+    SIGINT is a warm stop (take nothing more, let jobs finish within `shutdown_grace_s`,
+    then cancel them); a second signal is a cold stop (cancel at once). A cancelled job
+    is recorded as failed with the reason; its coaching lease lapses and the controller
+    retries the request.
+    """
 
     def __init__(
         self,

@@ -1,11 +1,8 @@
 """Bounding foreign text where it enters a worker: LLM answers, agents' logs and reasons.
 
-What a backend or an agent sends is kept in the job's coaching logs and reason, which go
-to the results stream, the run's logs in Redis (kept a day after the save) and the save
-itself. Each is cut at a number of UTF-8 bytes set in the configuration
-(`backends.<name>.max_answer_bytes`, `workers.max_log_bytes`, `workers.max_logs_per_job`,
-`workers.max_reason_bytes`; docs/operations.md, "Bounded state"), with a note saying how
-much was cut, so a broken model or proxy answering megabytes costs kilobytes.
+`clip` cuts a text at a number of UTF-8 bytes, with a note of how much was cut, so a
+broken model or proxy answering megabytes costs kilobytes. Which texts, and the settings
+that bound them: docs/operations.md, "Bounded state".
 """
 
 from __future__ import annotations

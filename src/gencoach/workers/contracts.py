@@ -1,15 +1,8 @@
 """Answer contracts made for one diagnosis: decision numbers bounded, tools the ones offered.
 
-The public contracts (`gencoach.protocol.llm`) say what any answer looks like; a job
-narrows them to its trajectory: `decision_index` runs from 1 to the number of diagnosable
-steps, and the tool calls of `expected_decision` name only the tools the agent was
-offered, each with exactly its own arguments. An expected decision given as text
-(MAGMA-GEN's form) is checked the same way when it follows the one-line convention of
-`gencoach.protocol.decision_text`; other text is passed on as it is. The narrowed
-contract validates answers (a refusal names the allowed range or tools, and the backend
-is asked again once) and gives the tight JSON schema structured output sends
-(`answer_json_schema`), so a server that enforces schemas cannot produce an
-out-of-range number or an unknown tool.
+`failure_contract` and `suboptimal_contract` narrow the public contracts
+(`gencoach.protocol.llm`) to one job's trajectory; the narrowed class validates answers and
+gives the tight JSON schema structured output sends (`answer_json_schema`).
 """
 
 from __future__ import annotations
@@ -210,7 +203,16 @@ def _narrowed(contract: type[BoundedT], namespace_json: str) -> type[BoundedT]:
 
 
 def failure_contract(steps: Sequence[JobStep]) -> type[FailureDiagnosisAnswer]:
-    """The failure diagnosis contract of a trajectory whose diagnosable steps are `steps`."""
+    """The failure diagnosis contract of a trajectory whose diagnosable steps are `steps`.
+
+    `decision_index` runs from 1 to `len(steps)`, and the tool calls of
+    `expected_decision` name only the tools the agent was offered, each with exactly its
+    own arguments. An expected decision given as text (MAGMA-GEN's form) is checked the
+    same way when it follows the one-line convention of `gencoach.protocol.decision_text`;
+    other text is passed on as it is. A refusal names the allowed range or tools (the
+    backend is asked again once), and a server that enforces the schema cannot produce an
+    out-of-range number or an unknown tool.
+    """
     namespace = {
         "decision_count": len(steps),
         "tools": offered_tools(steps),

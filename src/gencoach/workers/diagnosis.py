@@ -1,14 +1,8 @@
 """Find the decision to correct: a deterministic rule for one candidate, else ask a backend.
 
-With one diagnosable step there is nothing to choose, so no LLM is called (as MAGMA-GEN
-does). Otherwise the backend answers with a 1-based decision number over the diagnosable
-steps, which is mapped back to the step's id. The answer is checked by a contract made
-for the request (`gencoach.workers.contracts`): an answer naming a decision that does
-not exist, or a tool the agent was not offered, is refused like any malformed answer,
-asked again once, and abandoned after a second refusal (with both raw answers in the
-logs). The expected decision, a decision object or text (MAGMA-GEN's form), is handed on
-as one line of text (`gencoach.protocol.decision_text.decision_line`), which agents'
-coaches can parse back when it follows the convention.
+`diagnose` names the step to correct and the expected decision, by `single_step_verdict`
+when one step is diagnosable and by a contract-checked backend answer otherwise;
+`choose_examples` picks the example cases its prompt shows.
 """
 
 from __future__ import annotations
@@ -89,6 +83,16 @@ async def diagnose(
     job: DiagnosisJob, backend: Backend, transcript: Transcript, context: JsonObject | None = None
 ) -> Verdict:
     """Diagnose the job's trajectory; raises BackendError when the backend gives no answer.
+
+    With one diagnosable step there is nothing to choose, so no LLM is called (as
+    MAGMA-GEN does). Otherwise the backend answers with a 1-based decision number over
+    the diagnosable steps, mapped back to the step's id. The answer is checked by a
+    contract made for the request (`gencoach.workers.contracts`): one naming a decision
+    that does not exist, or a tool the agent was not offered, is refused like any
+    malformed answer, asked again once, and abandoned after a second refusal (with both
+    raw answers in the logs). The expected decision, an object or text (MAGMA-GEN's
+    form), is handed on as one line of text (`decision_line`), which agents' coaches can
+    parse back when it follows the convention.
 
     `context` is what an in-process backend may know beyond the prompt (default: the job).
     """

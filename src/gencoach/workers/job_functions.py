@@ -1,15 +1,8 @@
 """The RQ job functions: one per job kind, each publishing exactly one JobResult.
 
-RQ imports them by path and calls them with the job's JSON payload. The coroutine
-functions (`diagnosis_job`, ...) are what is enqueued: the async worker awaits them on
-its long-lived event loop with the clients it shares among jobs (`resources`); a forked
-work-horse runs each in a fresh loop with clients of its own. `run_diagnosis` and its
-siblings do the same synchronously, for jobs enqueued under those names.
-
-Each renews the request's lease while it works and publishes one `JobResult` on the
-results stream whatever happens: a payload that does not validate, a backend or agent
-that fails, a lease that is lost, a job that outlives `workers.job_timeout_s`. Only a
-failure to publish (Redis gone) raises, so RQ records the job as failed.
+RQ imports them by path and calls them with the job's JSON payload: `diagnosis_job`,
+`repair_job` and `rewrite_job` are what is enqueued, `run_diagnosis` and its siblings the
+same in an event loop of their own. `perform` does a job under its lease and time limit.
 """
 
 from __future__ import annotations
@@ -58,6 +51,12 @@ Status = Literal["done", "declined", "abandoned", "error"]
 _AGENT_STATUS: dict[str, Status] = {"corrected": "done", "abandoned": "abandoned", "error": "error"}
 
 
+# What is enqueued. The async worker awaits these on its long-lived event loop with the
+# clients it shares among jobs (`resources`); a forked work-horse runs each in a fresh loop
+# with clients of its own. Each publishes one `JobResult` on the results stream whatever
+# happens: a payload that does not validate, a backend or agent that fails, a lease that
+# is lost, a job that outlives `workers.job_timeout_s`. Only a failure to publish (Redis
+# gone) raises, so RQ records the job as failed.
 async def diagnosis_job(payload: str) -> None:
     """Diagnose a trajectory (a `DiagnosisJob`, on the diagnosis queue)."""
     await _main("diagnosis", DiagnosisJob, payload, current_context())
@@ -73,6 +72,7 @@ async def rewrite_job(payload: str) -> None:
     await _main("rewrite", RewriteJob, payload, current_context())
 
 
+# The same synchronously, for jobs enqueued under these names.
 def run_diagnosis(payload: str) -> None:
     """`diagnosis_job` in an event loop of its own."""
     _run("diagnosis", DiagnosisJob, payload)
@@ -157,7 +157,11 @@ async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) ->
 
 
 async def perform(job: AnyJob, resources: JobResources) -> JobResult:
-    """Do the job within its time limit while holding its lease, and say how it went."""
+    """Do the job within its time limit while holding its lease, and say how it went.
+
+    The lease is renewed while the job works; a lost lease makes the result `abandoned`,
+    an expired time limit `error`.
+    """
     context = resources.context
     log.info(
         "job.started",

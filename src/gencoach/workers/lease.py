@@ -1,15 +1,8 @@
 """Keep a job's pending slot alive while it works, and stop the job once nobody waits for it.
 
-The controller admits a request with a lease on its stage's pending slot (see
-`gencoach.limits`) and holds it while the job waits on its queue. The job's first call,
-before any work, reports that a worker took it (`JobTaken`): the request moves to its
-running state and the slot is renewed for the worker, in one step, so nothing has to ask
-RQ whether the job started. From then on the job renews the slot every `lease_s / 3`.
-When the first call or a renewal finds
-the lease gone (lapsed before the renewal, or released or reclaimed by the controller),
-the controller will not use the result: the job is cancelled, and its result says which.
-So is a work-horse whose worker process died (it was re-parented): RQ counts that job as
-lost, and a horse must never outlive its worker.
+`hold_lease` reports the job taken (`take`) and renews its lease (`renew_lease`) while the
+job works, cancelling it once the lease is lost; `LeaseHold` says how it went. The slots
+and their leases: `gencoach.limits`, and docs/budgets.md, "Leases".
 """
 
 from __future__ import annotations
@@ -100,9 +93,16 @@ async def hold_lease(
     """Report the job taken (its request moves to running, its lease renewed) before the
     block, renew `lease` every `lease_s / 3` during it; cancel the block if it is lost.
 
-    With `parent_pid`, the block is cancelled too when this process stops being that
-    process's child. After a cancellation the block exits quietly with `lost_by` set; an
-    exception raised by the block propagates as itself.
+    The controller holds the lease while the job waits on its queue; taking the job moves
+    the request to its running state and renews the slot for the worker in one step, so
+    nothing has to ask RQ whether the job started. A lease found gone (lapsed before the
+    renewal, or released or reclaimed by the controller) means the controller will not use
+    the result: the block is cancelled and `lost_by` says which. With `parent_pid`, the
+    block is cancelled too when this process stops being that process's child: RQ counts
+    a re-parented work-horse's job as lost, and a horse must never outlive its worker.
+
+    After a cancellation the block exits quietly with `lost_by` set; an exception raised
+    by the block propagates as itself.
     """
     hold = LeaseHold(lease, job, attempt, metrics)
     interval = interval_s if interval_s is not None else max(lease.lease_s / 3, MIN_INTERVAL_S)

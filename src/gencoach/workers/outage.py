@@ -1,13 +1,8 @@
 """A worker whose Redis stops serving it waits for it instead of dying.
 
-Redis may drop the connection (a restart), answer LOADING while it reads its append-only
-file, or refuse every write at its `maxmemory` (OOM) while reads go on: all three are an
-outage (`gencoach.runtime.retrying.REDIS_TRANSIENT`). The first failure logs one warning naming
-the Redis (host, port and database) and why; the worker then tries a write (a token on
-the workers' doorbell list, which wakes one idle worker at most) through
-`WAIT_FOR_REDIS`, with no bound, and logs one line when Redis takes writes again, with
-how long it did not. Jobs in flight meanwhile cannot publish: their leases lapse and the
-controller retries their requests.
+A dropped connection, `LOADING` and writes refused at `maxmemory` are all an outage
+(`REDIS_AWAY`): `RedisOutage` waits one out for a running worker, `wait_writable` for one
+that is starting. What operators see of it: docs/operations.md, "Redis restarts".
 """
 
 from __future__ import annotations
@@ -72,7 +67,12 @@ def wait_writable(client: redis.Redis) -> None:
 
 class RedisOutage:
     """Waits out one Redis's absences, saying so once at the start and once at the end;
-    callers that find Redis away while a wait is under way join it."""
+    callers that find Redis away while a wait is under way join it.
+
+    The wait tries a write (a token on the workers' doorbell list, which wakes one idle
+    worker at most) through `WAIT_FOR_REDIS`, with no bound. Jobs in flight meanwhile
+    cannot publish: their leases lapse and the controller retries their requests.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -1,25 +1,8 @@
 """`gencoach worker`: worker processes that each serve every queue, and their supervision.
 
-Each child process is spawned (never forked from a threaded parent) and runs one RQ
-worker over all the queues, in their priority order: an `AsyncWorker` running up to
-`workers.concurrency` jobs at once on one event loop (`workers.mode: async`, the
-default), or a `ForkWorker` running one job at a time in a forked work-horse
-(`mode: fork`, for isolation). Both take jobs atomically (`gencoach.rq_adapter`).
-RQ is tuned for a long-lived service: a 30 s worker TTL, a 5 s job-monitoring interval,
-frequent maintenance, and no RQ retries (the controller decides what to retry).
-
-The pool forwards SIGTERM and SIGINT to its children: the first signal asks for a
-warm shutdown (jobs in flight finish, within `workers.shutdown_grace_s` for the async
-worker), the second for a cold one (jobs are cancelled or their work-horse killed). A
-child that dies unexpectedly is restarted, at most `MAX_RESTARTS` times per
-`RESTART_WINDOW_S`; past that the pool stops and exits 1.
-
-Redis being away, loading its data set or refusing writes at its maxmemory is never a
-reason to stop: a child waits for Redis to take a write before RQ registers it (and a
-running async worker waits out an outage, `gencoach.workers.outage`); a child that
-stops on such an error anyway exits `EXIT_REDIS_AWAY` and is started again after
-`REDIS_RESTART_S`, without counting as a death; and a pool about to give up on a child
-first checks that Redis takes a write, and waits instead while it does not.
+`run_workers` runs the pool (`_Pool`): spawned children, each one RQ worker over all the
+queues in priority order, an `AsyncWorker` (`workers.mode: async`, the default) or a
+`ForkWorker` (`mode: fork`). How operators run and stop it: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -56,6 +39,8 @@ from gencoach.workers.tls import shared_ssl_context
 
 __all__ = ["MAX_RESTARTS", "run_workers"]
 
+# RQ tuned for a long-lived service: a short worker TTL, frequent heartbeats and
+# maintenance, and no RQ retries (the controller decides what to retry).
 WORKER_TTL_S = 30
 JOB_MONITORING_INTERVAL_S = 5
 MAINTENANCE_INTERVAL_S = 15
@@ -197,7 +182,22 @@ class _Child:
 
 
 class _Pool:
-    """The parent: starts, watches, restarts and stops the worker processes."""
+    """The parent: starts, watches, restarts and stops the worker processes.
+
+    Each child is spawned, never forked from a threaded parent. The pool forwards SIGTERM
+    and SIGINT to its children: the first signal asks for a warm shutdown (jobs in flight
+    finish, within `workers.shutdown_grace_s` for the async worker), the second for a
+    cold one (jobs are cancelled or their work-horse killed). A child that dies
+    unexpectedly is restarted, at most `MAX_RESTARTS` times per `RESTART_WINDOW_S`; past
+    that the pool stops and exits 1.
+
+    Redis being away, loading or refusing writes is never a reason to stop: a child waits
+    for Redis to take a write before RQ registers it (and a running async worker waits
+    out an outage); a child that stops on such an error anyway exits `EXIT_REDIS_AWAY`
+    and is started again after `REDIS_RESTART_S` without counting as a death; and a pool
+    about to give up on a child first checks that Redis takes a write, and waits instead
+    while it does not.
+    """
 
     def __init__(self, settings: Settings, redis_url: str, options: WorkerOptions):
         self.settings, self.redis_url, self.options = settings, redis_url, options

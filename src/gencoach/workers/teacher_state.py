@@ -1,11 +1,7 @@
 """The privileged teacher states a `type: python` backend receives in its context.
 
-A generator saves, per situation, what a teacher may know beyond the prompt
-(`Reporter.save_teacher_state`, at most `TEACHER_STATE_MAX_BYTES` of JSON each); the
-worker reads those of the job's steps and hands them over as `context["teacher_state"]`:
-`{"<input id>": state}`, only the situations that have one. The read rides out a Redis
-that dropped the connection or is still loading its data set for up to
-`READ_RETRY_S` (`gencoach.runtime.retrying`); past that the job fails and its request is retried.
+`job_context` adds to a job's JSON the states its generator saved for the job's steps
+(`teacher_states`), as `context["teacher_state"]`; docs/backends.md, "Teacher state".
 """
 
 from __future__ import annotations
@@ -30,7 +26,11 @@ _READ_RETRY = RetryPolicy(timeout_s=READ_RETRY_S)
 async def teacher_states(
     client: redis.asyncio.Redis, keys: Keys, run_id: str, input_ids: Iterable[int]
 ) -> dict[str, Any]:
-    """The saved states of these inputs of the run (an unreadable one is left out)."""
+    """The saved states of these inputs of the run (an unreadable one is left out).
+
+    The read rides out a Redis that dropped the connection or is still loading its data
+    set for up to `READ_RETRY_S`; past that the job fails and its request is retried.
+    """
     fields = sorted({str(input_id) for input_id in input_ids})
     if not fields:
         return {}

@@ -1,11 +1,7 @@
 """What a job keeps of its LLM exchanges: one coaching log per exchange, and the tokens spent.
 
-Each round of `Backend.ask` (the prompt sent and the raw answer, refused or accepted)
-becomes a Markdown `CoachingLog`, also when the answer is finally abandoned, so the
-saved run shows what the backend was asked and what it said. A job keeps at most
-`max_logs` logs of at most `max_log_bytes` each (`workers.max_logs_per_job`,
-`workers.max_log_bytes`): longer ones are cut with a note, and past the count the last
-log says how many more were not kept (`gencoach.workers.clipping`).
+`Transcript` gathers them, each round of `Backend.ask` as a Markdown `CoachingLog`
+(`exchange_markdown`), bounded in size and count (docs/operations.md, "Bounded state").
 """
 
 from __future__ import annotations
@@ -67,7 +63,15 @@ def exchange_markdown(
 
 
 class Transcript:
-    """The coaching logs and token usage a job gathers as it goes."""
+    """The coaching logs and token usage a job gathers as it goes.
+
+    Each round of an `ask` (the prompt sent and the raw answer, refused or accepted) is
+    kept, also when the answer is finally abandoned, so the saved run shows what the
+    backend was asked and what it said. At most `max_logs` logs of at most
+    `max_log_bytes` each (`workers.max_logs_per_job`, `workers.max_log_bytes`): longer
+    ones are cut with a note, and past the count the last log says how many more were
+    not kept.
+    """
 
     def __init__(self, max_log_bytes: int = 65_536, max_logs: int = 8) -> None:
         self.max_log_bytes = max_log_bytes

@@ -1,17 +1,8 @@
 """A backend that calls a Python function of this process, named by an import path.
 
-The function named by `endpoint` ("package.module:function") is called as::
-
-    function(messages, schema=schema, model=model) -> str | Awaitable[str]
-
-`messages` is a list of `{"role": ..., "content": ...}` dicts (OpenAI's shape), `schema`
-the JSON schema of the expected answer (None when free text is wanted) and `model` the
-requested model or the backend's `default_model` (possibly None). A function that also
-takes a `context` keyword receives the asking job's JSON (its run, stage and trajectory):
-an in-process backend may know more than a prompt says, as a privileged teacher does.
-It returns the answer's text, or an awaitable of it. A coroutine function runs on the
-job's event loop; a plain function runs in a worker thread, so it may block. Token
-usage is unknown: zeros.
+`PythonBackend` imports the function `endpoint` names ("package.module:function") when it
+opens, and calls it with the messages, the answer's schema, the model and, when it takes
+one, the asking job's `context`. The function's signature: docs/backends.md, `type: python`.
 """
 
 from __future__ import annotations
@@ -75,10 +66,12 @@ def error_summary(error: BaseException) -> str:
 
 
 class PythonBackend(Backend):
-    """Calls the function `settings.endpoint` names; see the module docstring for its signature.
+    """Calls the function `settings.endpoint` names (its signature: docs/backends.md).
 
     The import happens when the backend opens; a call that outlasts `settings.timeout_s`
-    raises BackendUnavailable (a thread cannot be stopped: it is abandoned).
+    raises BackendUnavailable (a thread cannot be stopped: it is abandoned). A coroutine
+    function runs on the job's event loop, a plain one in a worker thread, so it may
+    block. Token usage is unknown: the reply counts zeros.
     """
 
     _function: PythonFunction | None = None

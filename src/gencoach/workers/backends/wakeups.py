@@ -1,10 +1,8 @@
 """Wake-ups for jobs waiting on a backend slot: one pub/sub connection per worker process.
 
-Releasing a slot publishes on the slots' channel; each listening process wakes its
-longest-waiting job for that backend, which tries again. Nobody polls: a waiter sleeps
+Releasing a slot publishes on the slots' channel; `SlotWakeups` wakes the process's
+longest-waiting `Waiter` for that backend, which tries again. Nobody polls: a waiter sleeps
 until a release wakes it or the first lease lapses (a crashed holder's slot frees then).
-A lost subscription is taken again through `RESUBSCRIBE`, and every waiter looks again
-(a release may have been missed meanwhile).
 """
 
 from __future__ import annotations
@@ -69,7 +67,11 @@ class Waiter:
 
 
 class SlotWakeups:
-    """The process's subscription to slot releases; `run` it in a long-lived task group."""
+    """The process's subscription to slot releases; `run` it in a long-lived task group.
+
+    A lost subscription is taken again through `RESUBSCRIBE`, and every waiter looks
+    again (a release may have been missed meanwhile).
+    """
 
     def __init__(self, client: redis.asyncio.Redis) -> None:
         self._client = client
