@@ -1,16 +1,8 @@
 """What happens to a coaching request, decided in one place.
 
-Every part of the controller that learns something about a request reports it as an
-event (`Event`: what happened); `decide` answers, from the request and the event alone,
-with the request's next version and the effects to carry out (`Decision`), or with why
-the event does not apply to the request as it stands (`Refusal`). It never raises and
-reads nothing: the event carries every fact it needs. `EVENT_TABLE` lists, for each
-event, the states it applies in and where it takes them; `docs/coaching.md` shows the
-same table (a test keeps the two the same), and every decision follows the state graph
-of `gencoach.service.coaching.lifecycle`.
-
-`RequestStore.apply` stores a decision in one script call, with the stage limits' part
-of it (`slot`); the caller then carries out the other effects (`Dispatch`, `Reinject`).
+Callers report what happened as an `Event`; `decide` answers with a `Decision` (the
+request's next version and its `Effect`s) or a `Refusal`, following `EVENT_TABLE` and the
+state graph of `gencoach.service.coaching.lifecycle`. The table, for users: docs/coaching.md.
 """
 
 from __future__ import annotations
@@ -204,11 +196,18 @@ EVENT_TABLE: Final[dict[str, frozenset[RequestState]]] = {
 }
 """The states each event may apply in (its own content decides the rest: the job and
 attempt a result answers, the attempt a stage end proves); in any other, `decide`
-refuses it. docs/coaching.md's "Events" table shows the same."""
+refuses it. docs/coaching.md's "Events" table shows the same (a test keeps the two the
+same)."""
 
 
 def decide(request: CoachingRequest, event: Event) -> Decision | Refusal:
-    """The request's next version and effects for `event`, or why it does not apply."""
+    """The request's next version and effects for `event`, or why it does not apply.
+
+    It never raises and reads nothing: the event carries every fact it needs.
+    `RequestStore.apply` stores the decision in one script call, with the stage limits'
+    part of it (`slot`); the caller then carries out the other effects (`Dispatch`,
+    `Reinject`).
+    """
     state = request.state
     if state in TERMINAL:
         return Refusal(f"the request has ended ({state})")

@@ -1,18 +1,8 @@
 """Terminal candidates handled run by run, so that no run's wait delays another's.
 
-Each entry of the terminals stream goes to its run's lane and the batch returns at
-once. In its lane an entry is first *parked* until the run's agent registration has
-ended (the registry wakes it), holding no shared slot; then it *waits* for a slot
-(`controller.terminals_per_run` per run, `controller.terminals_at_once` in all) and
-is *handled*. An entry is acknowledged once handled and its terminal recorded as routed
-(for the run's settle probe, `gencoach.settling`); until then it stays pending in the
-stream, so a controller that dies with entries in hand loses none: another controller
-takes them over once its lease lapses (`gencoach.service.leases`), or it reads them
-again itself if it restarts under the same consumer name first. While this
-controller is alive it re-claims the entries it holds every `claim_idle_s / 3`, so
-that no other controller takes an entry that is merely parked. A registration that
-has not ended `registration_give_up_s` (plus a margin) after the entry was parked is
-logged once for the run, and the entry is handled as for an agent that never answered.
+`TerminalLanes` hands each entry of the terminals stream to its run's lane, where it is
+parked until the run's agent registration has ended, waits for a slot, and is handled.
+The phases, the bounds and what a crash loses: docs/coaching.md, "One lane per run".
 """
 
 from __future__ import annotations
@@ -46,7 +36,17 @@ TerminalHandler = Callable[[str, str], Awaitable[None]]
 
 
 class TerminalLanes:
-    """One lane per run for the terminals stream's entries; bounded, never blocking."""
+    """One lane per run for the terminals stream's entries; bounded, never blocking.
+
+    An entry is acknowledged once handled and its terminal recorded as routed (for the
+    run's settle probe, `gencoach.settling`); until then it stays pending in the stream,
+    so a controller that dies with entries in hand loses none: another takes them over
+    once its lease lapses (`gencoach.service.leases`). While alive, `run` re-claims the
+    entries held every `claim_idle_s / 3`, so that no other controller takes an entry
+    that is merely parked. A registration that has not ended `registration_give_up_s`
+    (plus `GIVE_UP_MARGIN_S`) after the entry was parked is logged once for the run, and
+    the entry is handled as for an agent that never answered.
+    """
 
     def __init__(
         self,

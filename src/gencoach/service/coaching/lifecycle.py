@@ -1,13 +1,9 @@
 """A coaching request's life: its states and the transitions allowed between them, written
-down once (`TRANSITIONS`). The decider (`gencoach.service.coaching.decider`) chooses every
-move, and `RequestStore.apply` refuses, before writing, any the table does not list;
-`docs/coaching.md` shows the same table (a test keeps the two the same).
+down once (`TRANSITIONS`).
 
-A job's result may arrive while its request is still `queued` (a fast job, seen ended
-before started), so `queued` moves wherever its running state would. `skipped`,
-`declined`, `abandoned`, `error`, `proven` and `unproven` are terminal: nothing leaves
-them. A request that holds a pending slot (in flight, or corrected and not yet
-reinjected) gives it back in the same step that ends it.
+The decider (`gencoach.service.coaching.decider`) chooses every move, and
+`RequestStore.apply` refuses, before writing, any the table does not list;
+docs/coaching.md shows the same table (a test keeps the two the same).
 """
 
 from __future__ import annotations
@@ -52,6 +48,8 @@ RUNNING: Final[dict[JobName, RequestState]] = {
 # orders (if it has any) are already on the run's branch stream (`gencoach.settling`).
 MAY_ORDER: Final[frozenset[RequestState]] = frozenset({"opportunity", *IN_FLIGHT, "corrected"})
 
+# A job's result may arrive while its request is still `queued` (a fast job, seen ended
+# before started), so `queued` moves wherever its running state would.
 TRANSITIONS: Final[dict[RequestState, frozenset[RequestState]]] = {
     "opportunity": frozenset({"skipped", "admitted"}),
     "admitted": frozenset({"queued", "corrected", *FAILED}),

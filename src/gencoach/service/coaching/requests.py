@@ -1,17 +1,8 @@
 """Coaching requests: each one's visible life, kept in Redis beside its run's graph.
 
-Its states and the transitions between them are `gencoach.service.coaching.lifecycle`'s table;
-what moves it is the decider's (`gencoach.service.coaching.decider`). `RequestStore` is the
-only writer: `apply` stores a decision in one compare-and-set that carries its stage limits'
-part; a request that stops being able to publish a branch order checks whether its run is
-now settled (`gencoach.settling`).
-
-`queued` means the request's next job (`job`) waits on its RQ queue for a worker; the
-worker that takes it moves it to the job's running state in the call that first renews
-its slot, before any work (`gencoach.workers.lease`).
-
-A request's id is derived from the terminal candidate and the route, so the same
-opportunity seen twice (a re-delivered event, a second controller) is one request.
+`CoachingRequest` is the record and `RequestStore` its only writer, storing the decisions
+of `gencoach.service.coaching.decider` through `apply`; the states and their transitions
+are `gencoach.service.coaching.lifecycle`'s table.
 """
 
 from __future__ import annotations
@@ -116,7 +107,10 @@ class CoachingRequest(BaseModel):
     """How many times its job is tried when workers die: `coaching.max_attempts` when it
     was opened, carried by each of its jobs."""
     job: JobName | None = None
-    """The job the request waits for or runs (while queued or running)."""
+    """The job the request waits for or runs (while queued or running). `queued` means it
+    waits on its RQ queue for a worker; the worker that takes it moves the request to the
+    job's running state in the call that first renews its slot, before any work
+    (`gencoach.workers.lease`)."""
     diagnosis: Diagnosis | None = None
     proposals: list[CoachingProposal] = Field(default_factory=list)
     rewrite: str | None = None
@@ -242,7 +236,8 @@ def job_of(request: CoachingRequest) -> JobName | None:
 
 
 def request_id_for(run_id: str, candidate_id: int, route: str) -> str:
-    """The id of the request a route opens on a candidate."""
+    """The id of the request a route opens on a candidate: the same opportunity seen twice
+    (a re-delivered event, a second controller) is one request."""
     return f"{run_id}:{candidate_id}:{route}"
 
 
@@ -255,7 +250,9 @@ class RequestStore:
     since (another writer's transition, a re-delivered result, a stale snapshot), nothing
     is written, and `apply` decides the event again on the request as stored. Each
     transition is counted once, when it is stored (`gencoach_requests_total`), including
-    those a decision passes through.
+    those a decision passes through. A request that holds a pending slot gives it back in
+    the same step that ends it, and one that stops being able to publish a branch order
+    checks whether its run is now settled (`gencoach.settling`).
     """
 
     def __init__(self, client: Redis, keys: Keys, metrics: MetricsRecorder | None = None) -> None:

@@ -1,16 +1,9 @@
 """Routing: which coaching request, if any, a terminal event on a candidate opens.
 
-- an answer rejected as invalid: `format` (agent kind format), `format_error:format_fix`;
-- a failed stage: `failure` (kind failure), `failure:diagnosis`; on a text-only stage
-  with an agent that announces `coaching_resume`: `text_rewrite`,
-  `failure:text_only_rewrite`;
-- no action where one was required: `no_action` (kind failure), `no_action:diagnosis`;
-- the tool-call budget exceeded: `exceeded` (kind failure), `exceeded:diagnosis`;
-- a stage done beyond its target: `suboptimal` (kind suboptimal),
-  `finish_suboptimal:suboptimal_diagnosis`, once per trajectory.
-
-An opportunity the config, the agent or the trajectory rules out is a `Skip` with the
-reason, so it can be recorded rather than silently dropped.
+`route` answers with a `Routed` (the route, the agent's coaching kind and the marker
+`type_coaching`, from `_TYPES` and `_KINDS`), or a `Skip` with the reason when the config,
+the agent or the trajectory rules it out, so it is recorded rather than silently dropped.
+The routes and what opens each: docs/coaching.md, "Routes".
 """
 
 from __future__ import annotations
