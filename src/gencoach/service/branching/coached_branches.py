@@ -1,16 +1,9 @@
 """Coached branches: a corrected request becomes a recorded alternative and a branch order.
 
-For each proposal the controller asks the agent again at the anchor (`POST
-/v1/responses` on a copy of the anchor's input whose `extra_keys.coaching` is the
-proposal's `extra_keys`, verbatim, as MAGMA-GEN reinjects), records the answer as a new
-situation linked `alternative` to the anchor's parent (the original branch is kept)
-with one candidate of origin `coaching`, marks the nodes, and publishes a branch order.
-
-Everything is keyed by the request and the reinjection point, so a crash or a retry
-never makes two branches of one proposal: the attempt id is allocated once, the nodes
-are recorded through the graph's exactly-once apply script with seqs derived from the
-attempt id, an answer already recorded is reused rather than asked again, and the
-order is published once, in the same transaction as its "published" flag.
+`BranchRecorder` allocates each proposal's attempt, records the agent's reinjected answer
+as a new situation linked `alternative` to the anchor's parent (the original branch is
+kept) with one candidate of origin `coaching`, marks the nodes and publishes the order;
+`anchor_of` finds where a proposal's branch starts.
 """
 
 from __future__ import annotations
@@ -90,7 +83,14 @@ def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
 
 
 class BranchRecorder:
-    """Allocates attempts, records coached nodes and their markers, publishes orders."""
+    """Allocates attempts, records coached nodes and their markers, publishes orders.
+
+    Everything is keyed by the request and the reinjection point, so a crash or a retry
+    never makes two branches of one proposal: the attempt id is allocated once, the nodes
+    are recorded through the graph's exactly-once apply script with seqs derived from the
+    attempt id, an answer already recorded is reused rather than asked again, and the
+    order is published once, in the same transaction as its "published" flag.
+    """
 
     def __init__(
         self, client: Redis, keys: Keys, store: GraphStore, metrics: MetricsRecorder | None = None

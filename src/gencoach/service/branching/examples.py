@@ -1,10 +1,8 @@
 """Validated examples: proven diagnoses kept as cases for later automatic diagnosis.
 
-A case is kept only once its attempt is proven, under its key (agent, scenario, request
-kind, stage, terminal event), at most `MAX_CASES` per key; the first fully optimal
-trajectory seen per key is kept too, for suboptimal diagnosis. Each key is one JSON
-file under `coaching.examples.cache_dir`, written atomically under a file lock, so
-runs, restarts and several controllers share them.
+`Examples` registers a case once its attempt is proven and keeps the first fully optimal
+trajectory per `ExampleKey`, for suboptimal diagnosis; `ExampleStore` holds each key's
+cases as one JSON file under `coaching.examples.cache_dir`.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ MAX_CASES = 5
 
 
 class ExampleKey(BaseModel, frozen=True):
-    """What makes cases comparable."""
+    """What makes cases comparable: agent, scenario, request kind, stage, terminal event."""
 
     agent_id: str
     scenario: str
@@ -60,7 +58,11 @@ class ExampleFile(BaseModel):
 
 
 class ExampleStore:
-    """The cases on disk."""
+    """The cases on disk, at most `max_cases` per key.
+
+    Each key is one JSON file, written atomically under a file lock, so runs, restarts
+    and several controllers share them.
+    """
 
     def __init__(self, cache_dir: Path, max_cases: int = MAX_CASES) -> None:
         self.cache_dir = cache_dir

@@ -1,12 +1,8 @@
 """Reinjection and outcomes: corrected requests become branches; branches prove attempts.
 
-A corrected request's proposals are reinjected through the agent's own endpoint, each
-on a copy of its anchor's input whose `extra_keys["coaching"]` is the proposal's
-`extra_keys` verbatim, exactly as MAGMA-GEN does (bounded per agent, retried as
-`AGENT_RETRY` says, then abandoned with the reason); each becomes a recorded branch
-and an order for the generator, and the request's pending slot turns into a completed
-attempt. When a trajectory holding an attempt id reaches stage success the attempt is
-proven, once; when it fails again it stays executed until its run ends, then unproven.
+`Reinjector` reinjects a corrected request's proposals through the agent (`reinject`),
+records each as a branch and an order (`BranchRecorder`), and proves the attempts whose
+trajectories end their stage (`outcome`). The request states this moves: docs/coaching.md.
 """
 
 from __future__ import annotations
@@ -67,7 +63,16 @@ CLAIM_S = 600.0
 
 
 class Reinjector:
-    """Turns corrected requests into branches, and branch outcomes into proofs."""
+    """Turns corrected requests into branches, and branch outcomes into proofs.
+
+    Each proposal is reinjected through the agent's own endpoint (`POST /v1/responses`)
+    on a copy of its anchor's input whose `extra_keys["coaching"]` is the proposal's
+    `extra_keys`, verbatim, as MAGMA-GEN does; calls are bounded per agent, retried as
+    `AGENT_RETRY` says, then abandoned with the reason. Each becomes a recorded branch and
+    an order for the generator, and the request's pending slot a completed attempt. When
+    a trajectory holding an attempt id reaches stage success the attempt is proven, once;
+    when it fails again it stays executed until its run ends, then unproven.
+    """
 
     def __init__(
         self,
