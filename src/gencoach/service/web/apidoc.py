@@ -1,10 +1,8 @@
 """What the OpenAPI document says of the routes beyond their signatures.
 
-The routes read their bodies themselves (to refuse non-JSON, repeated keys, and every
-invalid event of a batch at once), so FastAPI sees no body parameter: each body is
-described here, and so is every error a route answers. Errors are one shape, a JSON
-object whose `detail` is a sentence (never FastAPI's list of validation errors), with
-the route's own extra fields (`errors`, `status`).
+The request bodies (`EVENTS_BODY`, `INTERVENTION_BODY`, `BUDGETS_BODY`) and every error a
+route answers (`errors`, `write_errors`), in one shape (`Problem`); `as_served` makes
+FastAPI's document say the same.
 """
 
 from __future__ import annotations
@@ -22,7 +20,11 @@ MAX_BATCH = 10_000
 
 
 class Problem(BaseModel):
-    """An error answer: what went wrong in a sentence, and the route's own details."""
+    """An error answer: what went wrong in a sentence, and the route's own details.
+
+    Every error has this shape: `detail` is a sentence (never FastAPI's list of
+    validation errors), beside the route's own extra fields (`errors`, `status`).
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -64,6 +66,8 @@ def _body(schema: dict[str, Any], description: str) -> dict[str, Any]:
     }
 
 
+# The routes read their bodies themselves (to refuse non-JSON, repeated keys, and every
+# invalid event of a batch at once), so FastAPI sees no body parameter: each is given here.
 # The batch limit is said in words, not as `maxItems`: a longer batch is a 413 (too
 # large), where a schema violation would be a 422.
 EVENTS_BODY = _body(

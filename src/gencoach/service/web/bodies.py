@@ -1,11 +1,7 @@
 """Reading a JSON request body: its Content-Type, and every key of an object once.
 
-A body route reads JSON only: any other Content-Type is answered 415
-(`gencoach.protocol.media` says why), and so is JSON declared in a charset other than
-UTF-8: JSON between systems is UTF-8 (RFC 8259), and the body is decoded as UTF-8, so a
-`charset=latin-1` body would be read as other text than its sender meant. An object that
-repeats a key is refused with 422 naming it, rather than keeping the last value as JSON
-parsers do.
+`json_body` returns the body once it is JSON in UTF-8 with no repeated key, else raises
+`BodyRefusedError` (415 or 422). What clients see: docs/http-api.md.
 """
 
 from __future__ import annotations
@@ -47,7 +43,10 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def duplicate_key(raw: bytes) -> str | None:
-    """The first key an object of this JSON text repeats, or None (also for invalid JSON)."""
+    """The first key an object of this JSON text repeats, or None (also for invalid JSON).
+
+    Such a body is refused rather than read keeping the last value, as JSON parsers do.
+    """
     try:
         json.loads(raw, object_pairs_hook=_unique_pairs)
     except _DuplicateKeyError as duplicate:
@@ -67,7 +66,11 @@ def declared_charset(content_type: str | None) -> str | None:
 
 
 def charset_refusal(content_type: str | None) -> str | None:
-    """Why a JSON body declared in this charset is refused (415), or None for UTF-8."""
+    """Why a JSON body declared in this charset is refused (415), or None for UTF-8.
+
+    JSON between systems is UTF-8 (RFC 8259) and the body is decoded as UTF-8, so a
+    `charset=latin-1` body would be read as other text than its sender meant.
+    """
     charset = declared_charset(content_type)
     if charset is None or charset in UTF8_CHARSETS:
         return None

@@ -1,20 +1,8 @@
 """HTTP read deadlines and a connection limit, on uvicorn's h11 protocol.
 
-uvicorn bounds neither how long a client may take to send a request's headers nor its
-body: its keep-alive timer restarts on every byte, so a client sending one byte a second
-holds a connection (and, with a body, a request) for as long as it likes. This protocol
-adds:
-
-- a header deadline: a connection must send a request's whole head within
-  `header_timeout_s` of opening (or of the previous response's end); otherwise it is
-  answered 408 and closed;
-- a body deadline: once the head is in, the whole body must arrive within
-  `body_timeout_s`; otherwise the connection is closed (the route sees the client go);
-- a connection limit: a connection opened while `max_connections` are open is answered
-  503 with `Retry-After` at once and closed as soon as the client has read it (at most
-  `REFUSED_LINGER_S` later), before it can hold anything. Answering, rather than closing
-  in silence, tells a client why; the brief linger keeps the kernel from resetting the
-  connection under the answer when the client's request arrives after it.
+`deadline_protocol` makes the protocol class: a header deadline (408), a body deadline
+and a connection limit (503 at once). What clients see: docs/operations.md, "Limits on
+what clients send".
 """
 
 from __future__ import annotations
@@ -48,7 +36,21 @@ def _refusal(max_connections: int) -> bytes:
 def deadline_protocol(
     header_timeout_s: float, body_timeout_s: float, max_connections: int
 ) -> type[H11Protocol]:
-    """uvicorn's h11 protocol class with these deadlines and connection limit."""
+    """uvicorn's h11 protocol class with these deadlines and connection limit.
+
+    uvicorn bounds neither how long a client may take to send a request's headers nor its
+    body: its keep-alive timer restarts on every byte, so a client sending one byte a
+    second holds a connection (and, with a body, a request) for as long as it likes.
+    Here a connection must send a request's whole head within `header_timeout_s` of
+    opening (or of the previous response's end), else it is answered 408 and closed; the
+    whole body must arrive within `body_timeout_s` of the head, else the connection is
+    closed (the route sees the client go). A connection opened while `max_connections`
+    are open is answered 503 with `Retry-After` at once and closed as soon as the client
+    has read it (at most `REFUSED_LINGER_S` later), before it can hold anything.
+    Answering, rather than closing in silence, tells a client why; the brief linger keeps
+    the kernel from resetting the connection under the answer when the client's request
+    arrives after it.
+    """
 
     refusal = _refusal(max_connections)
 
