@@ -1,11 +1,7 @@
 """The controller daemon: one task group running intake, coaching, saves and the API.
 
-Shutdown has two phases. On SIGTERM or SIGINT the controller stops taking work
-(intake and the coaching streams finish and acknowledge the batch in hand, the API
-stops accepting connections, queued saves are written), waiting up to `grace_s`;
-whatever is still running then is cancelled and named in the log. A second signal
-cancels at once. SIGHUP re-reads the config file: new budgets and route switches
-apply from the next admission.
+`Controller` wires the stages and runs them, stops them in two phases and reloads the
+config on SIGHUP; `run_controller` is the daemon's entry point.
 """
 
 from __future__ import annotations
@@ -79,7 +75,15 @@ class ControllerOptions:
 
 
 class Controller:
-    """The daemon's parts and their lifetimes."""
+    """The daemon's parts and their lifetimes.
+
+    Shutdown has two phases. On SIGTERM or SIGINT the controller stops taking work
+    (intake and the coaching streams finish and acknowledge the batch in hand, the API
+    stops accepting connections, queued saves are written), waiting up to `grace_s`;
+    whatever is still running then is cancelled and named in the log. A second signal
+    cancels at once. SIGHUP re-reads the config file: new budgets and route switches
+    apply from the next admission.
+    """
 
     def __init__(self, options: ControllerOptions) -> None:
         self.options = options

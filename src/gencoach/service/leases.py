@@ -1,15 +1,8 @@
 """Controller leases: who of the controllers sharing a Redis is alive.
 
-Each controller holds a key named after its stream consumer (`Keys.lease`), written with
-an expiry of `lease_s` and renewed every quarter of it while the controller runs; a
-graceful stop deletes it. A consumer whose lease has expired is dead: the survivors take
-over the stream entries it held (`gencoach.service.store.consumer`), without waiting for them
-to idle out. The key holds a token of the process, so two controllers that were given
-the same consumer name find each other out, and say so.
-
-A controller also holds work no other live controller may do at the same time (a
-request's reinjection) by a key naming its consumer: the holder lets it go when done,
-and a survivor takes over the key of a holder whose lease lapsed.
+`Lease` keeps this controller's key alive while it runs, says whether another's is
+(`alive`), and holds work no other live controller may do at the same time (`hold`,
+`let_go`). How controllers share the work: docs/operations.md, "Several controllers".
 """
 
 from __future__ import annotations
@@ -33,7 +26,15 @@ RENEWALS_PER_LEASE = 4
 
 
 class Lease:
-    """This controller's lease, renewed until `stop()`; and the others', looked up."""
+    """This controller's lease, renewed until `stop()`; and the others', looked up.
+
+    The lease is a key named after the controller's stream consumer (`Keys.lease`),
+    written with an expiry of `lease_s` and renewed every quarter of it; a graceful stop
+    deletes it. A consumer whose lease has expired is dead: the survivors take over the
+    stream entries it held (`gencoach.service.store.consumer`) without waiting for them
+    to idle out. The key holds a token of the process, so two controllers that were given
+    the same consumer name find each other out, and say so.
+    """
 
     def __init__(self, client: Redis, keys: Keys, consumer: str, lease_s: float) -> None:
         self.client = client
@@ -82,7 +83,12 @@ class Lease:
             )
 
     async def hold(self, key: str, ttl_s: float) -> bool:
-        """Take `key` for this controller unless another live controller holds it."""
+        """Take `key` for this controller unless another live controller holds it.
+
+        The key names its holder's consumer (a request's reinjection, say): the holder
+        lets it go when done, and a survivor takes over the key of a holder whose lease
+        lapsed.
+        """
         me = self.consumer.encode()
         ms = int(ttl_s * 1000)
         if await self.client.set(key, me, nx=True, px=ms):

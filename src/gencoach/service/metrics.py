@@ -1,13 +1,8 @@
 """The controller's share of the metrics: flushing its counts, and what a scrape measures.
 
-Every `every_s` the loop adds the controller's counts to Redis and measures how late
-its own wake-up was (the event loop's lag: how long other work kept it from running).
-A scrape flushes first, then reads the counters every process stored and measures the
-gauges: whether Redis refuses writes, runs by state (the counts the runs index keeps),
-each worker queue's waiting jobs, oldest job and workers, the stream entries the
-controllers have not handled yet, and the dead letters kept. A scrape is an API request:
-it works on the API's Redis pool, so scrapes wait behind other requests and never take a
-connection the controller's loops need.
+`ControllerMetrics` adds the controller's counts to Redis every `every_s` (`run`) and
+answers a scrape (`render`) with every process's counters and the gauges measured then.
+Each metric and its labels: docs/metrics.md.
 """
 
 from __future__ import annotations
@@ -32,7 +27,11 @@ BacklogSource = Callable[[], Awaitable[list[Backlog]]]
 
 class ControllerMetrics:
     """Flushes the controller's recorder (on the loops' `client`) and answers scrapes (on
-    `scrape_client`, the API's pool)."""
+    `scrape_client`, the API's pool).
+
+    A scrape is an API request: on the API's pool it waits behind other requests and
+    never takes a connection the controller's loops need.
+    """
 
     def __init__(
         self,
@@ -58,7 +57,8 @@ class ControllerMetrics:
         self._stopping.set()
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Flush and measure the loop's lag every `every_s` until stopped."""
+        """Flush and measure the loop's lag every `every_s` until stopped (how late its own
+        wake-up was: how long other work kept the event loop from running it)."""
         task_status.started()
         try:
             while not self._stopping.is_set():
@@ -72,7 +72,8 @@ class ControllerMetrics:
                 await self.recorder.flush()
 
     async def render(self) -> bytes:
-        """The Prometheus text of every process's counters and the gauges measured now."""
+        """The Prometheus text of every process's counters and the gauges measured now,
+        after flushing this controller's counts."""
         await self.recorder.flush(self.scrape_client)
         series = await stored(self.scrape_client, self.keys.metrics)
         return render(series, await self.gauges())

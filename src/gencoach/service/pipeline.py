@@ -1,11 +1,8 @@
 """Routing, admission and jobs: opportunities become admitted requests, jobs, answers.
 
-Terminal candidates (from the terminals stream, through the runs' lanes) are routed;
-a request the limits admit gets its first job (diagnosis, rewrite, or repair for a
-format error); each job's result (from the results stream) moves the request on, to
-the repair job or to an end. Every move is a transition of the request's table
-(`gencoach.service.coaching.lifecycle`) from the state it was read in, so re-delivered entries,
-stale results and a reconciliation pass working from an older copy change nothing.
+`CoachingPipeline` routes terminal candidates (`on_terminal`), admits their requests and
+dispatches each first job through a `Dispatcher`, and moves a request on with each job's
+result (`on_results`), to the repair job or to an end.
 """
 
 from __future__ import annotations
@@ -94,7 +91,14 @@ class CoachCounters:
 
 
 class CoachingPipeline:
-    """Moves coaching requests through their life."""
+    """Moves coaching requests through their life.
+
+    A request the limits admit gets its first job (diagnosis, rewrite, or repair for a
+    format error). Every move is a transition of the request's table
+    (`gencoach.service.coaching.lifecycle`) from the state it was read in, so re-delivered
+    entries, stale results and a reconciliation pass working from an older copy change
+    nothing.
+    """
 
     def __init__(
         self,
