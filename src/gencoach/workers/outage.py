@@ -2,7 +2,7 @@
 
 A dropped connection, `LOADING` and writes refused at `maxmemory` are all an outage
 (`REDIS_AWAY`): `RedisOutage` waits one out for a running worker, `wait_writable` for one
-that is starting. What operators see of it: docs/operations.md, "Redis restarts".
+that is starting. What operators see: docs/operations.md, "Redis restarts and persistence".
 """
 
 from __future__ import annotations

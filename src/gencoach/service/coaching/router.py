@@ -1,9 +1,9 @@
 """Routing: which coaching request, if any, a terminal event on a candidate opens.
 
 `route` answers with a `Routed` (the route, the agent's coaching kind and the marker
-`type_coaching`, from `_TYPES` and `_KINDS`), or a `Skip` with the reason when the config,
-the agent or the trajectory rules it out, so it is recorded rather than silently dropped.
-The routes and what opens each: docs/coaching.md, "Routes".
+`type_coaching`), or a `Skip` with the reason when the config, the agent or the trajectory
+rules it out, so it is recorded rather than silently dropped. The routes and what opens
+each: docs/coaching.md, "Routes".
 """
 
 from __future__ import annotations
