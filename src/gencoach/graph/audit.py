@@ -1,19 +1,8 @@
 """The audit of saved campaigns: what MAGMA-GEN's coaching promises, checked on the saves.
 
-`gencoach audit PATH...` reads every save under the paths (gencoach's, or MAGMA-GEN's own)
-and names each broken invariant:
-
-- `proof`: an attempt is proven exactly when a trajectory through it ended its stage in
-  success (MAGMA-GEN proves every attempt on the path from the root to a successful
-  candidate of the attempt's stage, nested corrections included);
-- `marker`: a coached candidate carries its role, its type, its attempt and (in gencoach's
-  saves) the request it came from, and these agree with that request;
-- `alternatives`: no place holds more coached alternatives than the exploration budget;
-- `recovery`: a failure whose blamed decision was a single bad call with its feedback in
-  the graph was offered the `recovery` restart point.
-
-The request checks use `_gencoach/requests.json`, which gencoach writes beside the
-situations; a save without it (MAGMA-GEN's) is checked on its graph alone.
+`audit` reads every save under some paths (`gencoach audit PATH...`) and gives an
+`AuditReport` of its `Violation`s, by rule (`proof`, `marker`, `alternatives`,
+`recovery`). The rules: docs/saves.md ("Checking a campaign").
 """
 
 from __future__ import annotations
@@ -97,7 +86,11 @@ def _requests(folder: Path) -> tuple[list[dict[str, Any]] | None, int | None]:
 
 
 class _SaveAudit:
-    """The checks of one save."""
+    """The checks of one save.
+
+    The request checks use `_gencoach/requests.json`, which gencoach writes beside the
+    situations; a save without it (MAGMA-GEN's) is checked on its graph alone.
+    """
 
     def __init__(
         self, graph: SavedGraph, requests: list[dict[str, Any]] | None, budget: int | None
@@ -138,7 +131,8 @@ class _SaveAudit:
 
     def _proven_attempts(self) -> dict[int, int]:
         """Each attempt a successful trajectory of its stage went through, with one such
-        successful candidate."""
+        successful candidate (as MAGMA-GEN proves every attempt on the path from the root
+        to a successful candidate of the attempt's stage, nested corrections included)."""
         proven: dict[int, int] = {}
         for candidate in self.graph.candidates.values():
             if candidate.status not in SUCCESS_STATUSES:

@@ -1,12 +1,7 @@
 """Descendant scores: per stage, how the terminal trajectories below a candidate ended.
 
-The rule is MAGMA-GEN's: a candidate counts one terminal trajectory for its stage when
-it ends the stage or ends its branch, classed optimal, non-optimal (suboptimal) or
-unassessed, and otherwise only in the total (failed, exceeded, or stopped while still
-ongoing). Its score adds the scores of the situations that follow it (`next` links);
-alternatives are scored on their own and never counted in the candidate they replace.
-A `simulation_resume` candidate (the simulator continuing on its own) counts no
-trajectory of its own: its score is only what follows it.
+`descendant_scores` scores every candidate of a graph (`ScoredCandidate`), by MAGMA-GEN's
+rule.
 """
 
 from __future__ import annotations
@@ -96,6 +91,14 @@ def descendant_scores(
     candidates: Mapping[int, ScoredCandidate],
 ) -> dict[int, dict[str, StageScore]]:
     """Score every candidate, given each situation's candidates (`members`).
+
+    The rule is MAGMA-GEN's: a candidate counts one terminal trajectory for its stage when
+    it ends the stage or ends its branch, classed optimal, non-optimal (suboptimal) or
+    unassessed, and otherwise only in the total (failed, exceeded, or stopped while still
+    ongoing). Its score adds the scores of the situations that follow it (`next` links);
+    alternatives are scored on their own and never counted in the candidate they replace.
+    A `simulation_resume` candidate (the simulator continuing on its own) counts no
+    trajectory of its own: its score is only what follows it.
 
     Works without recursion, so trajectories of any depth are fine: a situation is
     scored once every situation that follows its candidates has been.

@@ -1,13 +1,8 @@
 """A decision written as one line of text, for diagnoses' `expected_decision`.
 
-Teachers and LLMs describe the decision they expect as text; an agent's coach may turn
-that text back into a decision when it follows this convention:
-
-    panda.press_button(id="sw4"); ur5.take_obj(obj="red_cube")
-    say("the answer is 42")
-
-Calls are `<robot>.<tool>(<name>=<JSON value>, ...)`, separated by `;`; a `say("...")`
-item (a JSON string) sets what the agent says. Anything else does not parse.
+Teachers and LLMs describe the decision they expect as text; `parse_decision` turns text
+that follows this convention back into a decision, `format_decision` writes one:
+`panda.press_button(id="sw4"); ur5.take_obj(obj="red_cube"); say("the answer is 42")`.
 """
 
 from __future__ import annotations
@@ -73,7 +68,11 @@ def _arguments(text: str) -> dict[str, object] | None:
 
 
 def parse_decision(text: str) -> AgentDecision | None:
-    """The decision the text describes, or None when it does not follow the convention."""
+    """The decision the text describes, or None when it does not follow the convention.
+
+    Calls are `<robot>.<tool>(<name>=<JSON value>, ...)`, separated by `;`; a `say("...")`
+    item (a JSON string) sets what the agent says. Anything else does not parse.
+    """
     calls: list[ToolCall] = []
     say = ""
     items = _split(text.strip(), ";")

@@ -1,12 +1,7 @@
 """The one character set of generator-chosen ids: run, situation and candidate ids.
 
-An id is 1 to `MAX_ID_LENGTH` characters of printable text: any letter, digit, mark,
-punctuation, symbol or space, but no control or format character (category C of
-Unicode: `\\x00`-`\\x1f`, `\\x7f`-`\\x9f`, zero-width and bidi marks, surrogates,
-unassigned code points), no line or paragraph separator, and neither `{` nor `}`
-(a run id is the Redis Cluster hash tag of its keys). Characters that mean something
-in a URL (`/`, `#`, `?`, `%`) are allowed: gencoach percent-encodes ids wherever they
-become a path segment, and save folders get a name of their own (`run_folder_name`).
+`id_problem` and `check_id` hold an id to `ID_RULE` (`Identifier` in the contracts);
+`url_problem` checks a URL. The rule and its reasons: docs/events.md ("Ids").
 """
 
 from __future__ import annotations
@@ -21,8 +16,12 @@ ID_RULE: Final = (
     f"1 to {MAX_ID_LENGTH} printable characters, without control or format characters, "
     "line separators, '{' or '}'"
 )
+# Unicode's control, format, surrogate, private-use and unassigned characters, and the line
+# and paragraph separators. URL characters (`/`, `#`, `?`, `%`) are allowed: ids are
+# percent-encoded wherever they become a path segment, and save folders get a name of
+# their own (`run_folder_name`).
 _FORBIDDEN_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-_HASH_TAG: Final = frozenset("{}")
+_HASH_TAG: Final = frozenset("{}")  # a run id is the Redis Cluster hash tag of its keys
 
 
 def id_problem(value: str) -> str | None:
