@@ -1,15 +1,8 @@
 """The coaching funnel and job statistics, read from the request records the controller
 keeps in Redis.
 
-The funnel's counts are `gencoach.funnel`'s: a request counts at every step its history
-reached, so a request proven later still counts as executed and corrected; people's
-interventions count in a row of their own. `gencoach status` and `/metrics` give the
-same numbers for the same requests.
-
-Job statistics come from the job records each request keeps (`CoachingRequest.jobs`, one
-per job result, with the time its worker measured): LLM jobs (diagnosis, rewrite) and
-agent repairs (`POST /v1/coaching`), how many ended in error or abandoned, and how long
-they took.
+`route_funnels` counts every route's funnel (`RouteFunnel`) as `gencoach status` and
+`/metrics` do; `job_stats` gives each kind of job's calls, errors and latency (`JobStats`).
 """
 
 from __future__ import annotations
@@ -36,7 +29,11 @@ class RouteFunnel:
     proven_by_source: Counter[str] = field(default_factory=Counter)
 
     def add(self, request: CoachingRequest) -> None:
-        """Count one request at every step its history reached."""
+        """Count one request at every step its history reached.
+
+        The counts are `gencoach.funnel`'s: a request proven later still counts as executed
+        and corrected, so `gencoach status` and `/metrics` give the same numbers.
+        """
         reached = {step.state for step in request.history} | {request.state}
         refused = request.state == "skipped" and refused_by_limits(request.reason)
         for state in reached:
@@ -62,7 +59,8 @@ class RouteFunnel:
 
 
 def route_funnels(requests: Iterable[CoachingRequest]) -> list[dict[str, object]]:
-    """Every route's funnel (all six, even unseen ones), then people's interventions."""
+    """Every route's funnel (all six, even unseen ones), then people's interventions, in a
+    row of their own."""
     rows = {row: RouteFunnel(Funnel(row)) for row in ROWS}
     for request in requests:
         rows[funnel_row(request.route, request.human)].add(request)
@@ -98,8 +96,9 @@ def _quantiles(values: list[float]) -> tuple[float | None, float | None]:
 
 
 def job_stats(requests: Iterable[CoachingRequest]) -> dict[str, JobStats]:
-    """Statistics of LLM jobs (`llm`) and of the agents' coaching route (`agent`), from
-    the requests' job records."""
+    """Statistics of LLM jobs (`llm`: diagnosis, rewrite) and of agent repairs (`agent`:
+    `POST /v1/coaching`), from the requests' job records (`CoachingRequest.jobs`, one per
+    job result, with the time its worker measured)."""
     stats = {"llm": JobStats(), "agent": JobStats()}
     for request in requests:
         for record in request.jobs:

@@ -1,11 +1,8 @@
 """Ctrl-C for the demo, never lost.
 
-Python raises KeyboardInterrupt wherever the main thread happens to be when SIGINT
-arrives; raised inside a `__del__` (a connection pool being collected, say) it is printed
-as "Exception ignored" and dropped, and the demo would go on to its end. `Interrupts`
-notes every SIGINT, still raises KeyboardInterrupt while the parts start, and lets the
-event loop's part see an interrupt that was dropped (`check`) or that arrives while it
-runs (`cancel_on_sigint`, through anyio's signal receiver, which raises nothing).
+`Interrupts` notes every SIGINT while the parts start (`installed`), and lets the event
+loop's part see one that was dropped (`check`) or that arrives while it runs
+(`cancel_on_sigint`).
 """
 
 from __future__ import annotations
@@ -20,7 +17,13 @@ import anyio
 
 
 class Interrupts:
-    """The SIGINTs the demo received."""
+    """The SIGINTs the demo received.
+
+    Python raises KeyboardInterrupt wherever the main thread happens to be when SIGINT
+    arrives; raised inside a `__del__` (a connection pool being collected, say) it is
+    printed as "Exception ignored" and dropped, and the demo would go on to its end. So
+    every SIGINT is also noted, for `check` to raise it again.
+    """
 
     def __init__(self) -> None:
         self.seen = threading.Event()
@@ -45,7 +48,8 @@ class Interrupts:
             raise KeyboardInterrupt
 
     async def cancel_on_sigint(self, scope: anyio.CancelScope) -> None:
-        """Cancel `scope` at the first SIGINT (or at once if one came already)."""
+        """Cancel `scope` at the first SIGINT (or at once if one came already), through
+        anyio's signal receiver, which raises nothing."""
         with anyio.open_signal_receiver(signal.SIGINT) as signals:
             if not self.seen.is_set():
                 async for _ in signals:

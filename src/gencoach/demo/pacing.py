@@ -1,11 +1,7 @@
 """How long the demo waits for a model: given by options, or scaled from a measured call.
 
-A small model on a CPU can take tens of seconds per answer. Each wait the demo sets (the
-generator's agent timeout, a branch's grace, each scenario's time, the workers' job
-timeout, the backend's request timeout) is either given or, with a real model, scaled
-from the latency of one call made before the demo starts, whose prompt is about as long
-as a diagnosis prompt (prefill dominates on a CPU). Timeouts and the branch grace stretch
-fully; each scenario's time at most `MAX_WALL_FACTOR` times, to keep the demo a demo.
+`Pacing` holds the demo's waits; `demo_pacing` keeps those given and scales the others
+(`Pacing.scaled`) from one call measured before the demo starts (`measure_call_s`).
 """
 
 from __future__ import annotations
@@ -25,7 +21,9 @@ _PROBE_CONTEXT = "DECISION: panda.press_button(id=sw0); EXECUTION RESULT: ok.\n"
 
 @dataclass(frozen=True)
 class Pacing:
-    """The demo's waits, in seconds."""
+    """The demo's waits, in seconds: the generator's agent timeout, a branch's grace, each
+    scenario's time, the workers' job timeout and the backend's request timeout. A small
+    model on a CPU can take tens of seconds per answer."""
 
     agent_timeout_s: float = 60.0
     branch_grace_s: float = 30.0
@@ -34,7 +32,9 @@ class Pacing:
     llm_timeout_s: float = 120.0
 
     def scaled(self, call_s: float) -> Pacing:
-        """These waits stretched for a model whose calls take `call_s` (never shortened)."""
+        """These waits stretched for a model whose calls take `call_s` (never shortened):
+        timeouts and the branch grace fully, each scenario's time at most
+        `MAX_WALL_FACTOR` times, to keep the demo a demo."""
         factor = max(1.0, call_s / ASSUMED_CALL_S)
         return Pacing(
             agent_timeout_s=self.agent_timeout_s * factor,
@@ -46,7 +46,8 @@ class Pacing:
 
 
 def measure_call_s(endpoint: str, model: str, timeout_s: float = PROBE_TIMEOUT_S) -> float | None:
-    """The seconds one diagnosis-sized chat takes at `endpoint`, or None when it fails."""
+    """The seconds one diagnosis-sized chat takes at `endpoint`, or None when it fails
+    (its prompt is about as long as a diagnosis prompt: prefill dominates on a CPU)."""
     body = {
         "model": model,
         "messages": [

@@ -1,20 +1,8 @@
 """Coaching quality, per route, from the requests the controller lists.
 
-"Proven" says the coached branch reached stage success, not that the coach was right or
-even made the correction. This table says both, from `GET /v1/runs/{id}/requests`:
-
-- where the generator knows the truly faulty decision (`blame`): how many diagnoses
-  were judged, how many of those the single-step rule made (one diagnosable decision:
-  no model call), and how many blamed it (`right`), blamed another decision (`wrong`),
-  declined to blame any, or gave no diagnosis;
-- how many admitted requests were corrected by a decision made by a model (the
-  diagnosis's expected decision, the agent's repair model, the rewriter), the agent's
-  fallback, or another source (a rule, a person, an agent that does not say), and how
-  many were proven, by decision source;
-- the cost: the median seconds from a proven request's opening to its correction, and
-  the tokens gencoach's own backends spent on the route per proven correction. An
-  agent's repair model is asked on the agent's session backend, whose tokens the agent
-  does not report: they are not counted.
+`quality_of` builds a `Quality` table (a `RouteQuality` per route, and their total) from
+`GET /v1/runs/{id}/requests`; `table_rows` and `summary_lines` print it. See
+docs/coaching.md ("Diagnosis accuracy").
 """
 
 from __future__ import annotations
@@ -40,7 +28,16 @@ def maker(source: str | None) -> str:
 
 @dataclass
 class RouteQuality:
-    """One route's counts (or every route's, summed)."""
+    """One route's counts (or every route's, summed).
+
+    "Proven" says the coached branch reached stage success, not that the coach was right
+    or even made the correction; these counts say both. Where the generator knows the
+    truly faulty decision, `blame` counts how diagnoses compared with it (`judged_by_rule`:
+    those the single-step rule made, with no model call); `corrected_by` counts who made
+    each admitted request's correction (`maker`); `tokens` and `seconds_to_correction`
+    are the cost. The tokens are those of gencoach's own backends: an agent's repair model
+    is asked on the agent's session backend, whose tokens the agent does not report.
+    """
 
     admitted: int = 0
     proven: int = 0

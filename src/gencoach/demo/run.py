@@ -1,15 +1,8 @@
 """`gencoach demo`: the whole system on a laptop, from Redis to proven corrections.
 
-It starts an embedded Redis (unless given one), the controller, the workers and the
-reference agent as child processes, runs the reference generator on every scenario
-in this process, shows live progress read from the controller's API, and ends with a
-summary and the path of the saved graphs. Every process it started is stopped on the
-way out, also on Ctrl-C.
-
-`--env babyai` plays minigrid's BabyAI levels instead; `--env MODULE:ADAPTER` plays any
-Gymnasium adapter with the env agent (`agent serve --env`, its oracle policy with
-mistakes, or the model with `--llm-endpoint`), coached by the adapter module's oracle
-teacher (its `teacher`, e.g. `gencoach.integrations.textrooms:teacher`).
+`run_demo` starts an embedded Redis (unless given one), the controller, the workers and
+the agent as child processes, generates in this process, shows live progress and a
+summary; `DemoOptions` says what it plays. See docs/running.md and docs/integrations.md.
 """
 
 from __future__ import annotations
@@ -84,7 +77,10 @@ class DemoOptions:
     redis_url: str | None = None
     env: str = "reference"
     """`babyai`: BabyAI levels through the Gymnasium integration, coached by the bot;
-    `MODULE:ADAPTER`: that adapter's env with the env agent, coached by its oracle."""
+    `MODULE:ADAPTER`: any Gymnasium adapter's env with the env agent (`agent serve --env`:
+    its oracle policy with mistakes, or the model with `--llm-endpoint`), coached by the
+    adapter module's oracle teacher (`adapter_teacher`, e.g.
+    `gencoach.integrations.textrooms:teacher`)."""
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     envs: int = 2
     branches: int = 2
@@ -310,7 +306,8 @@ async def _drive(
 
 
 def run_demo(options: DemoOptions, console: Console) -> int:
-    """Run the demo: 0 when it ran to its summary, 1 when a part failed, 130 on Ctrl-C."""
+    """Run the demo: 0 when it ran to its summary, 1 when a part failed, 130 on Ctrl-C.
+    Every process it started is stopped on the way out, also on Ctrl-C."""
     fit_to_output(console)
     if options.adapter is not None:
         try:

@@ -1,10 +1,7 @@
 """Counting in memory and adding the counts to Redis in one pipeline now and then.
 
-Counting costs a dict update; `flush` sends what was counted since the last flush with
-HINCRBYFLOAT (atomic per field, so every process adds to the same totals). A flush that
-fails keeps its counts for the next one. A process that dies loses what it counted
-since its last flush: the controller and each worker flush every second, a forked
-work-horse when its job ends.
+`MetricsRecorder` counts a process's series (`inc`, `observe`) and adds them to the
+metrics hash (`flush`).
 """
 
 from __future__ import annotations
@@ -22,7 +19,12 @@ log = get_logger("metrics")
 
 
 class MetricsRecorder:
-    """One process's counts not yet in Redis. Without a client, counts stay in memory."""
+    """One process's counts not yet in Redis. Without a client, counts stay in memory.
+
+    Counting costs a dict update. A process that dies loses what it counted since its last
+    flush: the controller and each worker flush every second, a forked work-horse when its
+    job ends.
+    """
 
     def __init__(self, client: redis.asyncio.Redis | None = None, key: str = "") -> None:
         self.client = client
@@ -50,7 +52,8 @@ class MetricsRecorder:
 
     async def flush(self, client: redis.asyncio.Redis | None = None) -> None:
         """Add the counts to Redis (through `client`, else the recorder's own); on failure
-        keep them for the next flush (and log)."""
+        keep them for the next flush (and log). HINCRBYFLOAT is atomic per field, so every
+        process adds to the same totals."""
         client = client or self.client
         if client is None or not self._pending:
             return

@@ -1,10 +1,7 @@
 """How one series is named in the Redis hash: its sample name and label values, as JSON.
 
-`["gencoach_jobs_total", ["repair", "done"]]`. A histogram's observations are stored
-per bucket they fall in (`<name>_in`, its last label value the bucket's upper bound `le`,
-as Prometheus writes it), so an observation costs three fields, not one per bucket; the
-exposition makes them cumulative. Fields `<name>_bucket` (cumulative, as versions before
-stored them) are still read and added.
+`field` writes a series' hash field (`["gencoach_jobs_total", ["repair", "done"]]`) and
+`parse_field` reads one back; `bound` gives a histogram bucket's `le` label value.
 """
 
 from __future__ import annotations
@@ -14,6 +11,10 @@ import json
 from prometheus_client.utils import floatToGoString
 
 Series = tuple[str, tuple[str, ...]]
+# A histogram's observations are stored per bucket they fall in (`<name>_in`, its last label
+# value the bucket's upper bound `le`, as Prometheus writes it), so an observation costs three
+# fields, not one per bucket; the exposition makes them cumulative. Fields `<name>_bucket`
+# (cumulative, as versions before stored them) are still read and added.
 IN_BUCKET = "_in"
 
 
