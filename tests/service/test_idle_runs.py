@@ -20,9 +20,11 @@ from gencoach.constants import EVENT_FIELD, Keys
 from gencoach.protocol import AnyEvent, parse_event
 from gencoach.service.recovery.reconcile import OPEN_CHECKS
 from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.watches import LAPSE_S
 from tests.support.agent_server import ScriptedAgent
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED, known_events
+from tests.support.hanging_agent import HangingAgent
 from tests.support.restartable_redis import RestartableRedis
 
 pytestmark = pytest.mark.slow
@@ -178,6 +180,44 @@ def test_a_run_whose_registration_was_lost_is_registered_without_a_sweep(
     assert redis_client.hget(KEYS.run("orphan", META), "agent_id") is not None  # it answered
     assert redis_client.zscore(KEYS.registrations, "orphan") is None
     assert any(e["event"] == "runs.registration_resumed" for e in controller.log_events())
+
+
+def test_a_registration_under_way_is_taken_over_only_once_its_controller_died(
+    redis_client: redis.Redis, redis_url: str, tmp_path: Path
+) -> None:
+    """A controller asking a hanging agent keeps its registration from coming due: a
+    second controller started meanwhile leaves it alone; once the first is SIGKILLed the
+    second asks the agent again within `LAPSE_S` and a pass or two."""
+    agent = HangingAgent()
+    folders = [tmp_path / name for name in ("first", "second")]
+    for folder in folders:
+        folder.mkdir()
+    off = {"coaching": {"enabled": False}}
+    first, second = (
+        ControllerProcess(folder, redis_url, consumer=folder.name, settings=off)
+        for folder in folders
+    )
+    try:
+        first.start()
+        _publish(redis_client, [_started("held", agent.url)])
+        wait_for(lambda: len(agent.held) >= 1, timeout_s=30, what="the first controller asking")
+        asked = time.monotonic()
+        second.start()
+        # Well within the first ask's 30 s timeout (after which it would ask again itself).
+        time.sleep(max(0.0, asked + LAPSE_S + 7 - time.monotonic()))
+        assert len(agent.held) == 1, "a live controller's registration was taken over"
+
+        first.stop()  # SIGKILL: its renewals stop with it
+        wait_for(
+            lambda: len(agent.held) >= 2,
+            timeout_s=LAPSE_S + 20,
+            what="the second controller asking the agent again",
+        )
+        assert any(e["event"] == "runs.registration_resumed" for e in second.log_events())
+    finally:
+        first.stop()
+        second.stop()
+        agent.close()
 
 
 def test_no_deadline_outlives_its_run(

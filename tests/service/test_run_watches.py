@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 
 from gencoach.constants import Keys
 from gencoach.service.store.graphstore import GraphStore
-from gencoach.service.store.watches import FIRST_LOOK_S, now_ms
+from gencoach.service.store.watches import FIRST_LOOK_S, LAPSE_S, now_ms
 from tests.support.graphs import RUN_STARTED, known_events
 
 KEYS = Keys()
@@ -47,16 +47,33 @@ async def test_a_run_is_watched_from_its_first_event_until_its_end(
 async def test_a_redelivered_start_never_brings_its_registrations_look_closer(
     store: GraphStore, async_redis: Redis
 ) -> None:
-    """A registration under way is looked at once it is sure to have ended; the start's
-    re-delivery (a dup) leaves that look where it is."""
+    """A registration under way keeps its look `LAPSE_S` ahead; the start's re-delivery
+    (a dup) leaves that look where it is."""
     started = known_events("again")[:1]
     await store.apply(started)
-    await store.watches.registering(["again"], 300)
+    await store.watches.registering(["again"])
     look = await async_redis.zscore(KEYS.registrations, "again")
+    assert look is not None
+    assert look >= now_ms() + (LAPSE_S - 1) * 1000
 
     await store.apply(started)
 
     assert await async_redis.zscore(KEYS.registrations, "again") == look
+
+
+@pytest.mark.asyncio
+async def test_a_due_registration_is_claimed_by_one_controller_only(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Two controllers' passes that read the same due registrations: the first claim takes
+    them (and moves their look ahead), the second, with the scores it read, gets none."""
+    await async_redis.zadd(KEYS.registrations, {"r1": 1_000, "r2": 1_000})
+    due = await store.watches.unregistered(limit=10)
+    other = await GraphStore(async_redis, KEYS).watches.unregistered(limit=10)
+
+    assert await store.watches.claim_registrations(due) == ["r1", "r2"]
+    assert await store.watches.claim_registrations(other) == []
+    assert await store.watches.unregistered(limit=10) == []
 
 
 @pytest.mark.asyncio

@@ -3,8 +3,10 @@ unregistration.
 
 Intake tells this stage of each `run.started` and `run.finished` it applied; the
 reconciler tells it of runs it finds abandoned, never registered (a crash, Redis away)
-or finished and unsaved. Each piece of work runs as its own task, so a slow agent or a
-large save never holds up intake, the reconciler's pass, or another run.
+or finished and unsaved. While a run's registration is under way here, its deadline in
+`Keys.registrations` is kept ahead, so no reconciliation pass takes it over. Each piece
+of work runs as its own task, so a slow agent or a large save never holds up intake,
+the reconciler's pass, or another run.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.isolation import guarded
 from gencoach.service.saving.saves import SaveLoop
 from gencoach.service.store.graphstore import GraphStore
+from gencoach.service.store.watches import RENEW_S
 
 
 class RunLife:
@@ -40,11 +43,15 @@ class RunLife:
         self._started: set[str] = set()  # since the reconciler last took them
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hold the task group the work runs in, until cancelled with the controller."""
+        """Hold the task group the work runs in, until cancelled with the controller;
+        meanwhile keep the registrations under way here from coming due."""
         async with anyio.create_task_group() as tasks:
             self._tasks = tasks
             task_status.started()
-            await anyio.sleep_forever()
+            while True:
+                await anyio.sleep(RENEW_S)
+                if self._registering:
+                    await guarded("run.registrations_renew_failed", self._renew)()
 
     def started(self, run_id: str, agent_url: str) -> None:
         """A run just applied: note it as open and register its agent."""
@@ -74,6 +81,11 @@ class RunLife:
         """The runs started since the last call (the reconciler watches them for loss)."""
         started, self._started = self._started, set()
         return started
+
+    async def _renew(self) -> None:
+        # One command for every registration under way here: a pass looks at a run only
+        # once this controller stopped renewing it (it died).
+        await self.store.watches.registering(sorted(self._registering))
 
     def _group(self) -> TaskGroup:
         if self._tasks is None:

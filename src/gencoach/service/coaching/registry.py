@@ -42,7 +42,7 @@ from gencoach.service.coaching.router import AgentCoaching
 from gencoach.service.store.graphstore import META
 from gencoach.service.store.nodes import as_text
 from gencoach.service.store.runindex import RunIndex
-from gencoach.service.store.watches import FIRST_LOOK_S, RunWatches
+from gencoach.service.store.watches import RunWatches
 
 log = get_logger("registry")
 
@@ -106,12 +106,9 @@ class AgentRegistry:
         """Read the agent's announcement and open its coaching session if it offers one.
 
         The run is marked registered last, whatever happened, so `wait_registered` tells
-        the coaching loop when what the agent offers is known. While it is under way, a
-        reconciliation pass looks at the run only once it is sure to have ended (one that
-        never ends: this controller died).
+        the coaching loop when what the agent offers is known, and its run leaves the
+        registrations reconciliation watches.
         """
-        give_up_s = settings.controller.registration_give_up_s
-        await self.watches.registering([run_id], give_up_s + FIRST_LOOK_S)
         try:
             return await self._register(run_id, agent_url, settings)
         finally:

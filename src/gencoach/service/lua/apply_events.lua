@@ -354,7 +354,9 @@ end
 
 local updates = {}
 if applied then
-  -- When the run last heard from its generator: an idle active run is abandoned.
+  -- When the run last heard from its generator: an idle active run is abandoned. (Its
+  -- deadline in `Keys.heard`, in another hash slot, is written just before this call,
+  -- in the same round trip: gencoach.service.store.watches.)
   updates[#updates + 1] = 'last_event_at'
   updates[#updates + 1] = now()[1]
 end

@@ -18,8 +18,8 @@ are, through deadlines in sorted sets (`gencoach.service.store.watches`): an act
 is scored by when it last heard from its generator, so a pass reads only the runs silent
 for `controller.abandon_idle_s` and finishes each as abandoned (`RunEnds.abandon_if_idle`
 decides, on the run's own state); a run whose agent's registration has not ended comes
-due a few seconds after its start, or once a registration under way is sure to have
-ended, and is registered again. No pass reads every open run.
+due a few seconds after its start unless a live controller registers it (and keeps its
+deadline ahead), and is claimed, then registered. No pass reads every open run.
 
 The runs index is written just after a run's own state (it lives in another hash slot,
 so no script writes both). A crash in between leaves the index behind: a re-delivered
@@ -58,7 +58,7 @@ from gencoach.service.recovery.holding import SlotHolder
 from gencoach.service.recovery.runends import RunEnds
 from gencoach.service.runlife import RunLife
 from gencoach.service.store.graphstore import GraphStore
-from gencoach.service.store.watches import FIRST_LOOK_S, now_ms
+from gencoach.service.store.watches import now_ms
 
 log = get_logger("reconcile")
 
@@ -153,7 +153,7 @@ class Reconciler:
         async with isolated("reconcile.silent_failed"):
             await self._silent(settings.controller.abandon_idle_s)
         async with isolated("reconcile.registrations_failed"):
-            await self._unregistered(settings.controller.registration_give_up_s)
+            await self._unregistered()
         for run_id, state in states.items():
             with bound(run_id=run_id):
                 async with isolated("reconcile.run_failed", state=state):
@@ -236,20 +236,20 @@ class Reconciler:
             await self.store.index.repair([run_id for run_id, _ in inactive])
             await watches.forget_heard(inactive)
 
-    async def _unregistered(self, give_up_s: float) -> None:
-        """Register again the runs whose registration came due without ending (lost to a
-        crash, or to Redis away); runs that wait for none are no longer watched."""
+    async def _unregistered(self) -> None:
+        """Register the runs whose registration came due without ending (lost to a crash,
+        or to Redis away), each claimed first so that no other controller registers it
+        too; runs that wait for none are no longer watched."""
         watches = self.store.watches
         due = await watches.unregistered(DUE_PER_PASS)
         if not due:
             return
         waiting = await self.store.unregistered([run_id for run_id, _ in due])
-        # Looked at again only once these registrations are sure to have ended.
-        await watches.registering(list(waiting), give_up_s + FIRST_LOOK_S)
-        for run_id, started in waiting.items():
-            self.runs.register(run_id, started.agent_url)
-        if waiting:
-            log.info("runs.registration_resumed", runs=len(waiting))
+        claimed = await watches.claim_registrations([item for item in due if item[0] in waiting])
+        for run_id in claimed:
+            self.runs.register(run_id, waiting[run_id].agent_url)
+        if claimed:
+            log.info("runs.registration_resumed", runs=len(claimed))
         await watches.forget_registration([item for item in due if item[0] not in waiting])
 
     def _unsettled(self, run_id: str) -> bool:

@@ -20,6 +20,10 @@ that applied it has handed it on (forwarded its terminal, dead-lettered its refu
 confirms it, so a controller that dies in between loses nothing: the next sweep hands it
 on again. Runs that wait are listed in the `gaps` sorted set (scored by when their wait
 times out, Redis time) for the sweep.
+
+Each run's script call follows, in the same round trip, the run's deadlines for
+reconciliation (`gencoach.service.store.watches`): heard from now, and for a run.started
+when to look for its registration.
 """
 
 from __future__ import annotations

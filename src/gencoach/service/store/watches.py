@@ -6,8 +6,12 @@ one and never every open run (as RQ's scheduled and started registries do):
 - `Keys.heard`: every active run, scored by when it last heard from its generator (ms
   since the epoch). A pass reads those heard from before `now - abandon_idle_s`.
 - `Keys.registrations`: every run whose agent's registration has not ended, scored by
-  when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`), then, once
-  a registration is under way, after that registration is sure to have ended.
+  when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`); while a
+  controller registers it, that controller keeps the look `LAPSE_S` ahead (renewing it
+  every `RENEW_S`, one command for all its registrations, as RQ's workers keep their
+  jobs in the started registry), so the look comes only if that controller died. A look
+  claims the run (the one whose score is still the one it read wins) before registering
+  it, so two controllers never ask its agent at once.
 
 Both are written in the round trip that applies a run's events, just before the apply
 script (`GraphStore.apply`): the script keeps to the run's hash slot, so the sets cannot
@@ -34,6 +38,23 @@ from gencoach.service.store.nodes import as_text
 # A run.started's registration is looked for this long after it was applied (intake
 # starts it at once; only a crash in between leaves it to a pass).
 FIRST_LOOK_S: Final = 10.0
+# A registration under way has its look renewed this often, this far ahead.
+RENEW_S: Final = 3.0
+LAPSE_S: Final = 15.0
+
+# Move each member (ARGV: the new score, then member, score pairs) whose score is still
+# the one given to the new score; returns the members moved.
+_CLAIM: Final = """
+local claimed = {}
+for index = 2, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[index])
+  if score and tonumber(score) == tonumber(ARGV[index + 1]) then
+    redis.call('ZADD', KEYS[1], ARGV[1], ARGV[index])
+    claimed[#claimed + 1] = ARGV[index]
+  end
+end
+return claimed
+"""
 
 # Remove each member (ARGV: member, score pairs) whose score is still the one given.
 _FORGET: Final = """
@@ -63,6 +84,7 @@ class RunWatches:
         self.client = client
         self.keys = keys
         self._forget = client.register_script(_FORGET)
+        self._claim = client.register_script(_CLAIM)
 
     def heard(self, pipe: Pipeline, run_id: str, *, started: bool) -> None:
         """Add to `pipe`, ahead of the run's apply script, that the run heard from its
@@ -99,13 +121,22 @@ class RunWatches:
         if run_ids:
             await self.client.zrem(self.keys.heard, *run_ids)
 
-    async def registering(self, run_ids: Sequence[str], for_s: float) -> None:
-        """Registrations are under way: look at each run once `for_s` has passed (if it
-        is still waiting for one)."""
+    async def registering(self, run_ids: Sequence[str]) -> None:
+        """Registrations under way here: look at each run only if they are not renewed
+        within `LAPSE_S` (and only while it still waits for one)."""
         if run_ids:
-            look = now_ms() + int(for_s * 1000)
-            mapping = dict.fromkeys(run_ids, look)
+            mapping = dict.fromkeys(run_ids, now_ms() + int(LAPSE_S * 1000))
             await self.client.zadd(self.keys.registrations, mapping, xx=True)
+
+    async def claim_registrations(self, due: Sequence[Due]) -> list[str]:
+        """Take due registrations for this controller: those whose look no other
+        controller moved since `due` was read, each kept `LAPSE_S` ahead."""
+        if not due:
+            return []
+        look = now_ms() + int(LAPSE_S * 1000)
+        args = [look, *(item for run_id, score in due for item in (run_id, score))]
+        claimed = await self._claim(keys=[self.keys.registrations], args=args)
+        return [as_text(run_id) for run_id in claimed]
 
     def registered(self, pipe: Pipeline, run_id: str) -> None:
         """Add to `pipe`, after the run's `registered` flag, that its registration ended."""
