@@ -19,12 +19,11 @@ MAX_BATCH = 10_000
 """The most events one `POST /v1/events` may carry."""
 
 
+# Every error has this shape: `detail` is a sentence (never FastAPI's list of validation
+# errors), beside the route's own extra fields (`errors`, `status`). The docstring is the
+# schema's description in the OpenAPI document.
 class Problem(BaseModel):
-    """An error answer: what went wrong in a sentence, and the route's own details.
-
-    Every error has this shape: `detail` is a sentence (never FastAPI's list of
-    validation errors), beside the route's own extra fields (`errors`, `status`).
-    """
+    """An error answer: what went wrong in a sentence, and the route's own details."""
 
     model_config = ConfigDict(extra="allow")
 
