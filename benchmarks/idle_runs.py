@@ -1,12 +1,13 @@
 """What holding open runs costs when nothing happens: controller and Redis CPU per second.
 
-N runs are started (their `run.started` applied through `GraphStore.apply`, 500 a call)
-and left open: no further event, coaching off, their agent a real reference agent on
-loopback that answers at once. A real controller process (`gencoach serve`) holds them;
-for each size the benchmark waits for its registrations to end, then measures over a
-window: the controller's CPU (user + system, from /proc), Redis's CPU (`INFO cpu`) and
-the commands Redis ran (`INFO stats`). The baseline, measured in the same run, is the
-same controller holding no run.
+N runs are started (their `run.started` published on the events stream, 500 a round
+trip, and applied by the controller's intake, so the controller holds them as runs it
+saw open) and left open: no further event, coaching off, their agent a real reference
+agent on loopback that answers at once. A real controller process (`gencoach serve`)
+holds them; for each size the benchmark waits for its registrations to end, then
+measures over a window: the controller's CPU (user + system, from /proc), Redis's CPU
+(`INFO cpu`) and the commands Redis ran (`INFO stats`). The baseline, measured in the
+same run, is the same controller holding no run.
 
     .venv/bin/python -m benchmarks.idle_runs [--sizes 0,1000,10000] [--window-s 60]
         [--redis-url URL]
@@ -23,25 +24,20 @@ import tempfile
 import time
 from pathlib import Path
 
-import anyio
 import httpx
 import psutil
 import redis as sync_redis
-from redis.asyncio import Redis
 
 from benchmarks.common import FLUSHED_URL_HELP, bench_redis
-from gencoach.constants import Keys
-from gencoach.protocol import AnyEvent, parse_event
-from gencoach.service.store.graphstore import GraphStore
+from gencoach.constants import EVENT_FIELD, Keys
+from gencoach.protocol import parse_event
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.graphs import RUN_STARTED
 from tests.support.processes import free_port
 
 
-async def _seed(url: str, agent_url: str, first: int, last: int) -> None:
-    client = Redis.from_url(url)
-    store = GraphStore(client, Keys())
-    events: list[AnyEvent] = [
+def _seed(client: sync_redis.Redis, agent_url: str, first: int, last: int) -> None:
+    events = [
         parse_event(
             {
                 **RUN_STARTED,
@@ -54,8 +50,10 @@ async def _seed(url: str, agent_url: str, first: int, last: int) -> None:
         for index in range(first, last)
     ]
     for start in range(0, len(events), 500):
-        await store.apply(events[start : start + 500])
-    await client.aclose()
+        pipe = client.pipeline(transaction=False)
+        for event in events[start : start + 500]:
+            pipe.xadd(Keys().events, {EVENT_FIELD: event.model_dump_json()})
+        pipe.execute()
 
 
 def _registered(client: sync_redis.Redis, count: int) -> bool:
@@ -107,7 +105,7 @@ def measure(url: str, sizes: list[int], window_s: float) -> None:
             print("|---|---|---|---|")
             seeded = 0
             for size in sizes:
-                anyio.run(_seed, url, agent_url, seeded, size)
+                _seed(client, agent_url, seeded, size)
                 seeded = size
                 wait_for(lambda s=size: _registered(client, s), timeout_s=600, what="registrations")
                 time.sleep(5)  # the registrations' own work settles
