@@ -373,6 +373,7 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
     from gencoach.config.exposure import unprotected_exposure
     from gencoach.config.summary import startup_summary
     from gencoach.console import mount_live_console
+    from gencoach.constants import Keys
     from gencoach.errors import RedisError
     from gencoach.runtime.connections import redis_url
     from gencoach.service.controller import ControllerOptions, run_controller
@@ -391,7 +392,9 @@ def serve(ctx: typer.Context, config: ConfigOption = None) -> None:
                 settings=settings,
                 redis_url=url,
                 consumer=settings.controller.consumer or f"{socket.gethostname()}-{os.getpid()}",
-                dispatcher=lambda: RQDispatcher(url, settings.workers.job_timeout_s),
+                dispatcher=lambda: RQDispatcher(
+                    url, Keys(settings.redis.key_prefix), settings.workers.job_timeout_s
+                ),
                 reload=lambda: load_settings(path, os.environ),
                 extend_api=lambda app, ctx: mount_live_console(app, ctx, settings, url),
             )

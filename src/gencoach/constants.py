@@ -78,6 +78,11 @@ class Keys:
         """
         return f"{self.prefix}:run:{{{run_id}}}:{part}"
 
+    def follow_up(self, run_id: str, request_id: str, attempt: int) -> str:
+        """List holding the repair job of a request's attempt, handed to the worker that
+        ran its diagnosis (`gencoach.followups`); `<key>:waiting` marks that worker waiting."""
+        return self.run(run_id, f"followup:{request_id}:{attempt}")
+
     def reinjecting(self, run_id: str, request_id: str) -> str:
         """Which controller reinjects a request now (its consumer name, with an expiry), so
         that no two controllers ask the agent for the same branch at once."""

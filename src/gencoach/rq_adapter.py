@@ -31,6 +31,7 @@ from rq.utils import now, utcformat
 from rq.worker import BaseWorker, WorkerStatus
 
 from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_DOORBELL, QUEUE_REPAIR
+from gencoach.followups import FOLLOW_UP_WAIT_S
 from gencoach.protocol.jobs import AnyJob, JobName
 from gencoach.runtime.logs import get_logger
 
@@ -107,7 +108,7 @@ def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> st
             JOB_FUNCTIONS[job.job],
             job.model_dump_json(),
             job_id=rq_id,
-            job_timeout=math.ceil(job_timeout_s) + TIMEOUT_MARGIN_S,
+            job_timeout=rq_timeout_s(job.job, job_timeout_s),
             result_ttl=RESULT_TTL_S,
             failure_ttl=FAILURE_TTL_S,
             description=f"{job.job} {job.request_id} attempt {job.attempt} of {job.max_attempts}",
@@ -118,6 +119,15 @@ def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> st
         return rq_id
     ring(connection)
     return rq_id
+
+
+def rq_timeout_s(job: JobName, job_timeout_s: float) -> int:
+    """RQ's time limit for a job: after the job's own, which reports an error first; a
+    diagnosis's covers the repair its worker may do next (`gencoach.followups`)."""
+    own = math.ceil(job_timeout_s) + TIMEOUT_MARGIN_S
+    if job == "diagnosis":
+        return own + math.ceil(FOLLOW_UP_WAIT_S) + math.ceil(job_timeout_s)
+    return own
 
 
 def ring(connection: redis.Redis) -> None:

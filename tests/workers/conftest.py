@@ -39,6 +39,8 @@ async def aredis(redis_url: str, redis_client: redis.Redis) -> AsyncIterator[red
 def context(
     llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
 ) -> Iterator[WorkerContext]:
-    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis."""
-    with worker_context(settings_for(llm_server.endpoint), redis_url) as installed:
+    """A worker context whose backend `coach` is the scripted LLM server, on an empty Redis
+    (no controller hands a repair over here: a diagnosis waits for one briefly)."""
+    settings = settings_for(llm_server.endpoint)
+    with worker_context(settings, redis_url, follow_up_wait_s=0.2) as installed:
         yield installed

@@ -73,9 +73,12 @@ def test_enqueue_puts_each_job_on_its_queue_once(
     assert [job.id for job in queued] == [first]
     assert queued[0].func_name == JOB_FUNCTIONS["diagnosis"]
     assert queued[0].args == (diagnosis.model_dump_json(),)
-    assert queued[0].timeout == 90
+    # RQ's limit comes after the job's own: a diagnosis's covers the repair its worker
+    # may do next (60 + 60 s, the 2 s wait for it, the 30 s margin), a repair's its own.
+    assert queued[0].timeout == 152
     (repaired,) = Queue(QUEUE_REPAIR, connection=redis_client).jobs
     assert repaired.func_name == JOB_FUNCTIONS["repair"]
+    assert repaired.timeout == 90
 
 
 @pytest.mark.timeout(90)

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import redis
 from rq import Worker
+from rq.registry import FinishedJobRegistry
 
+from gencoach.constants import QUEUE_DIAGNOSIS, QUEUE_REPAIR
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import (
     PRESS_SW4,
@@ -72,7 +74,8 @@ def test_one_worker_process_carries_every_route_to_reinjection(
     redis_url: str,
 ) -> None:
     """With `workers.processes: 1`, an invalid answer, a failed stage and a suboptimal finish
-    are each diagnosed, repaired and reinjected (the one process serves both queues)."""
+    are each diagnosed, repaired and reinjected (the one process serves both queues). A
+    diagnosed correction is one RQ job: its repair ran in the job that diagnosed it."""
     process = controller(one_process(llm))
     process.start()
     process.start_workers()
@@ -83,6 +86,16 @@ def test_one_worker_process_carries_every_route_to_reinjection(
         "failure": "reinjected",
         "suboptimal": "reinjected",
     }, {route: request["history"] for route, request in found.items()}
+    for route in ("failure", "suboptimal"):
+        states = [step["state"] for step in found[route]["history"]]
+        assert states[states.index("diagnosing") :][:3] == ["diagnosing", "queued", "repairing"]
+    connection = redis.Redis.from_url(redis_url)
+    # The format route's repair (its only job) went through RQ; the diagnosed ones did not.
+    (repaired,) = FinishedJobRegistry(QUEUE_REPAIR, connection=connection).get_job_ids()
+    assert repaired.endswith("-repair-1")
+    assert "format" in repaired
+    assert FinishedJobRegistry(QUEUE_DIAGNOSIS, connection=connection).count == 2
+    assert process.log_text().count("job.handed_over") == 2
 
 
 def test_jobs_in_flight_in_a_sigkilled_worker_are_retried_and_corrected(

@@ -69,10 +69,10 @@ class Dispatcher(Protocol):
     """Hands a job to the workers."""
 
     async def dispatch(self, job: AnyJob) -> None:
-        """Enqueue the job."""
+        """Hand the job to the workers."""
 
-    async def job_state(self, request_id: str, job: JobName, attempt: int) -> JobState:
-        """Where the job is: waiting on its queue, started by a worker, or ended (or unknown)."""
+    async def job_state(self, run_id: str, request_id: str, job: JobName, attempt: int) -> JobState:
+        """Where the job is: waiting for a worker, started by one, or ended (or unknown)."""
 
     async def backlogs(self) -> list[Backlog]:
         """Each queue's waiting jobs: how many, the oldest one's wait, the workers on it."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gencoach.config.settings import Settings
 from gencoach.constants import Keys
+from gencoach.followups import FOLLOW_UP_WAIT_S
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,8 @@ class WorkerContext:
 
     settings: Settings
     redis_url: str
+    follow_up_wait_s: float = FOLLOW_UP_WAIT_S
+    """How long a job waits for the repair of the diagnosis it published (`gencoach.followups`)."""
 
     @property
     def keys(self) -> Keys:
@@ -52,10 +55,12 @@ def current_context() -> WorkerContext:
 
 
 @contextmanager
-def worker_context(settings: Settings, redis_url: str) -> Iterator[WorkerContext]:
+def worker_context(
+    settings: Settings, redis_url: str, *, follow_up_wait_s: float = FOLLOW_UP_WAIT_S
+) -> Iterator[WorkerContext]:
     """Install a context for the block, then restore the previous one (for tests and tools)."""
     previous = _current
-    context = WorkerContext(settings, redis_url)
+    context = WorkerContext(settings, redis_url, follow_up_wait_s)
     set_context(context)
     try:
         yield context

@@ -1,4 +1,4 @@
-"""The RQ job functions: one per job kind, each publishing exactly one JobResult.
+"""The RQ job functions: one per job kind, each publishing one JobResult a job it does.
 
 RQ imports them by path and calls them with the job's JSON payload: `diagnosis_job`,
 `repair_job` and `rewrite_job` are what is enqueued, `run_diagnosis` and its siblings the
@@ -18,6 +18,7 @@ from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.config.scrubbing import scrub
 from gencoach.constants import RESULT_FIELD, Keys
 from gencoach.errors import AgentCallError, BackendAnswerError, BackendError, ContractError
+from gencoach.followups import announce, await_follow_up
 from gencoach.metrics.catalog import JOB_SECONDS, JOBS
 from gencoach.protocol.base import decode_json
 from gencoach.protocol.coaching import SpecializedCoachingResponse
@@ -58,7 +59,8 @@ _AGENT_STATUS: dict[str, Status] = {"corrected": "done", "abandoned": "abandoned
 # is lost, a job that outlives `workers.job_timeout_s`. Only a failure to publish (Redis
 # gone) raises, so RQ records the job as failed.
 async def diagnosis_job(payload: str) -> None:
-    """Diagnose a trajectory (a `DiagnosisJob`, on the diagnosis queue)."""
+    """Diagnose a trajectory (a `DiagnosisJob`, on the diagnosis queue), then do the repair
+    the controller hands over for it, if any (`gencoach.followups`): two results."""
     await _main("diagnosis", DiagnosisJob, payload, current_context())
 
 
@@ -106,17 +108,37 @@ def _run(name: JobName, model: type[JobT], payload: str) -> None:
 
 async def _main(name: JobName, model: type[JobT], payload: str, context: WorkerContext) -> None:
     async with job_resources(context) as resources:
-        try:
-            job = model.parse_json(payload)
-        except ContractError as error:
-            log.error("job.refused", job=name, error=str(error))
-            result = refused_result(name, payload, error)
-            resources.metrics.inc(JOBS, name, "refused")
-        else:
-            with bound(run_id=job.run_id, request_id=job.request_id):
-                result = await perform(job, resources)
-        with bound(run_id=result.run_id, request_id=result.request_id):
-            await publish(resources.redis, context.keys, result)
+        repair = await _do(name, model, payload, resources)
+        if repair is not None:
+            await _do("repair", RepairJob, repair, resources)
+
+
+async def _do(
+    name: JobName, model: type[JobT], payload: str, resources: JobResources
+) -> str | None:
+    """Do one job and publish its result. A diagnosis that names a step to repair then
+    waits for that repair (`gencoach.followups`) and returns it, to be done in this same
+    RQ job; None when there is none to do here."""
+    job: AnyJob | None = None
+    try:
+        job = model.parse_json(payload)
+    except ContractError as error:
+        log.error("job.refused", job=name, error=str(error))
+        result = refused_result(name, payload, error)
+        resources.metrics.inc(JOBS, name, "refused")
+    else:
+        with bound(run_id=job.run_id, request_id=job.request_id):
+            result = await perform(job, resources)
+    waits = isinstance(job, DiagnosisJob) and result.status == "done" and result.diagnosis
+    keys = resources.context.keys
+    with bound(run_id=result.run_id, request_id=result.request_id):
+        await publish(resources.redis, keys, result, await_repair=bool(waits))
+        if not waits:
+            return None
+        wait_s = resources.context.follow_up_wait_s
+        return await await_follow_up(
+            resources.redis, keys, result.run_id, result.request_id, result.attempt, wait_s
+        )
 
 
 def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
@@ -144,12 +166,19 @@ def refused_result(name: JobName, payload: str, error: ContractError) -> JobResu
     )
 
 
-async def publish(client: redis.asyncio.Redis, keys: Keys, result: JobResult) -> None:
-    """Append the result to the results stream (shielded: a finished job is always reported)."""
+async def publish(
+    client: redis.asyncio.Redis, keys: Keys, result: JobResult, *, await_repair: bool = False
+) -> None:
+    """Append the result to the results stream (shielded: a finished job is always reported);
+    with `await_repair`, mark this worker waiting for the repair first (`announce`)."""
     try:
         with anyio.CancelScope(shield=True):
             payload = scrub(result.model_dump_json())  # a backend may have echoed a secret
-            entry = await client.xadd(keys.results, {RESULT_FIELD: payload})
+            pipe = client.pipeline(transaction=False)
+            if await_repair:
+                announce(pipe, keys, result.run_id, result.request_id, result.attempt)
+            pipe.xadd(keys.results, {RESULT_FIELD: payload})
+            entry = (await pipe.execute())[-1]
     except redis.RedisError as error:
         log.error("job.unpublished", job=result.job, status=result.status, error=str(error))
         raise

@@ -46,7 +46,9 @@ class SlotHolder:
         if job is None:  # admitted, its job not yet saved: the admission's lease holds
             return
         if request.state == "queued":
-            state = await self.dispatcher.job_state(request.request_id, job, request.attempt)
+            state = await self.dispatcher.job_state(
+                request.run_id, request.request_id, job, request.attempt
+            )
             if state == "waiting":
                 await self.keep(request, lease_s, "the lease lapsed in queue")
                 return
