@@ -6,11 +6,14 @@ kept in the same step as the run moves (`lua/runs_*.lua`). A page of runs, filte
 any of the three, costs the page's size times the combinations matched, never the
 number of runs, and the counts cost nothing to read.
 
-The index lives outside the runs' hash slots, so it is written just after the run's own
-state changes (run.started and run.finished applied, a run abandoned, a save, the agent's
-announcement). What a crash between the two writes leaves behind is repaired from the
-runs' own state: the reconciler checks every open run, housekeeping a slice of the whole
-index per pass and every run key it finds without an entry. A saved run leaves the index
+The index lives outside the runs' hash slots, so no script writes it with the run's own
+state: it is written just after (run.started and run.finished applied, a run abandoned,
+a save, the agent's announcement). What a crash between the two writes leaves behind is
+repaired from the runs' own state: a re-delivered run.started or run.finished writes the
+entry again, a run abandoned meanwhile is put right when its silence deadline is looked
+at, the reconciler checks a slice of the runs its controller saw open each pass (all of
+them after Redis restarted), housekeeping a slice of the whole index per pass and, every
+tenth minute, every run key it finds without an entry. A saved run leaves the index
 when its keys expire (its expiry is kept beside it); one whose keys vanished otherwise
 (Redis restarted without persistence) leaves it when a pass or a page finds it gone.
 """
