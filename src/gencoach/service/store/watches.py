@@ -4,7 +4,9 @@ Two sorted sets, each a deadline per run, so a pass reads what came due since th
 one and never every open run (as RQ's scheduled and started registries do):
 
 - `Keys.heard`: every active run, scored by when it last heard from its generator (ms
-  since the epoch). A pass reads those heard from before `now - abandon_idle_s`.
+  since the epoch, by the writer's clock). A pass reads those heard from before
+  `now - abandon_idle_s`; the abandoning script decides on the run's own last event, by
+  Redis's clock, and a run found not silent is moved to when that was.
 - `Keys.registrations`: every run whose agent's registration has not ended, scored by
   when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`); while a
   controller registers it, that controller keeps the look `LAPSE_S` ahead (renewing it
