@@ -13,8 +13,9 @@ import redis.asyncio
 from gencoach.constants import Keys
 from gencoach.followups import announce, await_follow_up, hand_over, handed
 from gencoach.service.dispatching.dispatch import RQDispatcher
-from gencoach.workers.context import worker_context
+from gencoach.workers.context import WorkerContext, worker_context
 from gencoach.workers.job_functions import run_diagnosis
+from gencoach.workers.resources import JobResources
 from tests.support.agent_server import ScriptedAgent
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 from tests.workers.builders import (
@@ -128,3 +129,35 @@ def test_a_handed_repair_counts_waiting_until_its_lease_time_passes(
     while handed(redis_client, Keys(), RUN, REQUEST, 1) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert anyio.run(state) == "ended"
+
+
+def test_every_job_of_a_full_worker_can_wait_for_its_repair_at_once(
+    llm_server: ScriptedLLMServer, redis_url: str, redis_client: redis.Redis
+) -> None:
+    """A wait for a repair holds a Redis connection (a blocking read): with every job of a
+    worker of concurrency 64 waiting while each holds a second connection, its shared pool
+    does not run out (redis-py's default pool stops at 100 connections)."""
+    settings = settings_for(llm_server.endpoint, workers={"concurrency": 64})
+
+    async def go() -> list[str | None]:
+        context = WorkerContext(settings, redis_url)
+        async with JobResources(context) as resources:
+            found: list[str | None] = []
+
+            async def job(index: int) -> None:
+                request = f"req-{index}"
+                pipe = resources.redis.pipeline(transaction=False)
+                announce(pipe, Keys(), RUN, request, 1)
+                await pipe.execute()
+                async with anyio.create_task_group() as both:
+                    both.start_soon(resources.redis.blpop, [f"nothing-{index}"], 1)
+                    found.append(
+                        await await_follow_up(resources.redis, Keys(), RUN, request, 1, 1.0)
+                    )
+
+            async with anyio.create_task_group() as jobs:
+                for index in range(64):
+                    jobs.start_soon(job, index)
+            return found
+
+    assert anyio.run(go) == [None] * 64

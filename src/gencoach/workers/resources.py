@@ -27,6 +27,8 @@ from gencoach.workers.tls import shared_ssl_context
 
 # Connections kept open to agents and LLM servers, beyond the jobs in flight.
 KEEPALIVE = 32
+# Redis connections beyond the jobs' own: the take loop, heartbeats, wake-ups, metrics.
+SPARE_CONNECTIONS = 16
 # How often a worker's shared resources add its jobs' counts to Redis.
 METRICS_FLUSH_S = 1.0
 
@@ -36,7 +38,10 @@ class JobResources:
 
     def __init__(self, context: WorkerContext) -> None:
         self.context = context
-        self.redis = redis.asyncio.Redis.from_url(context.redis_url)
+        # A job holds at most two connections at once (its work, and its lease's renewal or
+        # its wait for a repair, a blocking read); redis-py's default pool stops at 100.
+        connections = 2 * context.settings.workers.concurrency + SPARE_CONNECTIONS
+        self.redis = redis.asyncio.Redis.from_url(context.redis_url, max_connections=connections)
         # Each job bounds its own calls (`anyio.move_on_after`), not the client.
         self.http = httpx.AsyncClient(
             timeout=None,  # noqa: S113 - every call is bounded by its job
