@@ -1,12 +1,8 @@
 """What a run's start and end set going: its agent's registration, its save, its agent's
 unregistration.
 
-Intake tells this stage of each `run.started` and `run.finished` it applied; the
-reconciler tells it of runs it finds abandoned, never registered (a crash, Redis away)
-or finished and unsaved. While a run's registration is under way here, its deadline in
-`Keys.registrations` is kept ahead, so no reconciliation pass takes it over. Each piece
-of work runs as its own task, so a slow agent or a large save never holds up intake,
-the reconciler's pass, or another run.
+`RunLife` is told of each run start and end by intake and the reconciler, and runs the
+work each sets going as a task of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +21,15 @@ from gencoach.service.store.watches import RENEW_S
 
 
 class RunLife:
-    """Starts each run's registration and each run's save and unregistration."""
+    """Starts each run's registration and each run's save and unregistration.
+
+    Intake tells it of each `run.started` and `run.finished` it applied; the reconciler
+    tells it of runs it finds abandoned, never registered (a crash, Redis away) or finished
+    and unsaved. While a run's registration is under way here, its deadline in
+    `Keys.registrations` is kept ahead, so no reconciliation pass takes it over. Each piece
+    of work runs as its own task, so a slow agent or a large save never holds up intake,
+    the reconciler's pass, or another run.
+    """
 
     def __init__(
         self,

@@ -1,20 +1,8 @@
 """The agents of running runs: what each announced, and its coaching session.
 
-On `run.started` the controller reads the agent's `GET /v1/info` and, when coaching is
-on and the agent offers specialized coaching, opens a session with the configured
-HTTP backends in the MAGMA shape. A refused session (409, 503) is logged with its
-reason and the run goes on without specialized coaching. At `run.finished` the
-session is closed.
-
-An agent that cannot be reached (a connection error, a timeout, a 5xx or 429) is asked
-again (`REGISTRATION_RETRY`; docs/operations.md, "Retries") until
-`registration_give_up_s` has passed since the first attempt; then the run is marked
-registered with the reason, logged once as `agent.registration_abandoned`. An agent
-that answers wrongly is refused at once. Runs naming the same agent share one read of
-its announcement: a campaign of thousands of runs behind an agent that is down asks it
-once per backoff step, not once per run. Whoever waits for a run's registration in this
-process is woken when it ends; a run registered by another controller is noticed by
-re-reading its flag, with backoff.
+`AgentRegistry` reads an agent's `GET /v1/info` at `run.started`, opens its coaching
+session and closes it at `run.finished`; `session_config` builds the session MAGMA
+agents take. See docs/coaching.md ("One lane per run") and docs/magma.md.
 """
 
 from __future__ import annotations
@@ -91,7 +79,13 @@ class _Lookup:
 
 
 class AgentRegistry:
-    """Registers runs' agents and answers what each one offers."""
+    """Registers runs' agents and answers what each one offers.
+
+    When coaching is on and the agent offers specialized coaching, registration opens a
+    session with the configured HTTP backends in the MAGMA shape. A refused session (409,
+    503) is logged with its reason and the run goes on without specialized coaching; the
+    session is closed at `run.finished`.
+    """
 
     def __init__(self, client: Redis, keys: Keys, http: httpx.AsyncClient) -> None:
         self.client = client
@@ -105,9 +99,11 @@ class AgentRegistry:
     async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         """Read the agent's announcement and open its coaching session if it offers one.
 
-        The run is marked registered last, whatever happened, so `wait_registered` tells
-        the coaching loop when what the agent offers is known, and its run leaves the
-        registrations reconciliation watches.
+        An agent that cannot be reached is asked again until `registration_give_up_s`
+        (`_announcement`); one that answers wrongly is refused at once. The run is marked
+        registered last, whatever happened, so `wait_registered` tells the coaching loop
+        when what the agent offers is known, and its run leaves the registrations
+        reconciliation watches.
         """
         try:
             return await self._register(run_id, agent_url, settings)
@@ -159,7 +155,11 @@ class AgentRegistry:
     async def _shared_announcement(
         self, run_id: str, agent: AgentClient, settings: Settings
     ) -> AgentInfo:
-        """The agent's info, read once for every run that asks while a read is under way."""
+        """The agent's info, read once for every run that asks while a read is under way.
+
+        A campaign of thousands of runs behind an agent that is down asks it once per
+        backoff step, not once per run.
+        """
         lookup = self._lookups.get(agent.base_url)
         if lookup is None:
             lookup = self._lookups[agent.base_url] = _Lookup()
@@ -180,7 +180,13 @@ class AgentRegistry:
 
     async def _announcement(self, run_id: str, agent: AgentClient, settings: Settings) -> AgentInfo:
         """The agent's info, asked again (`REGISTRATION_RETRY`) while it cannot be reached,
-        for up to `registration_give_up_s`."""
+        for up to `registration_give_up_s`.
+
+        Unreachable means a connection error, a timeout, a 5xx or a 429; any other wrong
+        answer is raised at once. Giving up is logged once, as
+        `agent.registration_abandoned`; the run is then marked registered, the reason kept
+        as its `agent_error` (docs/operations.md, "Retries").
+        """
         give_up_s = settings.controller.registration_give_up_s
         policy = replace(REGISTRATION_RETRY, timeout_s=give_up_s)
         attempts, reason = 0, "no answer in time"

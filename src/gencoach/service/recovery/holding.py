@@ -1,22 +1,7 @@
 """Who keeps an in-flight request's pending slot: the controller while its job waits, the
 worker from the moment it takes the job.
 
-A request's lease must last as long as the request is alive anywhere, and lapse only
-when its holder is dead. The request's own state says who holds it:
-
-- **queued**: its job waits on its queue, and the controller renews the lease whenever
-  it looks (every third of a lease), however long the queue is. If it finds the lease
-  gone (the controller itself was down longer than a lease), it takes the slot again
-  under the limits in force. A job that is no longer on its queue while its request is
-  still queued was taken by a worker that has not reported yet (milliseconds), or that
-  died before it could: the controller stops renewing, and a lapsed lease is retried.
-- **running** (`diagnosing`, `repairing`, `rewriting`): the worker moved the request there
-  in the call that first renewed its lease (`gencoach.workers.lease`), and renews it every
-  third of a lease. A worker that dies lets it lapse within a lease, and the request is
-  retried, up to its `max_attempts`.
-
-Nothing here asks RQ whether a job started: only whether a queued request's job still
-waits, which is the one thing its request's state cannot say.
+`SlotHolder` renews the leases of queued jobs and retries requests whose holder died.
 """
 
 from __future__ import annotations
@@ -31,7 +16,25 @@ log = get_logger("holding")
 
 
 class SlotHolder:
-    """Renews the leases of queued jobs, and retries requests whose holder died."""
+    """Renews the leases of queued jobs, and retries requests whose holder died.
+
+    A request's lease must last as long as the request is alive anywhere, and lapse only
+    when its holder is dead. The request's own state says who holds it:
+
+    - **queued**: its job waits on its queue, and the controller renews the lease whenever
+      it looks (every third of a lease), however long the queue is. If it finds the lease
+      gone (the controller itself was down longer than a lease), it takes the slot again
+      under the limits in force. A job that is no longer on its queue while its request is
+      still queued was taken by a worker that has not reported yet (milliseconds), or that
+      died before it could: the controller stops renewing, and a lapsed lease is retried.
+    - **running** (`diagnosing`, `repairing`, `rewriting`): the worker moved the request
+      there in the call that first renewed its lease (`gencoach.workers.lease`), and renews
+      it every third of a lease. A worker that dies lets it lapse within a lease, and the
+      request is retried, up to its `max_attempts`.
+
+    Nothing here asks RQ whether a job started: only whether a queued request's job still
+    waits, which is the one thing its request's state cannot say.
+    """
 
     def __init__(
         self, limits: StageLimits, coach: CoachingPipeline, dispatcher: Dispatcher

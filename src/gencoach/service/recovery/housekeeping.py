@@ -1,23 +1,8 @@
 """Keeping Redis bounded for a daemon that runs for weeks.
 
-Every `every_s` the controller:
-- trims the streams every consumer group reads (`events`, `terminals`, `results`) up
-  to the oldest entry some group has not acknowledged (`XTRIM MINID`): an entry is
-  dropped only once every group has acknowledged it, and an entry not yet delivered
-  is never dropped;
-- every `LEFTOVERS_EVERY`-th pass (the first one after as many), gives every per-run key
-  left without an expiry an expiry of `saved_ttl_s` when its run is saved (a key
-  written after the save), or when its run is gone and nobody wrote it for
-  `ORPHAN_IDLE_S` (a run whose state was lost), so nothing of a run outlives it for
-  long. That sweep reads the TTL of every run key Redis holds, so it runs seldom (every
-  10 minutes with the default `controller.housekeeping_s` of 30 s): saving a run
-  already gives its keys their expiry, and the sweep only catches what a crash or a
-  late write left.
-
-The dead-letter stream is capped when written (`controller.dead_letters_kept`). The runs
-index loses runs whose keys expired, and a slice of it is checked against the runs' own
-state each pass; a run key whose run has no entry gets one (see
-gencoach.service.store.runindex).
+`Housekeeper` trims the group-read streams, gives the keys a crash or a late write left
+without an expiry one, and keeps the runs index true to the runs' own state, every
+`controller.housekeeping_s`; see docs/operations.md, "Bounded state".
 """
 
 from __future__ import annotations
@@ -39,6 +24,8 @@ log = get_logger("housekeeping")
 
 _SCAN_COUNT = 500
 ORPHAN_IDLE_S = 600
+# The sweep for leftovers reads the TTL of every run key Redis holds, so it runs seldom:
+# every 20th pass (every 10 minutes with the default `controller.housekeeping_s` of 30 s).
 LEFTOVERS_EVERY = 20
 
 
@@ -48,7 +35,11 @@ def _id_tuple(entry_id: str) -> tuple[int, int]:
 
 
 class Housekeeper:
-    """The periodic trimming and expiry pass."""
+    """The periodic trimming and expiry pass.
+
+    The dead-letter stream is not trimmed here: it is capped when written
+    (`controller.dead_letters_kept`).
+    """
 
     def __init__(self, client: Redis, keys: Keys, saved_ttl_s: int, every_s: float) -> None:
         self.client = client
@@ -100,7 +91,11 @@ class Housekeeper:
         return fixed
 
     async def trim(self, stream: str) -> int:
-        """Drop the entries every group of `stream` has acknowledged; return how many."""
+        """Drop the entries every group of `stream` has acknowledged; return how many.
+
+        The stream is trimmed up to the oldest entry some group has not acknowledged
+        (`XTRIM MINID`), so an entry not yet delivered is never dropped either.
+        """
         try:
             groups = await self.client.xinfo_groups(stream)
         except redis.exceptions.ResponseError:
@@ -126,6 +121,12 @@ class Housekeeper:
     async def expire_leftovers(self) -> int:
         """Give an expiry to run keys that have none though their run is saved or gone,
         and index a run whose meta key has no entry in the runs index.
+
+        A key left without an expiry gets `saved_ttl_s` when its run is saved (a key
+        written after the save), or when its run is gone and nobody wrote it for
+        `ORPHAN_IDLE_S` (a run whose state was lost), so nothing of a run outlives it for
+        long. Saving a run already gives its keys their expiry: this only catches what a
+        crash or a late write left.
 
         Keys are looked at a SCAN page (`_SCAN_COUNT`) at a time, their TTLs read in one
         round trip per page, so a pass over many runs never holds the event loop long.

@@ -1,38 +1,9 @@
 """Reconciliation: requests whose worker died are retried or abandoned, never lost.
 
-Workers renew their request's lease while they work. Every request not yet ended has
-a deadline in a sorted set (`Keys.request_deadlines`): each move of the request puts it a
-couple of seconds ahead, so a request that moves on as it should is never looked at, and
-every `every_s` (at most a third of a lease) the controller looks at those whose deadline
-came, and only those. One in flight keeps its slot while its holder lives and is
-dispatched again when it does not (see `gencoach.service.recovery.holding`); one answered
-and awaiting reinjection keeps its pending slot, so the controller renews its lease, and
-is handed to the reinjector, which reinjects it in a task of its own as it does a fresh
-correction; one left as a bare opportunity by a crash is routed again. Each look sets
-the next one. Queues whose jobs wait unclaimed too long are reported once each. RQ's own
-recovery of a killed job is far slower and is not waited for.
-
-Finished runs are visited until every request they have is terminal (`RunEnds`), and
-saved runs for `RECHECK_FOR_S` after their save. Open runs are found the way requests
-are, through deadlines in sorted sets (`gencoach.service.store.watches`): an active run
-is scored by when it last heard from its generator, so a pass reads only the runs silent
-for `controller.abandon_idle_s` and finishes each as abandoned (`RunEnds.abandon_if_idle`
-decides, on the run's own state); a run whose agent's registration has not ended comes
-due a few seconds after its start unless a live controller registers it (and keeps its
-deadline ahead), and is claimed, then registered. No pass reads every open run.
-
-The runs index is written just after a run's own state (it lives in another hash slot,
-so no script writes both). A crash in between leaves the index behind: a re-delivered
-run.started or run.finished writes it again; a run abandoned without the index told
-still holds its `heard` entry (it leaves `heard` only after the index has its end), and
-the look that finds it no longer active puts its entry right. Beyond that, each pass
-checks `OPEN_CHECKS` of the runs this controller saw open against the index, in turn
-(one that lost its entry is indexed again; one saved or gone is no longer open),
-housekeeping checks a slice of the whole index, and the first pass after Redis
-restarted (its `run_id` changed) checks every run seen open at once and names those
-whose state was lost. So a pass costs the requests
-whose deadline came, the finished runs, the runs come due, and a fixed slice of the
-open ones.
+`Reconciler` passes every `every_s` over what came due (requests past their deadline, runs
+fallen silent or never registered), the finished and recently saved runs, and a slice of
+the runs seen open; no pass reads every open run. See docs/operations.md, "Redis restarts
+and persistence".
 """
 
 from __future__ import annotations
@@ -76,7 +47,33 @@ OPEN_CHECKS = 25
 
 
 class Reconciler:
-    """The periodic pass over in-flight requests."""
+    """The periodic pass over in-flight requests.
+
+    Workers renew their request's lease while they work. Every request not yet ended has
+    a deadline in a sorted set (`Keys.request_deadlines`): each move of the request puts it
+    a couple of seconds ahead, so a request that moves on as it should is never looked at,
+    and every `every_s` (at most a third of a lease) the controller looks at those whose
+    deadline came, and only those (`_due`); each look sets the next one. Queues whose jobs
+    wait unclaimed too long are reported once each. RQ's own recovery of a killed job is
+    far slower and is not waited for.
+
+    Finished runs are visited until every request they have is terminal (`RunEnds`), and
+    saved runs for `RECHECK_FOR_S` after their save. Open runs are found the way requests
+    are, through deadlines in sorted sets (`RunWatches`): the runs silent for
+    `controller.abandon_idle_s` (`_silent`) and those whose registration came due
+    (`_unregistered`). No pass reads every open run: a pass costs the requests whose
+    deadline came, the finished runs, the runs come due, and a fixed slice of the open
+    ones.
+
+    The runs index is written just after a run's own state (it lives in another hash slot,
+    so no script writes both), and a crash in between leaves the index behind (what
+    repairs it: `RunIndex`). A pass does its part: a run abandoned without the index told
+    still holds its `heard` entry (it leaves `heard` only after the index has its end), and
+    the look that finds it no longer active puts its entry right (`_silent`); each pass
+    checks `OPEN_CHECKS` of the runs this controller saw open against the index, in turn
+    (`_check_open`); and the first pass after Redis restarted (its `run_id` changed) checks
+    every run seen open at once and names those whose state was lost (`_note_lost`).
+    """
 
     def __init__(
         self,
@@ -208,7 +205,12 @@ class Reconciler:
         """Finish as abandoned the runs silent for `idle_s`, as their deadline in
         `Keys.heard` says, and only those: one heard from meanwhile is moved to when it
         was, one no longer active is no longer watched (its entry in the runs index is
-        put right first: a crash may have left its end out)."""
+        put right first: a crash may have left its end out).
+
+        An active run is scored by when it last heard from its generator, so only the runs
+        silent for `idle_s` are read; `RunEnds.abandon_if_idle` decides on each, on the
+        run's own state.
+        """
         watches = self.store.watches
         due = await watches.silent(idle_s, DUE_PER_PASS)
         if not due:
@@ -239,7 +241,11 @@ class Reconciler:
     async def _unregistered(self) -> None:
         """Register the runs whose registration came due without ending (lost to a crash,
         or to Redis away), each claimed first so that no other controller registers it
-        too; runs that wait for none are no longer watched."""
+        too; runs that wait for none are no longer watched.
+
+        A run's registration comes due a few seconds after its start unless a live
+        controller registers it and keeps its deadline ahead (`RunLife`).
+        """
         watches = self.store.watches
         due = await watches.unregistered(DUE_PER_PASS)
         if not due:
@@ -306,6 +312,14 @@ class Reconciler:
         self._open = open_now | (set(missing) - set(lost))
 
     async def _reconcile(self, request: CoachingRequest, lease_s: float) -> None:
+        """Move on a request of an active run that waits on something lost.
+
+        One in flight keeps its slot while its holder lives and is dispatched again when it
+        does not (`SlotHolder`). One answered and awaiting reinjection keeps its pending
+        slot, so the controller renews its lease, and is handed to the reinjector, which
+        reinjects it in a task of its own as it does a fresh correction. One left as a bare
+        opportunity by a crash is routed again.
+        """
         run_id = request.run_id
         if request.state in IN_FLIGHT:
             await self.holder.check(request, lease_s)

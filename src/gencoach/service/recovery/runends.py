@@ -1,16 +1,8 @@
 """What a run's end means for its coaching requests, and for runs whose generator fell silent.
 
-When a run finishes, its generator executes no more branches: every request still
-open is ended with a reason saying what the run's end interrupted, and its pending
-slot is released. This waits `SETTLE_AFTER_S` after the end, so outcomes reported
-just before `run.finished` (still on the terminals stream) prove their attempts first;
-an executed request whose proof they still hold (the terminals' reader held up by a
-Redis outage) is proven from the run's graph itself, as the terminal would have:
-a successful stage end below its attempt proves it.
-
-An active run whose generator sent nothing for `abandon_idle_s` (a generator that
-crashed or lost its connection for good) is finished as abandoned, then saved like
-any finished run.
+`RunEnds` ends the open requests of finished runs (`settle`) and finishes silent runs as
+abandoned (`ABANDON_SCRIPT`); `proving_attempt` proves an executed request from the run's
+graph. See docs/operations.md, "How runs and requests end".
 """
 
 from __future__ import annotations
@@ -79,7 +71,12 @@ def proving_attempt(graph: RunGraph, request: CoachingRequest) -> int | None:
 
 
 class RunEnds:
-    """Ends the requests of finished runs and finishes runs that fell silent."""
+    """Ends the requests of finished runs and finishes runs that fell silent.
+
+    When a run finishes, its generator executes no more branches: every request still
+    open is ended with a reason saying what the run's end interrupted, and its pending
+    slot is released.
+    """
 
     def __init__(
         self, client: Redis, keys: Keys, requests: RequestStore, store: GraphStore
@@ -93,7 +90,14 @@ class RunEnds:
 
     async def settle(self, run_id: str, *, after_s: float = SETTLE_AFTER_S) -> Settled:
         """End every open request of a finished run: whether none is left open, and how
-        many this call ended."""
+        many this call ended.
+
+        Nothing ends before `after_s` has passed since the run's end, so outcomes reported
+        just before `run.finished` (still on the terminals stream) prove their attempts
+        first. An executed request whose proof they still hold (the terminals' reader held
+        up by a Redis outage) is proven from the run's graph itself, as the terminal would
+        have: a successful stage end below its attempt proves it (`proving_attempt`).
+        """
         finished_at = await self.client.hget(self.keys.run(run_id, META), "finished_at")
         now_s, _ = await self.client.time()
         if finished_at is None or now_s - float(as_text(finished_at)) < after_s:
@@ -126,7 +130,11 @@ class RunEnds:
         return Settled(True, ended_here)
 
     async def abandon_if_idle(self, run_id: str, idle_s: float) -> bool:
-        """Finish the run as abandoned if it heard nothing for `idle_s`; True if it did."""
+        """Finish the run as abandoned if it heard nothing for `idle_s`; True if it did.
+
+        Such a run's generator crashed or lost its connection for good; the caller then
+        saves it like any finished run.
+        """
         reason = f"abandoned: no event from the generator for {idle_s:g} s"
         done = await self._abandon(keys=[self.keys.run(run_id, META)], args=[idle_s, reason])
         if done:
