@@ -1,16 +1,8 @@
 """Reading a Redis stream through a consumer group, at least once, until stopped.
 
-The loop first re-reads the entries this consumer was given but never acknowledged
-(it crashed), then reads new entries in batches. Every `claim_every_s` it takes over
-the entries of consumers known dead (idle for `lease_s`, their controller's lease lapsed:
-see `gencoach.service.leases`), without waiting for `claim_idle_s`, and drops those
-consumers from the group; every `claim_idle_s / 4` it also claims any entry some consumer
-has held for `claim_idle_s` (one with no lease, or alive but stuck). The handler
-acknowledges what it handled, now or later (the terminals' lanes acknowledge each entry
-once handled); an entry it did not acknowledge is read again after a restart, or taken
-over. While Redis is unreachable the loop waits for it (docs/operations.md, "Retries");
-when Redis comes back without the group (a restart without persistence), the group is
-created again.
+`StreamConsumer` feeds the entries to a handler in batches, re-reading its own pending
+ones, taking over dead consumers' entries and waiting out Redis outages; `ensure_group`
+creates the group. See docs/operations.md, "Several controllers".
 """
 
 from __future__ import annotations
@@ -64,9 +56,20 @@ async def ensure_group(client: Redis, stream: str, group: str) -> None:
 class StreamConsumer:
     """Feeds a stream's entries to a handler in batches until `stop()`.
 
-    With `alive`, the entries of consumers idle for `lease_s` whose controller is not
-    alive are taken over; `upkeep` runs every `claim_every_s` once this consumer's own
-    pending entries were read again, so it never runs ahead of them.
+    The loop first re-reads the entries this consumer was given but never acknowledged (it
+    crashed), then reads new entries in batches. With `alive`, every `claim_every_s` it
+    takes over the entries of consumers known dead (idle for `lease_s`, their controller's
+    lease lapsed: see `gencoach.service.leases`), without waiting for `claim_idle_s`, and
+    drops those consumers from the group; every `claim_idle_s / 4` it also claims any entry
+    some consumer has held for `claim_idle_s` (one with no lease, or alive but stuck).
+    `upkeep` runs every `claim_every_s` once this consumer's own pending entries were read
+    again, so it never runs ahead of them.
+
+    The handler acknowledges what it handled, now or later (the terminals' lanes
+    acknowledge each entry once handled); an entry it did not acknowledge is read again
+    after a restart, or taken over. While Redis is unreachable the loop waits for it
+    (docs/operations.md, "Retries"); when Redis comes back without the group (a restart
+    without persistence), the group is created again.
     """
 
     def __init__(

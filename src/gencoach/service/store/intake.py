@@ -1,14 +1,8 @@
 """Event intake: the events stream, read through a consumer group, applied to run graphs.
 
-At least once from the stream, exactly once in the graph: an entry is acknowledged
-only after the Lua script applied it, parked it for its turn, refused it, or recognised
-it as a duplicate, and the script refuses a `(run_id, seq)` it has seen. A run's events
-apply in seq order whichever controller reads them (`gencoach.service.store.sequencing`). In
-the same step, before the acknowledgement, every applied event that may end something
-coachable is forwarded to the terminals stream, so a crash never loses an opportunity
-(a re-delivered duplicate is forwarded again; the coaching side is idempotent); events
-applied from parked are confirmed only once forwarded, and handed on again by a sweep
-if this controller dies first.
+`Intake` applies each batch through the `Sequencer`, dead-letters what cannot be applied,
+forwards what may be coached to the terminals stream and acknowledges the batch;
+`terminal_fields` says which events may end something coachable. See docs/events.md.
 """
 
 from __future__ import annotations
@@ -94,7 +88,18 @@ def terminal_fields(event: AnyEvent) -> dict[str, str] | None:
 
 
 class Intake:
-    """Reads the events stream in batches and applies each event to its run's graph."""
+    """Reads the events stream in batches and applies each event to its run's graph.
+
+    At least once from the stream, exactly once in the graph: an entry is acknowledged
+    only after the Lua script applied it, parked it for its turn, refused it, or recognised
+    it as a duplicate, and the script refuses a `(run_id, seq)` it has seen. A run's events
+    apply in seq order whichever controller reads them (`Sequencer`). In the same step,
+    before the acknowledgement, every applied event that may end something coachable is
+    forwarded to the terminals stream, so a crash never loses an opportunity (a
+    re-delivered duplicate is forwarded again; the coaching side is idempotent); events
+    applied from parked are confirmed only once forwarded, and handed on again by a sweep
+    if this controller dies first.
+    """
 
     def __init__(
         self,

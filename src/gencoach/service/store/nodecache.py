@@ -1,18 +1,7 @@
 """A bounded memory of the graph nodes that never change once written.
 
-A run's situations and candidates are written once, when their event is applied, and an
-execution once, when its candidate is executed; the coaching path reads the same
-lineage several times per request (routing, the repair job, the reinjection, the proof).
-Remembering the parsed nodes spares those reads and their parsing. Entries are keyed by
-the run's start (its id and the server's time of `run.started` to the microsecond,
-`generation` in its meta), so a run id used again after its keys expired
-never meets the nodes of its namesake.
-
-Each cache is bounded twice, by `controller.node_cache_entries` entries and by
-`controller.node_cache_ttl_s`: an entry older than that is dropped when it is read and,
-because every entry lives as long, by every `put` from the oldest end, so entries that
-are never read again do not stay until the count pushes them out (docs/operations.md,
-"Bounded state").
+`WriteOnceCache` keeps at most `controller.node_cache_entries` parsed nodes for
+`controller.node_cache_ttl_s` each (docs/operations.md, "Bounded state").
 """
 
 from __future__ import annotations
@@ -30,7 +19,20 @@ TTL_S = 300.0
 
 
 class WriteOnceCache(Generic[V]):
-    """At most `max_entries` values for `ttl_s` each; the oldest entry goes first."""
+    """At most `max_entries` values for `ttl_s` each; the oldest entry goes first.
+
+    A run's situations and candidates are written once, when their event is applied, and an
+    execution once, when its candidate is executed; the coaching path reads the same lineage
+    several times per request (routing, the repair job, the reinjection, the proof).
+    Remembering the parsed nodes spares those reads and their parsing. `GraphStore` keys
+    entries by the run's start (its id and the server's time of `run.started` to the
+    microsecond, `generation` in its meta), so a run id used again after its keys expired
+    never meets the nodes of its namesake.
+
+    An entry older than `ttl_s` is dropped when it is read and, because every entry lives
+    as long, by every `put` from the oldest end, so entries that are never read again do
+    not stay until the count pushes them out.
+    """
 
     def __init__(
         self,

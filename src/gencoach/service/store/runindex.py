@@ -1,21 +1,7 @@
 """The runs index: which runs exist, in which state, read a page at a time.
 
-Every run has an entry (state, scenario, agent, when it started) and sits in one sorted
-set per combination of state, scenario and agent, newest first; a count per state is
-kept in the same step as the run moves (`lua/runs_*.lua`). A page of runs, filtered by
-any of the three, costs the page's size times the combinations matched, never the
-number of runs, and the counts cost nothing to read.
-
-The index lives outside the runs' hash slots, so no script writes it with the run's own
-state: it is written just after (run.started and run.finished applied, a run abandoned,
-a save, the agent's announcement). What a crash between the two writes leaves behind is
-repaired from the runs' own state: a re-delivered run.started or run.finished writes the
-entry again, a run abandoned meanwhile is put right when its silence deadline is looked
-at, the reconciler checks a slice of the runs its controller saw open each pass (all of
-them after Redis restarted), housekeeping a slice of the whole index per pass and, every
-tenth minute, every run key it finds without an entry. A saved run leaves the index
-when its keys expire (its expiry is kept beside it); one whose keys vanished otherwise
-(Redis restarted without persistence) leaves it when a pass or a page finds it gone.
+`RunIndex` reads and writes it (`lua/runs_*.lua`) and repairs it from the runs' own
+state; `RunQuery`, `RunPage` and the cursors page through it.
 """
 
 from __future__ import annotations
@@ -125,7 +111,26 @@ def _change(
 
 
 class RunIndex:
-    """Reads and writes the runs index under one key prefix."""
+    """Reads and writes the runs index under one key prefix.
+
+    Every run has an entry (state, scenario, agent, when it started) and sits in one
+    sorted set per combination of state, scenario and agent, newest first; a count per
+    state is kept in the same step as the run moves. A page of runs, filtered by any of the
+    three, costs the page's size times the combinations matched, never the number of runs,
+    and the counts cost nothing to read.
+
+    The index lives outside the runs' hash slots, so no script writes it with the run's
+    own state: it is written just after (run.started and run.finished applied, a run
+    abandoned, a save, the agent's announcement). What a crash between the two writes
+    leaves behind is repaired from the runs' own state (`repair`): a re-delivered
+    run.started or run.finished writes the entry again, a run abandoned meanwhile is put
+    right when its silence deadline is looked at, the reconciler checks a slice of the runs
+    its controller saw open each pass (all of them after Redis restarted), housekeeping a
+    slice of the whole index per pass (`check_slice`) and, every ten minutes, every run key
+    it finds without an entry. A saved run leaves the index when its keys expire (its
+    expiry is kept beside it); one whose keys vanished otherwise (Redis restarted without
+    persistence) leaves it when a pass or a page finds it gone.
+    """
 
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client

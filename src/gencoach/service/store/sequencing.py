@@ -1,29 +1,8 @@
 """Applying generation events to run graphs in `seq` order, each exactly once.
 
-A consumer group gives no order across controllers, so a run's event can reach one
-controller before an earlier event of the run that another (perhaps dead) controller
-holds. The apply script (`lua/apply_events.lua`) applies each event whose turn has come
-and parks one that follows a gap in the run's `parked` hash, in the same atomic step;
-when the gap fills, the parked events apply, in seq order, in that step too. A run's
-turns start at its run.started's seq; events before it wait for it.
-
-A gap the stream cannot fill any more ends the wait: `sweep` (every second, on every
-controller) applies a run's waiting events without the missing seqs once no entry of the
-events stream older than the newest that brought one is pending with any controller (a
-generator that resumed at a higher `start_seq`, an event refused before it was applied),
-or once the run has waited `gap_timeout_s` without progress (a controller alive but
-stuck). Each refusal among them names the seqs it went without; a missing event that
-arrives later still applies if it can.
-
-An event applied from parked is kept in the run's `released` hash until the controller
-that applied it has handed it on (forwarded its terminal, dead-lettered its refusal) and
-confirms it, so a controller that dies in between loses nothing: the next sweep hands it
-on again. Runs that wait are listed in the `gaps` sorted set (scored by when their wait
-times out, Redis time) for the sweep.
-
-Each run's script call follows, in the same round trip, the run's deadlines for
-reconciliation (`gencoach.service.store.watches`): heard from now, and for a run.started
-when to look for its registration.
+`Sequencer` applies each run's events through `lua/apply_events.lua`, parking those that
+follow a gap until it fills or can fill no more (`sweep`); `script_args` and
+`event_from_args` translate events for the script. See docs/events.md, "Order".
 """
 
 from __future__ import annotations
@@ -182,7 +161,25 @@ def _released(run_id: str, seq: bytes | str, record: bytes) -> Released:
 
 
 class Sequencer:
-    """Applies events to run graphs in seq order, and releases runs that waited too long."""
+    """Applies events to run graphs in seq order, and releases runs that waited too long.
+
+    A consumer group gives no order across controllers, so a run's event can reach one
+    controller before an earlier event of the run that another (perhaps dead) controller
+    holds. The apply script applies each event whose turn has come and parks one that
+    follows a gap in the run's `parked` hash, in the same atomic step; when the gap fills,
+    the parked events apply, in seq order, in that step too. A run's turns start at its
+    run.started's seq; events before it wait for it.
+
+    An event applied from parked is kept in the run's `released` hash until the controller
+    that applied it has handed it on (forwarded its terminal, dead-lettered its refusal)
+    and confirms it (`confirm`), so a controller that dies in between loses nothing: the
+    next sweep hands it on again. Runs that wait are listed in the `gaps` sorted set
+    (scored by when their wait times out, Redis time) for the sweep.
+
+    Each run's script call follows, in the same round trip, the run's deadlines for
+    reconciliation (`RunWatches`): heard from now, and for a run.started when to look for
+    its registration.
+    """
 
     def __init__(
         self,
@@ -242,7 +239,16 @@ class Sequencer:
     async def sweep(self) -> Applying:
         """Apply the waiting events of runs whose gap nothing pending in the events stream
         can fill, or whose wait timed out; hand back the released events a controller died
-        before handing on."""
+        before handing on.
+
+        Intake runs it every second (its upkeep), on every controller. A gap the stream
+        cannot fill any more ends the wait: a run's waiting events apply without the missing
+        seqs once no entry of the events stream older than the newest that brought one is
+        pending with any controller (a generator that resumed at a higher `start_seq`, an
+        event refused before it was applied), or once the run has waited `gap_timeout_s`
+        without progress (a controller alive but stuck). Each refusal among them names the
+        seqs it went without; a missing event that arrives later still applies if it can.
+        """
         done = Applying()
         waiting = await self.client.zrange(self.keys.gaps, 0, SWEEP_BATCH - 1)
         if not waiting:

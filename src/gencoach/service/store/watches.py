@@ -1,28 +1,8 @@
 """Which runs reconciliation looks at: those fallen silent and those never registered.
 
-Two sorted sets, each a deadline per run, so a pass reads what came due since the last
-one and never every open run (as RQ's scheduled and started registries do):
-
-- `Keys.heard`: every active run, scored by when it last heard from its generator (ms
-  since the epoch, by the writer's clock). A pass reads those heard from before
-  `now - abandon_idle_s`; the abandoning script decides on the run's own last event, by
-  Redis's clock, and a run found not silent is moved to when that was.
-- `Keys.registrations`: every run whose agent's registration has not ended, scored by
-  when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`); while a
-  controller registers it, that controller keeps the look `LAPSE_S` ahead (renewing it
-  every `RENEW_S`, one command for all its registrations, as RQ's workers keep their
-  jobs in the started registry), so the look comes only if that controller died. A look
-  claims the run (the one whose score is still the one it read wins) before registering
-  it, so two controllers never ask its agent at once.
-
-Both are written in the round trip that applies a run's events, just before the apply
-script (`GraphStore.apply`): the script keeps to the run's hash slot, so the sets cannot
-be written inside it, and written first, a crash in between leaves at most a look too
-many, never an active run no pass looks at. A run leaves `heard` once its end is in the
-runs index, and `registrations` once its registration ended. Whatever a crash or a late
-event leaves behind (a finished run, one never started, one whose keys are gone) comes
-due like the rest, and the look removes it: only if its score did not change meanwhile,
-so an event that arrived in between keeps its run watched.
+`RunWatches` keeps a deadline per run in two sorted sets, `Keys.heard` (when an active run
+last heard from its generator) and `Keys.registrations` (when to look at a registration
+not ended), so a pass reads what came due since the last one and never every open run.
 """
 
 from __future__ import annotations
@@ -80,7 +60,32 @@ def now_ms() -> int:
 
 
 class RunWatches:
-    """Reads and writes the runs' silence and registration deadlines."""
+    """Reads and writes the runs' silence and registration deadlines.
+
+    Each set holds a deadline per run, so a pass reads what came due since the last one
+    and never every open run (as RQ's scheduled and started registries do):
+
+    - `Keys.heard`: every active run, scored by when it last heard from its generator (ms
+      since the epoch, by the writer's clock). A pass reads those heard from before
+      `now - abandon_idle_s`; the abandoning script decides on the run's own last event,
+      by Redis's clock, and a run found not silent is moved to when that was.
+    - `Keys.registrations`: every run whose agent's registration has not ended, scored by
+      when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`); while a
+      controller registers it, that controller keeps the look `LAPSE_S` ahead (renewing it
+      every `RENEW_S`, one command for all its registrations, as RQ's workers keep their
+      jobs in the started registry), so the look comes only if that controller died. A
+      look claims the run (the one whose score is still the one it read wins) before
+      registering it, so two controllers never ask its agent at once.
+
+    Both are written in the round trip that applies a run's events, just before the apply
+    script (`Sequencer.apply`, through `heard`): the script keeps to the run's hash slot, so
+    the sets cannot be written inside it, and written first, a crash in between leaves at
+    most a look too many, never an active run no pass looks at. A run leaves `heard` once
+    its end is in the runs index, and `registrations` once its registration ended. Whatever
+    a crash or a late event leaves behind (a finished run, one never started, one whose keys
+    are gone) comes due like the rest, and the look removes it: only if its score did not
+    change meanwhile, so an event that arrived in between keeps its run watched.
+    """
 
     def __init__(self, client: Redis, keys: Keys) -> None:
         self.client = client
