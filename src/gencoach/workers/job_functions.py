@@ -1,4 +1,4 @@
-"""The RQ job functions: one per job kind, each publishing one JobResult a job it does.
+"""The RQ job functions: one per job kind; every job they do publishes one JobResult.
 
 RQ imports them by path and calls them with the job's JSON payload: `diagnosis_job`,
 `repair_job` and `rewrite_job` are what is enqueued, `run_diagnosis` and its siblings the
@@ -129,16 +129,22 @@ async def _do(
     else:
         with bound(run_id=job.run_id, request_id=job.request_id):
             result = await perform(job, resources)
-    waits = isinstance(job, DiagnosisJob) and result.status == "done" and result.diagnosis
+    diagnosed = result.status == "done" and result.diagnosis is not None
+    waits = isinstance(job, DiagnosisJob) and diagnosed
     keys = resources.context.keys
     with bound(run_id=result.run_id, request_id=result.request_id):
-        await publish(resources.redis, keys, result, await_repair=bool(waits))
+        await publish(resources.redis, keys, result, await_repair=waits)
         if not waits:
             return None
         wait_s = resources.context.follow_up_wait_s
-        return await await_follow_up(
-            resources.redis, keys, result.run_id, result.request_id, result.attempt, wait_s
-        )
+        try:
+            return await await_follow_up(
+                resources.redis, keys, result.run_id, result.request_id, result.attempt, wait_s
+            )
+        except redis.RedisError as error:
+            # A repair handed over meanwhile lapses with its lease, and is retried.
+            log.warning("job.follow_up_unread", error=str(error))
+            return None
 
 
 def refused_result(name: JobName, payload: str, error: ContractError) -> JobResult:
