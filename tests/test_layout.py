@@ -123,3 +123,15 @@ def test_no_test_module_imports_another() -> None:
         if _a_test_or_conftest(name)
     )
     assert importers == []
+
+
+def test_every_module_says_what_it_holds_in_a_few_lines() -> None:
+    """Each module opens with a docstring of at most six lines; how its parts behave is
+    told in their own docstrings, the manual in docs/."""
+    long: dict[str, int] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text(), str(path)))
+        lines = len(docstring.splitlines()) if docstring else 0
+        if not 1 <= lines <= 6:
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert long == {}
