@@ -144,13 +144,16 @@ def test_every_job_of_a_full_worker_can_wait_for_its_repair_at_once(
         async with JobResources(context) as resources:
             found: list[str | None] = []
 
+            async def hold_another(index: int) -> None:
+                await resources.redis.blpop([f"nothing-{index}"], 1)
+
             async def job(index: int) -> None:
                 request = f"req-{index}"
                 pipe = resources.redis.pipeline(transaction=False)
                 announce(pipe, Keys(), RUN, request, 1)
                 await pipe.execute()
                 async with anyio.create_task_group() as both:
-                    both.start_soon(resources.redis.blpop, [f"nothing-{index}"], 1)
+                    both.start_soon(hold_another, index)
                     found.append(
                         await await_follow_up(resources.redis, Keys(), RUN, request, 1, 1.0)
                     )
