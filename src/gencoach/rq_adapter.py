@@ -9,9 +9,11 @@ Nothing else imports `rq`; this one uses RQ's public API only, at the version pi
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import time
+import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,12 +22,9 @@ from typing import Any, Final, Literal
 
 import redis
 from rq import Queue, Worker
-from rq.command import parse_payload
 from rq.exceptions import DequeueTimeout, DuplicateJobError, InvalidJobOperation
 from rq.executions import Execution
-from rq.intermediate_queue import IntermediateQueue
 from rq.job import Job, JobStatus
-from rq.job_lifecycle import format_exc_info
 from rq.timeouts import JobTimeoutException, TimerDeathPenalty
 from rq.utils import now, utcformat
 from rq.worker import BaseWorker, WorkerStatus
@@ -140,8 +139,8 @@ def ring(connection: redis.Redis) -> None:
 
 def take_keys(queues: Iterable[Queue]) -> list[str]:
     """The KEYS of the take script for `queues`: the queue lists, then their intermediates."""
-    keys = [queue.key for queue in queues]
-    return [*keys, *(IntermediateQueue.get_intermediate_queue_key(key) for key in keys)]
+    listed = list(queues)
+    return [*(queue.key for queue in listed), *(queue.intermediate_queue_key for queue in listed)]
 
 
 def taken(reply: Any, keys: Sequence[str]) -> tuple[str, str] | None:
@@ -207,7 +206,7 @@ class PriorityQueue(Queue):
                 connection.hgetall(Job.key_for(rq_id)), rq_id, connection, job_class or Job
             )
             if job is None:
-                connection.lrem(IntermediateQueue.get_intermediate_queue_key(queue_key), 1, rq_id)
+                connection.lrem(queue.intermediate_queue_key, 1, rq_id)
                 continue
             return job, queue
 
@@ -268,7 +267,7 @@ class ConcurrentWorker(BaseWorker):
             job,
             queue,
             queue.started_job_registry,
-            exc_string=format_exc_info(exc_info),
+            exc_string="".join(traceback.format_exception(*exc_info)),
             execution=execution,
         )
 
@@ -326,7 +325,7 @@ class ConcurrentWorker(BaseWorker):
 
     def handle_payload(self, message: Any) -> None:
         """RQ's commands (from its pub/sub thread); stop-job stops that job, whichever it is."""
-        payload = parse_payload(message)
+        payload = json.loads(message["data"])
         if payload.get("command") != "stop-job":
             super().handle_payload(message)  # type: ignore[no-untyped-call]
             return
