@@ -21,5 +21,6 @@ local lease_ms, max_pending, max_unproven = tonumber(ARGV[2]), tonumber(ARGV[3])
 local human = ARGV[5] == '1'
 
 local now = now_ms()
-local outcome, detail = admit(request, stage, lease_ms, max_pending, max_unproven, human, now)
-return reply(outcome, detail, now)
+local outcome, detail, known = admit(request, stage, lease_ms, max_pending, max_unproven,
+  human, now)
+return reply(outcome, detail, now, known)

@@ -65,8 +65,15 @@ local function counts(now)
     redis.call('SCARD', completed_key), redis.call('SCARD', proven_key)
 end
 
-local function reply(outcome, detail, now)
-  local pending, human, completed, proven = counts(now)
+-- `known`, when given, holds the counts as they stand after the script's writes (an
+-- admission that counted before writing knows them without counting again).
+local function reply(outcome, detail, now, known)
+  local pending, human, completed, proven
+  if known then
+    pending, human, completed, proven = known[1], known[2], known[3], known[4]
+  else
+    pending, human, completed, proven = counts(now)
+  end
   return {outcome, detail, pending, human, completed, proven}
 end
 
@@ -75,7 +82,8 @@ local function bare(outcome, detail)
 end
 
 -- The admission of `request` (the limits check and the lease it grants), at `now`:
--- returns the outcome ('admitted', 'renewed' or 'refused') and the refusal's detail.
+-- returns the outcome ('admitted', 'renewed' or 'refused'), the refusal's detail, and
+-- the counts after it when it counted them on the way (for `reply`), else nil.
 local function admit(request, stage, lease_ms, max_pending, max_unproven, human, now)
   purge(now)
   local attempt = redis.call('HGET', attempts_key, request)
@@ -88,15 +96,20 @@ local function admit(request, stage, lease_ms, max_pending, max_unproven, human,
     return 'renewed', ''
   end
   if not human then
-    local pending, _, completed, proven = counts(now)
+    local pending, humans, completed, proven = counts(now)
+    local known = {pending, humans, completed, proven}
     if pending >= max_pending then
-      return 'refused', 'pending'
+      return 'refused', 'pending', known
     end
     if pending + completed - proven >= max_unproven then
-      return 'refused', 'unproven'
+      return 'refused', 'unproven', known
     end
+    known[1] = pending + 1
+    redis.call('ZADD', auto_key, now + lease_ms, request)
+    redis.call('SADD', stages_key, stage)
+    return 'admitted', '', known
   end
-  redis.call('ZADD', human and human_key or auto_key, now + lease_ms, request)
+  redis.call('ZADD', human_key, now + lease_ms, request)
   redis.call('SADD', stages_key, stage)
   return 'admitted', ''
 end

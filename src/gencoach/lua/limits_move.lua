@@ -18,8 +18,8 @@
 -- missing: detail 'missing'); 'refused' (the admission, the renewal or the proof said no,
 -- detail as theirs: the renewal's 'expired' or 'absent'; the record
 -- is unchanged). Nothing is written unless the outcome is 'moved'. The stage's counts in
--- the reply are taken only for an admission (0 otherwise): a move costs two commands
--- beside its limits' part.
+-- the reply are taken only for an admission (0 otherwise), and counted once: a move costs
+-- two commands beside its limits' part.
 
 local request, state, attempt, transitions, record, part =
   ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
@@ -49,9 +49,9 @@ if problem then
   return redis.error_reply(problem)
 end
 
-local function answer(outcome, detail, now)
+local function answer(outcome, detail, now, known)
   if now then
-    return reply(outcome, detail, now)
+    return reply(outcome, detail, now, known)
   end
   return bare(outcome, detail)
 end
@@ -67,14 +67,14 @@ if not ok or type(stored) ~= 'table' or type(stored.history) ~= 'table'
   return answer('stale', '')
 end
 
-local detail, now = '', nil
+local detail, now, known = '', nil, nil
 if part == 'admit' then
   now = now_ms()
   local outcome
-  outcome, detail = admit(request, ARGV[11], tonumber(ARGV[7]), tonumber(ARGV[8]),
+  outcome, detail, known = admit(request, ARGV[11], tonumber(ARGV[7]), tonumber(ARGV[8]),
     tonumber(ARGV[9]), ARGV[10] == '1', now)
   if outcome == 'refused' then
-    return answer('refused', detail, now)
+    return answer('refused', detail, now, known)
   end
   detail = outcome
 elseif part == 'renew' then
@@ -101,4 +101,4 @@ elseif part == 'complete' then
   detail = table.concat(outcomes, ',')
 end
 redis.call('HSET', KEYS[7], request, record)
-return answer('moved', detail, now)
+return answer('moved', detail, now, known)
