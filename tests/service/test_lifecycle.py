@@ -30,6 +30,7 @@ from gencoach.service.coaching.lifecycle import (
 )
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.pipeline import CoachingPipeline
+from gencoach.service.recovery.reconcile import next_look_s
 from gencoach.service.store.graphstore import ATTEMPTS, GraphStore
 from tests.support.requests import force_admit, force_move, force_prove
 
@@ -393,3 +394,16 @@ async def test_recorded_branches_complete_their_slots_in_the_step_that_moves_the
     again = await requests.apply(corrected, recorded)
     assert not again.stored
     assert (await limits.counts("r1", 0)).completed == 2
+
+
+def test_a_branch_awaiting_its_execution_is_looked_at_less_often_as_it_waits() -> None:
+    """A lost outcome is found within a pass at first; a branch a generator takes minutes
+    to execute is looked at once a lease at most, not every pass."""
+    reinjected = _request("reinjected")
+    at = reinjected.history[-1].at
+    assert next_look_s(reinjected, 30.0, 2.0, now=at) == 2.0
+    assert next_look_s(reinjected, 30.0, 2.0, now=at + 10) == 5.0
+    assert next_look_s(reinjected, 30.0, 2.0, now=at + 600) == 30.0
+    # The other states keep their cadence whatever their age.
+    assert next_look_s(_request("diagnosing"), 30.0, 2.0, now=at + 600) == 10.0
+    assert next_look_s(_request("corrected"), 30.0, 2.0, now=at + 600) == 5.0

@@ -276,7 +276,7 @@ class Reconciler:
         self, run_id: str, request_id: str, run_state: str | None, lease_s: float
     ) -> None:
         """Look at a request whose deadline came: move it on if it waits on something lost,
-        and set when to look again (`_next_look_s`)."""
+        and set when to look again (`next_look_s`)."""
         request = await self.requests.get(run_id, request_id)
         if request is None or request.state in TERMINAL or request.state == "executed":
             # Ended, gone with its run, or waiting for an outcome that needs no watch.
@@ -287,20 +287,7 @@ class Reconciler:
             return
         await self._reconcile(request, lease_s)
         # Only while still watched: a request the look ended is not watched again.
-        await self.requests.watch(request, self._next_look_s(request, lease_s), xx=True)
-
-    def _next_look_s(self, request: CoachingRequest, lease_s: float) -> float:
-        """How long until a request in its state needs a look: a job's slot is renewed, or
-        found lapsed, within a third of a lease; a correction not yet reinjected is handed
-        over after `STALE_S`; a branch is checked for its execution every pass; a bare
-        opportunity is routed again after a lease."""
-        if request.state in IN_FLIGHT:
-            return lease_s / 3
-        if request.state == "corrected":
-            return min(STALE_S, lease_s / 3)
-        if request.state == "reinjected":
-            return self.every_s
-        return lease_s
+        await self.requests.watch(request, next_look_s(request, lease_s, self.every_s), xx=True)
 
     async def _note_lost(self, states: dict[str, str | None]) -> None:
         missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
@@ -337,6 +324,26 @@ class Reconciler:
             and await self.registry.registered(run_id)  # else: a later pass
         ):
             await self.coach.on_terminal(run_id, request.candidate_gen_id)
+
+
+def next_look_s(
+    request: CoachingRequest, lease_s: float, every_s: float, now: float | None = None
+) -> float:
+    """How long until a request in its state needs a look: a job's slot is renewed, or
+    found lapsed, within a third of a lease; a correction not yet reinjected is handed
+    over after `STALE_S`; a branch is checked for its execution (an outcome a crash
+    lost) every pass (`every_s`) at first, then less often the longer it waits, up to
+    once a lease, so branches a generator takes minutes to execute cost few looks; a
+    bare opportunity is routed again after a lease."""
+    if request.state in IN_FLIGHT:
+        return lease_s / 3
+    if request.state == "corrected":
+        return min(STALE_S, lease_s / 3)
+    if request.state == "reinjected":
+        since = request.history[-1].at if request.history else None
+        waited_s = (time.time() if now is None else now) - since if since else 0.0
+        return min(lease_s, max(every_s, waited_s / 2))
+    return lease_s
 
 
 def _log_lost(run_ids: list[str]) -> None:
