@@ -182,10 +182,6 @@ class Keys:
         """
         return f"{self.prefix}:backend:{backend}:slots"
 
-    def backend_usage(self, backend: str) -> str:
-        """Hash of one LLM backend's token usage: prompt/completion/total tokens, requests."""
-        return f"{self.prefix}:backend:{backend}:usage"
-
     def backend_structured_output(self, backend: str) -> str:
         """Hash of the structured-output mode that worked per endpoint and model of a backend
         whose setting is `auto`: `<endpoint> <model>` -> json_schema | json_object | none."""

@@ -1,4 +1,4 @@
-"""The concurrency cap shared through Redis, and token usage summed there."""
+"""The concurrency cap shared through Redis, and token usage counted in the metrics there."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import redis.asyncio
 
 from gencoach.constants import Keys
 from gencoach.errors import BackendUnavailable
+from gencoach.metrics import MetricsRecorder
+from gencoach.metrics.catalog import LLM_CALLS, LLM_TOKENS
+from gencoach.metrics.exposition import stored
 from gencoach.workers.backends import (
     Backend,
     ChatMessage,
     Completion,
     RedisSemaphore,
-    UsageLedger,
-    UsageTotals,
     make_backend,
 )
 from tests.support.backends import openai_settings
@@ -102,21 +103,21 @@ async def test_a_backend_waits_for_a_slot_only_so_long(
 
 
 @pytest.mark.asyncio
-async def test_usage_is_summed_in_redis(
+async def test_usage_is_counted_in_the_metrics(
     llm_server: ScriptedLLMServer, aredis: redis.asyncio.Redis
 ) -> None:
-    """Every completion adds its tokens and one request to the backend's usage hash."""
+    """Every completion counts one ok call and its tokens in the process's metrics, which a
+    flush adds to the shared metrics hash; no other usage key is written."""
     llm_server.script(json_reply({}, usage=(100, 20)), json_reply({}, usage=(50, 5)))
     settings = openai_settings(llm_server.endpoint)
+    metrics = MetricsRecorder(aredis, KEYS.metrics)
     for _ in range(2):
-        async with make_backend("coach", settings, aredis, keys=KEYS) as backend:
+        async with make_backend("coach", settings, aredis, keys=KEYS, metrics=metrics) as backend:
             await backend.complete(PROMPT, schema=None)
-    raw = await aredis.hgetall("test:backend:coach:usage")
-    assert raw == {
-        b"prompt_tokens": b"150",
-        b"completion_tokens": b"25",
-        b"total_tokens": b"175",
-        b"requests": b"2",
-    }
-    totals = await UsageLedger(aredis, KEYS.backend_usage("coach")).totals()
-    assert totals == UsageTotals(150, 25, 175, requests=2)
+    assert await aredis.exists(KEYS.metrics) == 0  # counted in memory until the flush
+    await metrics.flush()
+    series = await stored(aredis, KEYS.metrics)
+    assert series[LLM_CALLS.name, ("coach", "ok")] == 2
+    assert series[LLM_TOKENS.name, ("coach", "prompt")] == 150
+    assert series[LLM_TOKENS.name, ("coach", "completion")] == 25
+    assert await aredis.keys("test:backend:coach:*") == []  # the slots released, no usage hash

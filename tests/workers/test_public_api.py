@@ -20,8 +20,6 @@ def test_all_is_pinned() -> None:
         "PythonBackend",
         "RedisSemaphore",
         "Usage",
-        "UsageLedger",
-        "UsageTotals",
         "make_backend",
         "reask_prompt",
         "response_format",

@@ -21,11 +21,12 @@ from gencoach.console.depths import QueueDepths
 from gencoach.console.funnel import job_stats, route_funnels
 from gencoach.console.graphview import branch_of, graph_view, node_view
 from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
+from gencoach.metrics.catalog import LLM_CALLS, LLM_TOKENS
+from gencoach.metrics.exposition import stored
 from gencoach.service.coaching.requests import describe
 from gencoach.service.web.api import ApiContext
 from gencoach.service.web.apidoc import errors
 from gencoach.service.web.runquery import run_query
-from gencoach.workers.backends import UsageLedger
 
 PREFIX = "/console/api"
 RunId = Annotated[str, Query(alias="run", min_length=1)]
@@ -131,19 +132,23 @@ def live_router(
         run_ids = [run_id] if run_id else await ctx.store.index.run_ids()
         requests = [r for rid in run_ids for r in await ctx.requests.all(rid)]
         jobs = job_stats(requests)
+        # Calls and tokens as `/metrics` and `gencoach status` count them: the counters
+        # every process flushes to the metrics hash.
+        series = await stored(ctx.client, ctx.keys.metrics)
         backends = []
         for index, (name, backend) in enumerate(settings.backends.items()):
-            totals = await UsageLedger(ctx.client, ctx.keys.backend_usage(name)).totals()
+            prompt = int(series.get((LLM_TOKENS.name, (name, "prompt")), 0))
+            completion = int(series.get((LLM_TOKENS.name, (name, "completion")), 0))
             backends.append(
                 {
                     "name": name,
                     "type": backend.type,
                     "model": backend.default_model,
-                    "calls": totals.requests,
+                    "calls": int(series.get((LLM_CALLS.name, (name, "ok")), 0)),
                     "tokens": {
-                        "prompt": totals.prompt_tokens,
-                        "completion": totals.completion_tokens,
-                        "total": totals.total_tokens,
+                        "prompt": prompt,
+                        "completion": completion,
+                        "total": prompt + completion,
                     },
                     # Coaching sends every LLM job to the first backend configured.
                     "jobs": jobs["llm"].to_json() if index == 0 else None,

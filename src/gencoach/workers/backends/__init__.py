@@ -13,7 +13,6 @@ from gencoach.workers.backends.factory import make_backend
 from gencoach.workers.backends.openai import OpenAIBackend
 from gencoach.workers.backends.python import PythonBackend
 from gencoach.workers.backends.schemas import response_format
-from gencoach.workers.backends.usage import UsageLedger, UsageTotals
 
 __all__ = [
     "Answer",
@@ -25,8 +24,6 @@ __all__ = [
     "PythonBackend",
     "RedisSemaphore",
     "Usage",
-    "UsageLedger",
-    "UsageTotals",
     "make_backend",
     "reask_prompt",
     "response_format",

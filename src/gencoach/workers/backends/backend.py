@@ -30,7 +30,6 @@ from gencoach.protocol.llm import parse_llm_answer
 from gencoach.runtime.logs import get_logger
 from gencoach.workers.backends.chat import Answer, ChatMessage, Completion, Exchange, Usage
 from gencoach.workers.backends.concurrency import RedisSemaphore, new_holder_id
-from gencoach.workers.backends.usage import UsageLedger
 from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.clipping import clip, utf8_size
 
@@ -78,10 +77,11 @@ class Backend(ABC):
     """One configured LLM backend, used inside `async with` (which opens its connections).
 
     With a Redis client, at most `settings.max_concurrency` (else `concurrency`) requests
-    run at once across every worker process, and token usage is summed in Redis; without
-    one, the cap holds for this object only and usage is only returned. Waiting for a slot
-    is bounded by `slot_wait_s` and woken through `wakeups` when given. Objects open once
-    and serve any number of concurrent jobs on the event loop that opened them.
+    run at once across every worker process; without one, the cap holds for this object
+    only. Calls, latencies and tokens are counted in `metrics` (`LLM_CALLS`, `LLM_TOKENS`),
+    which the process flushes to the shared metrics hash. Waiting for a slot is bounded by
+    `slot_wait_s` and woken through `wakeups` when given. Objects open once and serve any
+    number of concurrent jobs on the event loop that opened them.
     """
 
     def __init__(
@@ -110,7 +110,6 @@ class Backend(ABC):
             if redis is not None
             else None
         )
-        self._ledger = UsageLedger(redis, keys.backend_usage(name)) if redis is not None else None
         self._local_slots: anyio.Semaphore | None = None
         self._state: Literal["new", "open", "closed"] = "new"
 
@@ -212,7 +211,6 @@ class Backend(ABC):
             oversized_bytes=size if oversized else 0,
         )
         self._count("ok", completion.latency_s, completion.usage)
-        await self._record(completion.usage)
         log.info(
             "backend.completed",
             backend=self.name,
@@ -240,16 +238,6 @@ class Backend(ABC):
         if usage is not None:
             self.metrics.inc(LLM_TOKENS, self.name, "prompt", by=usage.prompt_tokens)
             self.metrics.inc(LLM_TOKENS, self.name, "completion", by=usage.completion_tokens)
-
-    async def _record(self, usage: Usage) -> None:
-        if self._ledger is None:
-            return
-        try:
-            with anyio.CancelScope(shield=True):
-                await self._ledger.add(usage)
-        except redis.RedisError as error:
-            # The answer is paid for: losing a counter is better than losing the answer.
-            log.warning("backend.usage_unrecorded", backend=self.name, error=str(error))
 
     async def ask(
         self,

@@ -28,8 +28,8 @@ def make_backend(
 ) -> Backend:
     """The backend for `settings` (`openai`, which `ollama` aliases, or `python`), unopened.
 
-    With `redis`, its concurrency cap is shared by every worker process and its token
-    usage summed under `keys` (the default prefix unless given); `retry` tunes the waits
+    With `redis`, its concurrency cap is shared by every worker process, its slots kept
+    under `keys` (the default prefix unless given); `retry` tunes the waits
     between an HTTP backend's tries (as many as the settings' `max_retries` allow);
     `concurrency` is the cap unless the settings set `max_concurrency`; `wakeups` is the
     process's subscription to slot releases; `metrics` counts its calls, latencies and
