@@ -304,16 +304,27 @@ class CoachingPipeline:
         request = await self.requests.get(result.run_id, result.request_id)
         if request is None:
             return
-        event = await self._answered(request, result)
+        # A diagnosis is checked against the lineage its repair job is then built from:
+        # read once for both.
+        found = None
+        if result.job == "diagnosis" and result.status == "done" and result.diagnosis is not None:
+            found = await self._steps(request.run_id, request.candidate_id)
+        event = await self._answered(request, result, found)
         applied = await self._report(request, event)
         if applied.decision is None:
             return
         # The job's logs are kept with an answer that counted, not with a stale repeat.
         await self.store.add_logs(result.run_id, result.logs, result.request_id)
-        await self._carry_out(applied)
+        await self._carry_out(applied, found)
 
-    async def _answered(self, request: CoachingRequest, result: JobResult) -> JobAnswered:
-        """The event a job's result is: its status, and what the decider needs of it."""
+    async def _answered(
+        self,
+        request: CoachingRequest,
+        result: JobResult,
+        found: tuple[list[Step], RunGraph] | None,
+    ) -> JobAnswered:
+        """The event a job's result is: its status, and what the decider needs of it
+        (`found`: the request's lineage, for a diagnosis)."""
         record = JobRecord(
             job=result.job,
             attempt=result.attempt,
@@ -331,7 +342,6 @@ class CoachingPipeline:
         if result.status != "done":
             return answered
         if result.job == "diagnosis" and result.diagnosis is not None:
-            found = await self._steps(request.run_id, request.candidate_id)
             if found is None:
                 return replace(answered, status="error", reason="the run's graph is gone")
             steps, graph = found
@@ -358,13 +368,17 @@ class CoachingPipeline:
             )
         return answered
 
-    async def _carry_out(self, applied: Applied) -> None:
-        """The effects of a stored decision: a job to queue, a correction to reinject."""
+    async def _carry_out(
+        self, applied: Applied, found: tuple[list[Step], RunGraph] | None = None
+    ) -> None:
+        """The effects of a stored decision: a job to queue (built from `found`, the
+        request's lineage, when the caller read it), a correction to reinject."""
         assert applied.decision is not None
         request = applied.request
         for effect in applied.decision.effects:
             if isinstance(effect, Dispatch):
-                found = await self._steps(request.run_id, request.candidate_id)
+                if found is None:
+                    found = await self._steps(request.run_id, request.candidate_id)
                 if found is None:  # the lease lapses and the retry ends it
                     log.warning("coach.dispatch_without_graph", job=request.job)
                     continue
