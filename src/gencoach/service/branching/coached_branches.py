@@ -218,7 +218,7 @@ class BranchRecorder:
             "origin": "human" if request.human else "automatic",
             "decision_source": proposal.decision_source,
         }
-        await self._mark(request, graph, anchor, candidate_id, source)
+        marker = await self._mark(request, graph, anchor, candidate_id, source)
         order = BranchOrder(
             branch_id=f"{request.request_id}|{proposal.reinjection_point_id}",
             run_id=run_id,
@@ -227,16 +227,11 @@ class BranchRecorder:
             candidate_id=candidate_id,
             input=coached,
             candidate=answer,
-            coaching=await self._marker(run_id, candidate_id),
+            coaching=marker,
             attempt_id=attempt,
         )
         await self._publish(order, request.route)
         return order
-
-    async def _marker(self, run_id: str, candidate_gen_id: str) -> CoachingMarker:
-        storage_id = await self.store.storage_id(run_id, candidate_gen_id)
-        markers = await self.store.markers(run_id, [storage_id] if storage_id is not None else [])
-        return next(iter(markers.values()), CoachingMarker())
 
     async def _mark(
         self,
@@ -245,7 +240,9 @@ class BranchRecorder:
         anchor: Anchor,
         candidate_gen_id: str,
         source: JsonObject,
-    ) -> None:
+    ) -> CoachingMarker:
+        """Mark the coached candidate, the decision it corrects and the terminal one, and
+        record the coached candidate's source; the coached candidate's marker."""
         run_id = request.run_id
         coached = await self.store.storage_id(run_id, candidate_gen_id)
         assert coached is not None
@@ -265,6 +262,7 @@ class BranchRecorder:
         )
         pipe.hset(self.keys.run(run_id, SOURCES), str(coached), json.dumps(source))
         await pipe.execute()
+        return replacement
 
     async def _publish(self, order: BranchOrder, route: str) -> None:
         flags = self.keys.run(order.run_id, ORDERS)
