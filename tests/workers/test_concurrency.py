@@ -66,6 +66,43 @@ async def test_a_dead_holders_lease_expires(aredis: redis.asyncio.Redis) -> None
 
 
 @pytest.mark.asyncio
+async def test_a_holder_renews_its_lease_when_every_slot_is_held(
+    aredis: redis.asyncio.Redis,
+) -> None:
+    """Taking a slot again renews the holder's lease, also when the set is full; others
+    still wait."""
+    semaphore = RedisSemaphore(aredis, KEYS.backend_slots("coach"), limit=2, lease_s=30)
+    assert await semaphore.try_acquire("a")
+    assert await semaphore.try_acquire("b")
+    first = await aredis.zscore(semaphore.key, "a")
+    await anyio.sleep(0.01)
+    assert await semaphore.try_acquire("a")
+    renewed = await aredis.zscore(semaphore.key, "a")
+    assert first is not None
+    assert renewed is not None
+    assert renewed > first
+    assert not await semaphore.try_acquire("c")
+    assert sorted(await semaphore.holders()) == ["a", "b"]
+
+
+@pytest.mark.asyncio
+async def test_a_free_slot_costs_no_zscore(aredis: redis.asyncio.Redis) -> None:
+    """Only a full set asks whether the holder has a slot already."""
+    semaphore = RedisSemaphore(aredis, KEYS.backend_slots("coach"), limit=100, lease_s=30)
+    takes = 50
+    before = await _zscore_calls(aredis)
+    for n in range(takes):
+        assert await semaphore.try_acquire(f"h{n}")
+    # Fewer than one a take (another test on a shared server may ask in the meantime).
+    assert await _zscore_calls(aredis) - before < takes
+
+
+async def _zscore_calls(client: redis.asyncio.Redis) -> int:
+    stats = await client.info("commandstats")
+    return int(stats.get("cmdstat_zscore", {}).get("calls", 0))
+
+
+@pytest.mark.asyncio
 async def test_release_is_idempotent_and_waiting_is_bounded(
     aredis: redis.asyncio.Redis,
 ) -> None:

@@ -17,7 +17,9 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 
-if not redis.call('ZSCORE', key, holder) and redis.call('ZCARD', key) >= limit then
+-- Whether the holder has a slot already (its lease is then renewed) matters only when
+-- every slot is held: the common case, a free slot, costs no ZSCORE.
+if redis.call('ZCARD', key) >= limit and not redis.call('ZSCORE', key, holder) then
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   return math.max(1, tonumber(first[2]) - now)
 end
