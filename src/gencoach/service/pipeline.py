@@ -161,26 +161,28 @@ class CoachingPipeline:
         if decision is None:
             return
         request_id = request_id_for(run_id, candidate_id, decision.route)
-        request = await self.requests.get(run_id, request_id)
-        if request is None:
+        faulty = end.faulty_candidate_id if end is not None else None
+        opened = CoachingRequest(
+            request_id=request_id,
+            run_id=run_id,
+            route=decision.route,
+            kind=decision.kind if isinstance(decision, Routed) else None,
+            type_coaching=decision.type_coaching,
+            candidate_id=candidate_id,
+            candidate_gen_id=gen_candidate_id,
+            stage_id=steps[-1].stage_id,
+            state="opportunity",
+            max_attempts=settings.coaching.max_attempts,
+            faulty_candidate_id=await self.store.storage_id(run_id, faulty) if faulty else None,
+            faulty_gen_id=faulty,
+        ).moved("opportunity")
+        # Created if new (the usual case needs no read first), else read as stored.
+        if await self.requests.create(opened):
             self.counters.opportunities += 1
-            faulty = end.faulty_candidate_id if end is not None else None
-            request = CoachingRequest(
-                request_id=request_id,
-                run_id=run_id,
-                route=decision.route,
-                kind=decision.kind if isinstance(decision, Routed) else None,
-                type_coaching=decision.type_coaching,
-                candidate_id=candidate_id,
-                candidate_gen_id=gen_candidate_id,
-                stage_id=steps[-1].stage_id,
-                state="opportunity",
-                max_attempts=settings.coaching.max_attempts,
-                faulty_candidate_id=await self.store.storage_id(run_id, faulty) if faulty else None,
-                faulty_gen_id=faulty,
-            ).moved("opportunity")
-            await self.requests.create(request)
-        if request.state != "opportunity":
+            request: CoachingRequest | None = opened
+        else:
+            request = await self.requests.get(run_id, request_id)
+        if request is None or request.state != "opportunity":
             return  # seen before: it has moved on
         with bound(request_id=request_id):
             if isinstance(decision, Skip):
