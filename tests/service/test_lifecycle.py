@@ -65,9 +65,9 @@ async def _leave(client: Redis, request: CoachingRequest) -> None:
     )
 
 
-async def _queued(requests: RequestStore, job: JobName) -> CoachingRequest:
+async def _queued(requests: RequestStore, job: JobName, candidate_id: int = 1) -> CoachingRequest:
     """A new request, admitted to its stage with its `job` queued."""
-    opportunity = _request("opportunity")
+    opportunity = _request("opportunity", candidate_id)
     await requests.create(opportunity)
     queued = opportunity.moved("admitted").moved("queued", job=job)
     assert await force_admit(requests, opportunity, queued, LIMITS, LEASE_S) is not None
@@ -215,6 +215,59 @@ async def test_a_result_read_before_its_request_showed_running_still_applies(
     assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
     assert [record.status for record in stored.jobs] == ["declined"]
     assert (await limits.counts("r1", 0)).pending == 0
+
+
+class _NoReads(RequestStore):
+    """A store that must not be read: every request comes with its copy."""
+
+    async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
+        raise AssertionError(f"request {request_id} was read")
+
+
+def _result_pipeline(client: Redis, requests: RequestStore) -> CoachingPipeline:
+    """A pipeline for declined diagnoses, which move the request through the store alone:
+    the stages a correction is handed to (jobs, reinjection, routing) are not reached."""
+    unused: Any = None
+    limits = StageLimits(client, Keys())
+    graph = GraphStore(client, Keys())
+    return CoachingPipeline(
+        client, Keys(), graph, requests, limits, unused, unused, unused, unused, unused, unused
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_result_carrying_its_request_moves_it_without_reading_it(
+    async_redis: Redis,
+) -> None:
+    """The result carries the request as the worker's taking left it: the controller moves
+    it on from that copy, reading nothing; a stale copy (taken before another writer moved
+    the request) costs a read, and the result still applies to the request as it stands."""
+    queued = await _queued(RequestStore(async_redis, Keys()), "diagnosis")
+    running = queued.moved("diagnosing", "a worker took the job")
+    assert await force_move(RequestStore(async_redis, Keys()), queued, running)
+    declined = JobResult(
+        request_id=queued.request_id,
+        run_id="r1",
+        job="diagnosis",
+        status="declined",
+        reason="nothing to correct",
+        record=running.model_dump_json(),
+    )
+    await _result_pipeline(async_redis, _NoReads(async_redis, Keys())).on_result(declined)
+    stored = await RequestStore(async_redis, Keys()).get("r1", queued.request_id)
+    assert stored is not None
+    assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
+
+    other = await _queued(RequestStore(async_redis, Keys()), "diagnosis", candidate_id=2)
+    requests = RequestStore(async_redis, Keys())
+    assert await force_move(requests, other, other.moved("diagnosing", "a worker took it"))
+    stale = declined.model_copy(
+        update={"request_id": other.request_id, "record": other.model_dump_json()}
+    )
+    await _result_pipeline(async_redis, requests).on_result(stale)
+    stored = await requests.get("r1", other.request_id)
+    assert stored is not None
+    assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
 
 
 @pytest.mark.asyncio

@@ -144,3 +144,48 @@ def test_a_job_whose_slot_lapsed_in_queue_is_stopped_and_the_request_stays_queue
     assert "lapsed before this worker renewed it" in result.reason
     assert llm_server.requests == []
     assert _stored(context.redis_url).state == "queued"
+
+
+def _carrying(record: str, **changes: object) -> str:
+    """A diagnosis job whose lease carries `record` as its request's copy."""
+    job = diagnosis_job(**changes)
+    lease = job.lease.model_copy(update={"record": record})
+    return job.model_copy(update={"lease": lease}).model_dump_json()
+
+
+def test_a_job_carrying_its_request_moves_it_and_reports_the_record_it_left(
+    context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
+) -> None:
+    """The job carries its request as queued: the worker moves it on from that copy, and
+    its result carries the record the taking stored, for the controller to move on from."""
+    _queue(context.redis_url)
+    llm_server.script(json_reply(FAILURE_ANSWER))
+    run_diagnosis(_carrying(_stored(context.redis_url).model_dump_json()))
+    (result,) = results(redis_client)
+    assert result.status == "done"
+    stored = _stored(context.redis_url)
+    assert stored.state == "diagnosing"
+    assert result.record is not None
+    assert CoachingRequest.model_validate_json(result.record) == stored
+
+
+def test_a_stale_or_broken_copy_of_the_request_costs_a_read_not_a_move(
+    context: WorkerContext, llm_server: ScriptedLLMServer, redis_client: redis.Redis
+) -> None:
+    """The copy a job carries is its request queued for attempt 1, but the request was
+    retried since: the move from the copy is refused, the stored request is read, and
+    attempt 2's job moves it on all the same. A copy that is not a request is read past."""
+    _queue(context.redis_url, retried=True)
+    first = decide(_opportunity(), Admitted("diagnosis"))
+    assert isinstance(first, Decision)
+    llm_server.script(json_reply(FAILURE_ANSWER), json_reply(FAILURE_ANSWER))
+    run_diagnosis(_carrying(first.request.model_dump_json(), attempt=2))
+    (result,) = results(redis_client)
+    assert result.status == "done"
+    stored = _stored(context.redis_url)
+    assert (stored.state, stored.attempt) == ("diagnosing", 2)
+    redis_client.delete(Keys().results)
+    run_diagnosis(_carrying("not a request", attempt=2))
+    (result,) = results(redis_client)
+    assert result.status == "done"
+    assert _stored(context.redis_url).history == stored.history

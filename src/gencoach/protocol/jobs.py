@@ -39,6 +39,10 @@ class LeaseRef(ContractModel):
     stage_id: Annotated[int, Field(ge=0)]
     request_id: NonEmptyStr
     lease_s: Annotated[float, Field(gt=0)]
+    record: str | None = None
+    """The request's record (its JSON) as it stood when the job was queued, so that the
+    worker taking the job moves it on without reading it first; None from an older
+    controller. A stale copy costs a read: the move is a compare-and-set."""
 
 
 class JobStep(ContractModel):
@@ -173,6 +177,10 @@ class JobResult(ContractModel):
     usage: Usage = Field(default_factory=Usage)
     duration_s: NonNegativeFloat | None = None
     """How long the job ran, from its start on the worker to its result."""
+    record: str | None = None
+    """The request's record (its JSON) as the worker's taking of the job left it, so that
+    the controller moves it on without reading it first; None when the worker did not
+    store the taking (or is older)."""
 
     @model_validator(mode="after")
     def _product_matches(self) -> JobResult:

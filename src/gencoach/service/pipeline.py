@@ -303,7 +303,9 @@ class CoachingPipeline:
     async def on_result(self, result: JobResult) -> None:
         """Move a request on with its job's result; stale or repeated results change
         nothing (the decider refuses a result its request no longer waits for)."""
-        request = await self.requests.get(result.run_id, result.request_id)
+        request = await self.requests.known_or_stored(
+            result.run_id, result.request_id, result.record
+        )
         if request is None:
             return
         # A diagnosis is checked against the lineage its repair job is then built from:

@@ -247,6 +247,7 @@ async def perform(job: AnyJob, resources: JobResources) -> JobResult:
         logs=transcript.logs,
         usage=transcript.usage,
         duration_s=max(0.0, elapsed_s),
+        record=hold.record if hold is not None else None,
     )
     resources.metrics.inc(JOBS, job.job, result.status)
     resources.metrics.observe(JOB_SECONDS, elapsed_s, job.job)

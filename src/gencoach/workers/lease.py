@@ -54,6 +54,8 @@ class LeaseHold:
     taken: bool = False
     renewals: int = 0
     lost_by: LostBy | None = None
+    record: str | None = None
+    """The request's record as the taking left it (for the job's result)."""
 
     @property
     def reason(self) -> str | None:
@@ -157,16 +159,18 @@ async def take(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> Rene
     lease alone."""
     lease = hold.lease
     store = RequestStore(client, keys, hold.metrics)
-    request = await store.get(lease.run_id, lease.request_id)
+    request = await store.known_or_stored(lease.run_id, lease.request_id, lease.record)
     if request is None:
         return await renew_lease(client, keys, lease)
     applied = await store.apply(request, JobTaken(hold.job, hold.attempt, lease.lease_s))
     if applied.stored:
         log.info("coaching.started", job=hold.job, attempt=hold.attempt,
                  request_id=lease.request_id)  # fmt: skip
+        hold.record = applied.request.model_dump_json()
         return "renewed"
     now = applied.request
     if (now.state, now.job, now.attempt) == (RUNNING[hold.job], hold.job, hold.attempt):
+        hold.record = now.model_dump_json()
         return await renew_lease(client, keys, lease)
     if applied.refusal in ("expired", "absent"):
         return cast(Renewal, applied.refusal)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Final, Literal, cast
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError
 
@@ -404,6 +404,22 @@ class RequestStore:
         """One request, or None."""
         raw = await self.client.hget(self._key(run_id), request_id)
         return CoachingRequest.model_validate_json(raw) if raw is not None else None
+
+    async def known_or_stored(
+        self, run_id: str, request_id: str, known: str | None
+    ) -> CoachingRequest | None:
+        """The request as `known` has it (a copy of its record another process passed on
+        with a job or a result), else as stored. Moving on from a stale copy costs one read
+        more (`apply` compares and sets), never a lost update."""
+        if known is not None:
+            try:
+                request = CoachingRequest.model_validate_json(known)
+            except ValidationError:
+                log.warning("request.copy_refused", run_id=run_id, request_id=request_id)
+            else:
+                if (request.run_id, request.request_id) == (run_id, request_id):
+                    return request
+        return await self.get(run_id, request_id)
 
     async def due(self, limit: int) -> list[tuple[str, str]]:
         """The requests reconciliation should look at now (run id, request id), soonest

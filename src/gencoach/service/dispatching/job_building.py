@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gencoach.config.scrubbing import scrub
 from gencoach.protocol import (
     RECOVERY_POINT,
     REPLACEMENT_POINT,
@@ -67,6 +68,7 @@ def _lease(request: CoachingRequest, lease_s: float) -> LeaseRef:
         stage_id=request.stage_id,
         request_id=request.request_id,
         lease_s=lease_s,
+        record=scrub(request.model_dump_json()),
     )
 
 
