@@ -226,8 +226,7 @@ def test_no_deadline_outlives_its_run(
     scripted_agent: ScriptedAgent,
 ) -> None:
     """Wave after wave of runs that start, finish, are saved and expire leave `heard` and
-    `registrations` empty; a late event for a finished run (which watches it again) is
-    forgotten once its look finds the run ended."""
+    `registrations` empty, and a late event for a finished run watches nothing again."""
     controller = controller_factory(
         settings={"coaching": {"enabled": False}}, abandon_idle_s=3, saved_ttl_s=5
     )
@@ -252,9 +251,14 @@ def test_no_deadline_outlives_its_run(
         assert _watched(redis_client) == (0, 0)
     late = known_events("wave-2-99")[1]  # a situation after the run's end: refused
     _publish(redis_client, [late])
-    wait_for(lambda: _watched(redis_client)[0] == 1, what="the late event watching its run")
+    ((last, _),) = redis_client.xrevrange(KEYS.events, count=1)
 
-    wait_for(lambda: _watched(redis_client) == (0, 0), timeout_s=30, what="the late watch dropped")
+    def handled() -> bool:
+        (group,) = redis_client.xinfo_groups(KEYS.events)
+        return bool(group["last-delivered-id"] == last and group["pending"] == 0)
+
+    wait_for(handled, what="the late event handled")
+    assert _watched(redis_client) == (0, 0)
     wait_for(
         lambda: not redis_client.exists(KEYS.run("wave-0-0", META)),
         timeout_s=30,

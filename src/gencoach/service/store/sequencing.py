@@ -176,9 +176,8 @@ class Sequencer:
     next sweep hands it on again. Runs that wait are listed in the `gaps` sorted set
     (scored by when their wait times out, Redis time) for the sweep.
 
-    Each run's script call follows, in the same round trip, the run's deadlines for
-    reconciliation (`RunWatches`): heard from now, and for a run.started when to look for
-    its registration.
+    A run.started's script call follows, in the same round trip, the run's deadlines for
+    reconciliation (`RunWatches`): heard from now, and when to look for its registration.
     """
 
     def __init__(
@@ -220,9 +219,9 @@ class Sequencer:
         mode = "own" if own else "ordered"
         for run_id, indexes in groups.items():
             indexes.sort(key=lambda index: events[index].seq)
-            # First, so that no crash leaves an event applied and its run unwatched.
-            started = any(isinstance(events[index], RunStarted) for index in indexes)
-            self.watches.heard(pipe, run_id, started=started)
+            # First, so that no crash leaves a run started and unwatched.
+            if any(isinstance(events[index], RunStarted) for index in indexes):
+                self.watches.started(pipe, run_id)
             batch = json.dumps([script_args(events[index]) for index in indexes])
             brought = _newest([entry_ids[index] for index in indexes]) if entry_ids else ""
             args: list[str | float] = [batch, mode, self.gap_timeout_s, brought]

@@ -65,10 +65,13 @@ class RunWatches:
     Each set holds a deadline per run, so a pass reads what came due since the last one
     and never every open run (as RQ's scheduled and started registries do):
 
-    - `Keys.heard`: every active run, scored by when it last heard from its generator (ms
-      since the epoch, by the writer's clock). A pass reads those heard from before
-      `now - abandon_idle_s`; the abandoning script decides on the run's own last event,
-      by Redis's clock, and a run found not silent is moved to when that was.
+    - `Keys.heard`: every active run, scored by when it last heard from its generator as
+      far as the set knows (ms since the epoch, by the writer's clock): its start, then
+      when a pass last found it still going. A pass reads those scored before
+      `now - abandon_idle_s`; the abandoning script decides on the run's own last event
+      (which every event writes in the run's meta), by Redis's clock, and a run found not
+      silent is moved to when that was. So a run's events cost the set nothing, and a run
+      that keeps talking costs one look per `abandon_idle_s`.
     - `Keys.registrations`: every run whose agent's registration has not ended, scored by
       when to look at it: a few seconds after its `run.started` (`FIRST_LOOK_S`); while a
       controller registers it, that controller keeps the look `LAPSE_S` ahead (renewing it
@@ -77,10 +80,10 @@ class RunWatches:
       look claims the run (the one whose score is still the one it read wins) before
       registering it, so two controllers never ask its agent at once.
 
-    Both are written in the round trip that applies a run's events, just before the apply
-    script (`Sequencer.apply`, through `heard`): the script keeps to the run's hash slot, so
-    the sets cannot be written inside it, and written first, a crash in between leaves at
-    most a look too many, never an active run no pass looks at. A run leaves `heard` once
+    Both are written in the round trip that applies a run's `run.started`, just before the
+    apply script (`Sequencer.apply`, through `started`): the script keeps to the run's hash
+    slot, so the sets cannot be written inside it, and written first, a crash in between
+    leaves at most a look too many, never an active run no pass looks at. A run leaves `heard` once
     its end is in the runs index, and `registrations` once its registration ended. Whatever
     a crash or a late event leaves behind (a finished run, one never started, one whose keys
     are gone) comes due like the rest, and the look removes it: only if its score did not
@@ -93,14 +96,14 @@ class RunWatches:
         self._forget = client.register_script(_FORGET)
         self._claim = client.register_script(_CLAIM)
 
-    def heard(self, pipe: Pipeline, run_id: str, *, started: bool) -> None:
-        """Add to `pipe`, ahead of the run's apply script, that the run heard from its
-        generator now (and, for a run.started, when its registration is looked for)."""
+    def started(self, pipe: Pipeline, run_id: str) -> None:
+        """Add to `pipe`, ahead of the apply script of a batch holding the run's
+        `run.started`, that the run heard from its generator now and when its registration
+        is looked for."""
         at = now_ms()
         pipe.zadd(self.keys.heard, {run_id: at})
-        if started:  # a re-delivered start never brings a later look closer
-            look = at + int(FIRST_LOOK_S * 1000)
-            pipe.zadd(self.keys.registrations, {run_id: look}, gt=True)
+        # A re-delivered start never brings a later look closer.
+        pipe.zadd(self.keys.registrations, {run_id: at + int(FIRST_LOOK_S * 1000)}, gt=True)
 
     async def silent(self, idle_s: float, limit: int) -> list[Due]:
         """The runs heard from last more than `idle_s` ago, longest silent first."""
