@@ -147,3 +147,46 @@ async def subscribed(client: redis.Redis, channel: str) -> None:
     with anyio.fail_after(10):
         while client.pubsub_numsub(channel)[0][1] == 0:  # noqa: ASYNC110 - the server's count, no event
             await anyio.sleep(0.01)
+
+
+class _CountedTries(RedisSemaphore):
+    """A semaphore that counts how often it asks Redis for a slot."""
+
+    tries = 0
+
+    async def _try(self, holder: str) -> float:
+        self.tries += 1
+        return await super()._try(holder)
+
+
+@pytest.mark.asyncio
+async def test_a_process_holding_every_slot_waits_for_its_own_release_without_asking(
+    aredis: redis.asyncio.Redis,
+) -> None:
+    """Two jobs of this process hold both slots: the four that come next ask Redis for a
+    slot only once a release woke them, each once, and all get one in turn."""
+    async with running(aredis) as wakeups:
+        semaphore = _CountedTries(aredis, "test:own-slots", 2, 30.0, wakeups=wakeups)
+        assert await semaphore.acquire("first", wait_s=5)
+        assert await semaphore.acquire("second", wait_s=5)
+        got: list[str] = []
+        two = anyio.Event()
+
+        async def later(holder: str) -> None:
+            await wait_in_turn(semaphore, holder, got)
+            if len(got) == 2:
+                two.set()
+
+        async with anyio.create_task_group() as group:
+            for index in range(4):
+                group.start_soon(later, f"later-{index}")
+            await anyio.sleep(0.2)
+            assert (got, semaphore.tries) == ([], 2)
+            assert await semaphore.release("first")
+            assert await semaphore.release("second")
+            with anyio.fail_after(10):
+                await two.wait()
+            for holder in got[:2]:
+                assert await semaphore.release(holder)
+        assert sorted(got) == [f"later-{index}" for index in range(4)]
+        assert semaphore.tries == 6

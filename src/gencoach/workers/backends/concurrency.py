@@ -6,6 +6,7 @@ import functools
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Final
 
@@ -35,7 +36,9 @@ class RedisSemaphore:
     A holder that dies without releasing loses its slot when the lease expires (by the
     Redis server's clock). Releasing is idempotent and publishes a wake-up. Waiting never
     polls: a waiter sleeps until a release wakes it (through the process's `wakeups`,
-    else a subscription of its own) or until the first held lease lapses.
+    else a subscription of its own) or until the first held lease lapses. While this
+    process itself holds every slot, a waiter does not ask Redis (which could only say
+    no) but waits for one of them to be released.
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class RedisSemaphore:
         # EVALSHA, reloaded on NOSCRIPT: survives a server restart or SCRIPT FLUSH.
         self._acquire = client.register_script(ACQUIRE_SCRIPT.read_text())
         self._release = client.register_script(RELEASE_SCRIPT.read_text())
+        self._held = 0  # slots taken through this semaphore and not yet given back
 
     async def _try(self, holder: str) -> float:
         """0 when `holder` has a slot now, else the seconds until the first lease lapses."""
@@ -74,29 +78,40 @@ class RedisSemaphore:
     async def acquire(self, holder: str, wait_s: float) -> bool:
         """Take a slot, waiting up to `wait_s` for one to free; say whether it did."""
         deadline = anyio.current_time() + wait_s
-        if await self._try(holder) == 0:  # the uncontended case needs no subscription
+        # The uncontended case needs no subscription.
+        if self._held < self.limit and await self._try(holder) == 0:
+            self._held += 1
             return True
         if self._wakeups is not None:
             async with self._wakeups.waiting(self.channel) as waiter:
-                while (lapse_s := await self._try(holder)) > 0:
-                    left = deadline - anyio.current_time()
-                    if left <= 0:
-                        return False
-                    with anyio.move_on_after(min(left, lapse_s)):
-                        await waiter.wait()
-            return True
-        async with self._client.pubsub() as pubsub:
-            await pubsub.subscribe(self.channel)
-            while (lapse_s := await self._try(holder)) > 0:
-                left = deadline - anyio.current_time()
-                if left <= 0:
-                    return False
-                with anyio.move_on_after(min(left, lapse_s)):
-                    await next_release(pubsub)
-        return True
+                taken = await self._wait(holder, deadline, waiter.wait)
+        else:
+            async with self._client.pubsub() as pubsub:
+                await pubsub.subscribe(self.channel)
+                taken = await self._wait(holder, deadline, lambda: next_release(pubsub))
+        if taken:
+            self._held += 1
+        return taken
+
+    async def _wait(
+        self, holder: str, deadline: float, woken: Callable[[], Awaitable[object]]
+    ) -> bool:
+        """Try, and sleep until `woken` (or the first lease lapses) between tries, until
+        the slot is taken (True) or `deadline` passes (False). While this process holds
+        every slot, a try is spared: only one of its own releases can free one."""
+        while True:
+            lapse_s = self.lease_s if self._held >= self.limit else await self._try(holder)
+            if lapse_s == 0:
+                return True
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return False
+            with anyio.move_on_after(min(left, lapse_s)):
+                await woken()
 
     async def release(self, holder: str) -> bool:
         """Give the slot back; False if `holder` held none (released already, or lapsed)."""
+        self._held = max(0, self._held - 1)
         return bool(await self._release(keys=[self.key], args=[holder, self.channel]))
 
     async def holders(self) -> list[str]:
