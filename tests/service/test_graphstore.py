@@ -34,6 +34,21 @@ async def test_applying_twice_changes_nothing(store: GraphStore) -> None:
     assert await store.load("r1") == first
 
 
+async def test_events_apply_after_redis_lost_the_script(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """The apply script is called by its sha alone: after SCRIPT FLUSH (as after a Redis
+    restart) it is loaded again and the batch applies, its run watched from its start."""
+    events = known_events()
+    await async_redis.script_flush()
+    results = await store.apply(events[:3])
+    assert {result.outcome for result in results} == {"ok"}
+    assert await async_redis.zscore(Keys().heard, "r1") is not None
+    await async_redis.script_flush()
+    assert {result.outcome for result in await store.apply(events[3:])} == {"ok"}
+    assert {result.outcome for result in await store.apply(events)} == {"dup"}
+
+
 async def test_storage_ids_follow_creation_order(store: GraphStore) -> None:
     """Situations and candidates get integer ids 0, 1, 2… in the order they were reported."""
     graph = await apply_known(store)

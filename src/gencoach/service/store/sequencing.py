@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import redis.exceptions
 from redis.asyncio import Redis
@@ -215,18 +215,15 @@ class Sequencer:
                 done.results[index] = Applied("err", reason="run_id must not contain '{' or '}'")
             else:
                 groups.setdefault(event.run_id, []).append(index)
-        pipe = self.client.pipeline(transaction=False)
         mode = "own" if own else "ordered"
+        calls: list[tuple[str, list[str | float], bool]] = []
         for run_id, indexes in groups.items():
             indexes.sort(key=lambda index: events[index].seq)
-            # First, so that no crash leaves a run started and unwatched.
-            if any(isinstance(events[index], RunStarted) for index in indexes):
-                self.watches.started(pipe, run_id)
             batch = json.dumps([script_args(events[index]) for index in indexes])
             brought = _newest([entry_ids[index] for index in indexes]) if entry_ids else ""
-            args: list[str | float] = [batch, mode, self.gap_timeout_s, brought]
-            await self._script(keys=self._keys(run_id), args=args, client=pipe)
-        replies = [reply for reply in await pipe.execute() if isinstance(reply, list)]
+            started = any(isinstance(events[index], RunStarted) for index in indexes)
+            calls.append((run_id, [batch, mode, self.gap_timeout_s, brought], started))
+        replies = [reply for reply in await self._execute(calls) if isinstance(reply, list)]
         for (run_id, indexes), reply in zip(groups.items(), replies, strict=True):
             results, released, deadline = reply
             for index, (outcome, detail) in zip(indexes, results, strict=True):
@@ -254,14 +251,36 @@ class Sequencer:
             return done
         pending = await self._oldest_pending()
         run_ids = [as_text(run_id) for run_id in waiting]
-        pipe = self.client.pipeline(transaction=False)
-        for run_id in run_ids:
-            args: list[str | float] = ["[]", "sweep", self.gap_timeout_s, pending]
-            await self._script(keys=self._keys(run_id), args=args, client=pipe)
-        for run_id, (_, released, deadline) in zip(run_ids, await pipe.execute(), strict=True):
+        args: list[str | float] = ["[]", "sweep", self.gap_timeout_s, pending]
+        replies = await self._execute([(run_id, args, False) for run_id in run_ids])
+        for run_id, (_, released, deadline) in zip(run_ids, replies, strict=True):
             self._take(done, run_id, released, deadline)
         await self._index([], done.released)
         return done
+
+    async def _execute(self, calls: list[tuple[str, list[str | float], bool]]) -> list[Any]:
+        """Call the apply script on each run's arguments in one round trip, by its sha
+        alone (no `SCRIPT EXISTS` first); each run that starts is watched first, so that no
+        crash leaves a run started and unwatched. A Redis that lost the script (a restart,
+        `SCRIPT FLUSH`) has it loaded and the round trip made again: the script refuses
+        the events it applied already, and the watches' writes are the same again."""
+        for loaded in (False, True):
+            pipe = self.client.pipeline(transaction=False)
+            for run_id, args, started in calls:
+                if started:
+                    self.watches.started(pipe, run_id)
+                keys = self._keys(run_id)
+                pipe.evalsha(self._script.sha, len(keys), *keys, *args)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            lost = any(isinstance(reply, redis.exceptions.NoScriptError) for reply in replies)
+            if lost and not loaded:
+                await self.client.script_load(self._script.script)
+                continue
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+            return replies
+        raise AssertionError("unreachable: the second round trip returns or raises")
 
     async def _oldest_pending(self) -> str:
         """The oldest entry of the events stream some controller holds ("" if none)."""
