@@ -102,16 +102,19 @@ class BranchRecorder:
         self._alternatives = client.register_script(ALTERNATIVES_SCRIPT.read_text())
 
     async def attempt_id(self, request: CoachingRequest, point: str) -> int:
-        """The attempt id of a proposal, allocated once."""
+        """The attempt id of a proposal, allocated once: a fresh id is drawn and kept only
+        if the proposal has none yet (a proposal reinjected again draws one it does not
+        keep: ids are unique, not dense). Its owner is written in the same round trip: a
+        `#<id>` entry for an id not kept names nobody's node, and is never read."""
         field = f"{request.request_id}|{point}"
         key = self.keys.run(request.run_id, ATTEMPTS)
-        existing = await self.client.hget(key, field)
-        if existing is not None:
-            return int(existing)
-        fresh = await self.client.incr(self.keys.attempt_counter)
-        if await self.client.hsetnx(key, field, fresh):
-            await self.client.hset(key, f"#{fresh}", field)
-            return int(fresh)
+        fresh = int(await self.client.incr(self.keys.attempt_counter))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hsetnx(key, field, fresh)
+        pipe.hset(key, f"#{fresh}", field)
+        kept, _ = await pipe.execute()
+        if kept:
+            return fresh
         return int(await self.client.hget(key, field) or fresh)
 
     async def attempt_owner(self, run_id: str, attempt: int) -> tuple[str, str] | None:
