@@ -37,6 +37,11 @@ log = get_logger("registry")
 # MAGMA agents accept only this type: an OpenAI-compatible chat-completions client.
 SESSION_BACKEND_TYPE = "ollama"
 REGISTERED = "registered"
+_COACHING_FIELDS: Final = ["agent_info", "session", "session_reason", "agent_error"]
+# How long what a registration wait read stands for the routing that follows it, and how
+# many such reads are kept at most.
+_READ_FRESH_S: Final = 1.0
+_READS_KEPT: Final = 4096
 # An agent that cannot be reached is asked again for its info until
 # `controller.registration_give_up_s` (the bound, set per call).
 REGISTRATION_RETRY: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=30.0)
@@ -95,6 +100,9 @@ class AgentRegistry:
         self.watches = RunWatches(client, keys)
         self._ended: dict[str, anyio.Event] = {}  # registrations ended in this process
         self._lookups: dict[str, _Lookup] = {}  # announcement reads in progress, by agent
+        # What `wait_registered` read of a registered run, for the `coaching` call that
+        # follows it (a terminal's routing): taken once, within `_READ_FRESH_S`.
+        self._read: dict[str, tuple[float, list[bytes | str | None]]] = {}
 
     async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         """Read the agent's announcement and open its coaching session if it offers one.
@@ -256,6 +264,18 @@ class AgentRegistry:
         """Whether the run's agent was asked what it offers (by any controller)."""
         return bool(await self.client.hexists(self.keys.run(run_id, META), REGISTERED))
 
+    async def _registered_reading(self, run_id: str) -> bool:
+        """`registered`, reading with it what `coaching` needs next (one round trip)."""
+        flag, *fields = await self.client.hmget(
+            self.keys.run(run_id, META), [REGISTERED, *_COACHING_FIELDS]
+        )
+        if flag is None:
+            return False
+        if len(self._read) >= _READS_KEPT:  # entries a routing never took
+            self._read.clear()
+        self._read[run_id] = (anyio.current_time(), fields)
+        return True
+
     async def wait_registered(self, run_id: str, timeout_s: float) -> bool:
         """Wait until the run's agent was asked what it offers; False on timeout.
 
@@ -265,7 +285,7 @@ class AgentRegistry:
         recheck_s = 0.5
         try:
             with anyio.move_on_after(timeout_s):
-                while not await self.registered(run_id):
+                while not await self._registered_reading(run_id):
                     with anyio.move_on_after(recheck_s):
                         await self._event(run_id).wait()
                     recheck_s = min(recheck_s * 2, 5.0)
@@ -276,10 +296,12 @@ class AgentRegistry:
 
     async def coaching(self, run_id: str) -> AgentCoaching:
         """What the run's agent offers; nothing when it never answered its info."""
-        meta = self.keys.run(run_id, META)
-        raw, session, session_reason, error = await self.client.hmget(
-            meta, ["agent_info", "session", "session_reason", "agent_error"]
-        )
+        read = self._read.pop(run_id, None)
+        if read is not None and anyio.current_time() - read[0] <= _READ_FRESH_S:
+            fields = read[1]
+        else:
+            fields = await self.client.hmget(self.keys.run(run_id, META), _COACHING_FIELDS)
+        raw, session, session_reason, error = fields
         if raw is None:
             why = f" ({as_text(error)})" if error is not None else ""
             return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
