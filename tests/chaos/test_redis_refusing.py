@@ -31,7 +31,7 @@ DIAGNOSIS = {
     "reason": "sw9 is not in the task",
     "expected_decision": PRESS_SW4,
 }
-# How long Redis refuses writes: several RQ heartbeats (every 5 s) and job leases (10 s).
+# How long Redis refuses writes: an RQ heartbeat (every 15 s) and several job leases (10 s).
 FULL_S = 20.0
 # How long runs have, after the fault, to reach proven corrections.
 RECOVERY_S = 90.0

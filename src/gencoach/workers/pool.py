@@ -39,10 +39,12 @@ from gencoach.workers.tls import shared_ssl_context
 
 __all__ = ["MAX_RESTARTS", "run_workers"]
 
-# RQ tuned for a long-lived service: a short worker TTL, frequent heartbeats and
-# maintenance, and no RQ retries (the controller decides what to retry).
+# RQ tuned for a long-lived service: a short worker TTL, frequent maintenance and no RQ
+# retries (the controller decides what to retry). A job's RQ heartbeat (nine commands,
+# for RQ's view alone: the controller follows the job's lease) is sent every 15 s, so
+# that most jobs, which wait seconds on an LLM, cost none or one.
 WORKER_TTL_S = 30
-JOB_MONITORING_INTERVAL_S = 5
+JOB_MONITORING_INTERVAL_S = 15
 MAINTENANCE_INTERVAL_S = 15
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
