@@ -172,51 +172,6 @@ class _ReadBeforeAMove(RequestStore):
         return await super().get(run_id, request_id)
 
 
-@pytest.mark.asyncio
-async def test_a_result_read_before_its_request_showed_running_still_applies(
-    async_redis: Redis,
-) -> None:
-    """The result handler read the request `queued`; before it wrote, the reconciler
-    showed it `diagnosing` (it saw the worker had taken the job, which had already ended).
-    The handler's move is refused as stale, and the result is applied to the request as it
-    now stands: the finished work is not lost, to be done again once the lease lapsed."""
-    requests = _ReadBeforeAMove(async_redis, Keys())
-    limits = StageLimits(async_redis, Keys())
-    queued = await _queued(requests, "diagnosis")
-    assert await force_move(requests, queued, queued.moved("diagnosing", "a worker took the job"))
-    requests.snapshot = queued
-    # A declined diagnosis moves the request through the store alone: the stages a
-    # correction is handed to (jobs, reinjection, routing) are not reached.
-    unused: Any = None
-    coach = CoachingPipeline(
-        async_redis,
-        Keys(),
-        GraphStore(async_redis, Keys()),
-        requests,
-        limits,
-        unused,
-        unused,
-        unused,
-        unused,
-        unused,
-        unused,
-    )
-    result = JobResult(
-        request_id=queued.request_id,
-        run_id="r1",
-        job="diagnosis",
-        status="declined",
-        reason="nothing to correct",
-    )
-    await coach.on_result(result)
-
-    stored = await requests.get("r1", queued.request_id)
-    assert stored is not None
-    assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
-    assert [record.status for record in stored.jobs] == ["declined"]
-    assert (await limits.counts("r1", 0)).pending == 0
-
-
 class _NoReads(RequestStore):
     """A store that must not be read: every request comes with its copy."""
 
@@ -235,6 +190,40 @@ def _result_pipeline(client: Redis, requests: RequestStore) -> CoachingPipeline:
     )
 
 
+def _declined(request_id: str, record: str | None = None) -> JobResult:
+    """A diagnosis's result that finds nothing to correct, carrying `record` if given."""
+    return JobResult(
+        request_id=request_id,
+        run_id="r1",
+        job="diagnosis",
+        status="declined",
+        reason="nothing to correct",
+        record=record,
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_result_read_before_its_request_showed_running_still_applies(
+    async_redis: Redis,
+) -> None:
+    """The result handler read the request `queued`; before it wrote, the reconciler
+    showed it `diagnosing` (it saw the worker had taken the job, which had already ended).
+    The handler's move is refused as stale, and the result is applied to the request as it
+    now stands: the finished work is not lost, to be done again once the lease lapsed."""
+    requests = _ReadBeforeAMove(async_redis, Keys())
+    limits = StageLimits(async_redis, Keys())
+    queued = await _queued(requests, "diagnosis")
+    assert await force_move(requests, queued, queued.moved("diagnosing", "a worker took the job"))
+    requests.snapshot = queued
+    await _result_pipeline(async_redis, requests).on_result(_declined(queued.request_id))
+
+    stored = await requests.get("r1", queued.request_id)
+    assert stored is not None
+    assert [step.state for step in stored.history][-2:] == ["diagnosing", "declined"]
+    assert [record.status for record in stored.jobs] == ["declined"]
+    assert (await limits.counts("r1", 0)).pending == 0
+
+
 @pytest.mark.asyncio
 async def test_a_result_carrying_its_request_moves_it_without_reading_it(
     async_redis: Redis,
@@ -245,14 +234,7 @@ async def test_a_result_carrying_its_request_moves_it_without_reading_it(
     queued = await _queued(RequestStore(async_redis, Keys()), "diagnosis")
     running = queued.moved("diagnosing", "a worker took the job")
     assert await force_move(RequestStore(async_redis, Keys()), queued, running)
-    declined = JobResult(
-        request_id=queued.request_id,
-        run_id="r1",
-        job="diagnosis",
-        status="declined",
-        reason="nothing to correct",
-        record=running.model_dump_json(),
-    )
+    declined = _declined(queued.request_id, running.model_dump_json())
     await _result_pipeline(async_redis, _NoReads(async_redis, Keys())).on_result(declined)
     stored = await RequestStore(async_redis, Keys()).get("r1", queued.request_id)
     assert stored is not None
@@ -261,9 +243,7 @@ async def test_a_result_carrying_its_request_moves_it_without_reading_it(
     other = await _queued(RequestStore(async_redis, Keys()), "diagnosis", candidate_id=2)
     requests = RequestStore(async_redis, Keys())
     assert await force_move(requests, other, other.moved("diagnosing", "a worker took it"))
-    stale = declined.model_copy(
-        update={"request_id": other.request_id, "record": other.model_dump_json()}
-    )
+    stale = _declined(other.request_id, other.model_dump_json())
     await _result_pipeline(async_redis, requests).on_result(stale)
     stored = await requests.get("r1", other.request_id)
     assert stored is not None
