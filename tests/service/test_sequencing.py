@@ -241,6 +241,30 @@ async def test_own_events_apply_outside_the_generators_order(store: GraphStore) 
     assert next_one.outcome == "ok"
 
 
+async def test_own_nodes_applied_again_are_duplicates_by_their_ids(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """A coached situation and candidate applied again (a reinjection repeated after a
+    crash) are duplicates by their ids, the graph unchanged, their seqs never recorded;
+    a generator's event reusing an id is still refused."""
+    events = known_events()
+    await _apply(store, events[:3])
+    situation = events[1].model_copy(update={"seq": 1 << 40, "situation_id": "S_own"})
+    candidate = events[2].model_copy(
+        update={"seq": (1 << 40) + 1, "situation_id": "S_own", "candidate_id": "c_own"}
+    )
+    first = await store.apply([situation, candidate], own=True)
+    assert [result.outcome for result in first] == ["ok", "ok"]
+    before = await store.load("r1")
+    again = await store.apply([situation, candidate], own=True)
+    assert [result.outcome for result in again] == ["dup", "dup"]
+    assert await store.load("r1") == before
+    assert not await async_redis.sismember(KEYS.run("r1", "seqs"), str(1 << 40))
+    reused = events[1].model_copy(update={"seq": events[3].seq, "situation_id": "S_own"})
+    (refused,) = (await _apply(store, [reused])).results
+    assert refused.outcome == "err"
+
+
 async def test_runs_started_before_ordering_apply_as_they_come(
     store: GraphStore, async_redis: Redis
 ) -> None:

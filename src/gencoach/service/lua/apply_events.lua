@@ -72,6 +72,19 @@ end
 
 local applied = false
 
+-- The controller's own nodes (a coached situation and candidate) are told apart by their
+-- ids, which it derives from the request and the reinjection point: applied again, one is
+-- a duplicate by its id, and its seq needs no record.
+local function own_node(args)
+  return mode == 'own' and (args[1] == 'situation.created' or args[1] == 'candidate.created')
+end
+
+local function seen(args)
+  if not own_node(args) then
+    redis.call('SADD', seqs, args[2])
+  end
+end
+
 -- Apply one event whose checks all run here (not whether its seq was seen).
 local function apply(args)
   local kind, seq = args[1], args[2]
@@ -101,6 +114,9 @@ local function apply(args)
   if kind == 'situation.created' then
     -- args: 3 situation id, 4 parent candidate id or '', 5 link kind, 6 body
     if redis.call('HEXISTS', sids, args[3]) == 1 then
+      if own_node(args) then
+        return {'dup', ''}
+      end
       return {'err', 'situation ' .. args[3] .. ' already exists'}
     end
     local parent = 'null'
@@ -121,7 +137,7 @@ local function apply(args)
     else
       append(links, parent, id .. ':' .. args[5])
     end
-    redis.call('SADD', seqs, seq)
+    seen(args)
     applied = true
     return {'ok', tostring(id)}
   end
@@ -129,6 +145,9 @@ local function apply(args)
   if kind == 'candidate.created' then
     -- args: 3 candidate id, 4 situation id, 5 body
     if redis.call('HEXISTS', cids, args[3]) == 1 then
+      if own_node(args) then
+        return {'dup', ''}
+      end
       return {'err', 'candidate ' .. args[3] .. ' already exists'}
     end
     local situation = redis.call('HGET', sids, args[4])
@@ -140,7 +159,7 @@ local function apply(args)
     redis.call('HSET', candidates, id,
       with_fields('"id":' .. id .. ',"situation_id":' .. situation, args[5]))
     append(members, situation, id)
-    redis.call('SADD', seqs, seq)
+    seen(args)
     applied = true
     return {'ok', tostring(id)}
   end
@@ -174,7 +193,7 @@ end
 -- An event whose turn is not ordered (own events, older runs) or has passed (a gap
 -- released without it): applied unless its seq was.
 local function unordered(args)
-  if redis.call('SISMEMBER', seqs, args[2]) == 1 then
+  if not own_node(args) and redis.call('SISMEMBER', seqs, args[2]) == 1 then
     return {'dup', ''}
   end
   return apply(args)
