@@ -6,6 +6,7 @@ and all. Against a real Redis."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,13 @@ from gencoach.service.coaching.lifecycle import (
     IllegalTransition,
     RequestState,
 )
-from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
+from gencoach.service.coaching.requests import (
+    REQUESTS,
+    WATCH_S,
+    CoachingRequest,
+    RequestStore,
+    deadline_member,
+)
 from gencoach.service.pipeline import CoachingPipeline
 from gencoach.service.recovery.reconcile import next_look_s
 from gencoach.service.store.graphstore import ATTEMPTS, GraphStore
@@ -455,3 +462,25 @@ async def test_a_proposal_keeps_the_first_attempt_id_it_was_given(async_redis: R
     assert await recorder.attempt_id(request, "replacement") == first
     assert await recorder.attempt_owner("r1", first) == (request.request_id, "replacement")
     assert await recorder.attempt_owner("r1", other) == (request.request_id, "recovery")
+
+
+@pytest.mark.asyncio
+async def test_a_request_in_flight_is_first_looked_at_a_third_of_a_lease_after_it_moved(
+    async_redis: Redis,
+) -> None:
+    """A request a worker took is looked at once its slot should have been renewed (a
+    third of a lease), not two seconds after the move; one that waits to be reinjected,
+    or a store that does not know the leases, keeps the first look at two seconds."""
+    keys = Keys()
+    member = deadline_member("r1", "r1:1:failure")
+    requests = RequestStore(async_redis, keys, lease_s=lambda: 30.0)
+    queued = await _queued(requests, "diagnosis")
+    running = queued.moved("diagnosing", "a worker took the job")
+    assert await force_move(requests, queued, running)
+    due_s = (await async_redis.zscore(keys.request_deadlines, member) or 0) / 1000 - time.time()
+    assert 9.0 < due_s <= 10.0
+    repairing = running.moved("queued", job="repair").moved("repairing")
+    assert await force_move(requests, running, repairing)
+    assert await force_move(requests, repairing, repairing.moved("corrected"))
+    due_s = (await async_redis.zscore(keys.request_deadlines, member) or 0) / 1000 - time.time()
+    assert 1.0 < due_s <= WATCH_S

@@ -114,7 +114,7 @@ class Controller:
             lambda: self.lanes.gauges(),
         )
         recorder = self.metrics.recorder
-        self.requests = RequestStore(self.client, self.keys, recorder)
+        self.requests = RequestStore(self.client, self.keys, recorder, self._lease_s)
         self.limits = StageLimits(self.client, self.keys)
         self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
         self.persister = Persister(
@@ -213,7 +213,7 @@ class Controller:
             cache_entries=section.node_cache_entries,
             cache_ttl_s=section.node_cache_ttl_s,
         )
-        requests = RequestStore(client, self.keys, recorder)
+        requests = RequestStore(client, self.keys, recorder, self._lease_s)
         limits = StageLimits(client, self.keys)
         budgets = Budgets(client, self.keys, lambda: self._settings.coaching.limits)
         interventions = Interventions(
@@ -240,6 +240,9 @@ class Controller:
     def settings(self) -> Settings:
         """The settings in force (reloaded on SIGHUP)."""
         return self._settings
+
+    def _lease_s(self) -> float:
+        return self._settings.coaching.lease_s
 
     def _consumer(self, stream: str, handler: Callable[..., object]) -> StreamConsumer:
         section = self._settings.controller

@@ -158,7 +158,7 @@ async def take(client: redis.asyncio.Redis, keys: Keys, hold: LeaseHold) -> Rene
     or attempt, or has ended, is `absent` to this job; one without a record is held by its
     lease alone."""
     lease = hold.lease
-    store = RequestStore(client, keys, hold.metrics)
+    store = RequestStore(client, keys, hold.metrics, lambda: lease.lease_s)
     request = await store.known_or_stored(lease.run_id, lease.request_id, lease.record)
     if request is None:
         return await renew_lease(client, keys, lease)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, Literal, cast
 
@@ -255,13 +256,28 @@ class RequestStore:
     checks whether its run is now settled (`gencoach.settling`).
     """
 
-    def __init__(self, client: Redis, keys: Keys, metrics: MetricsRecorder | None = None) -> None:
+    def __init__(
+        self,
+        client: Redis,
+        keys: Keys,
+        metrics: MetricsRecorder | None = None,
+        lease_s: Callable[[], float] | None = None,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.metrics = metrics or MetricsRecorder()
         self._move = client.register_script(_MOVE)
         self.watch_s = WATCH_S
+        self._lease_s = lease_s
         self._settling = Settling(client, keys)
+
+    def _look_s(self, moved: CoachingRequest) -> float:
+        """How soon reconciliation looks at a request that moved: one in flight a third of
+        a lease later (its slot is renewed by then, or found lapsed; as every later look),
+        when the stage leases' length is known, any other `watch_s` later."""
+        if self._lease_s is not None and moved.state in IN_FLIGHT:
+            return max(self.watch_s, self._lease_s() / 3)
+        return self.watch_s
 
     def _arrived(self, request: CoachingRequest, recorded: int) -> None:
         """Count the transitions `request` holds beyond the first `recorded`, in its
@@ -365,7 +381,7 @@ class RequestStore:
             pipe = self.client.pipeline(transaction=False)
             pipe.zadd(
                 self.keys.request_deadlines,
-                {deadline_member(moved.run_id, moved.request_id): _due(self.watch_s)},
+                {deadline_member(moved.run_id, moved.request_id): _due(self._look_s(moved))},
             )
             pipe.evalsha(self._move.sha, len(keys), *keys, *args)
             _, raw = await pipe.execute(raise_on_error=False)
