@@ -251,7 +251,9 @@ def test_no_deadline_outlives_its_run(
         assert _watched(redis_client) == (0, 0)
     late = known_events("wave-2-99")[1]  # a situation after the run's end: refused
     _publish(redis_client, [late])
-    ((last, _),) = redis_client.xrevrange(KEYS.events, count=1)
+    newest = redis_client.xrevrange(KEYS.events, count=1)
+    assert newest
+    ((last, _),) = newest
 
     def handled() -> bool:
         (group,) = redis_client.xinfo_groups(KEYS.events)
