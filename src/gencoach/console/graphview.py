@@ -16,7 +16,8 @@ from gencoach.console.runlist import task_text
 from gencoach.console.sources import GraphData, OwnedLog
 from gencoach.protocol import CandidateRecord, SituationRecord, TaskDescription
 from gencoach.protocol.decision_text import format_decision
-from gencoach.service.coaching.requests import CoachingRequest, describe
+from gencoach.service.coaching.requests import CoachingRequest
+from gencoach.service.web.requestview import request_view
 
 SNIPPET_CHARS = 160
 
@@ -137,7 +138,7 @@ def _find(data: GraphData, candidate_id: int) -> tuple[SituationRecord, Candidat
 
 
 def _request_view(request: CoachingRequest, logs: Sequence[OwnedLog]) -> dict[str, Any]:
-    view = describe(request)
+    view = request_view(request)
     view["proposals"] = [proposal.model_dump(mode="json") for proposal in request.proposals]
     view["rewrite"] = request.rewrite
     view["logs"] = [

@@ -23,9 +23,9 @@ from gencoach.console.graphview import branch_of, graph_view, node_view
 from gencoach.console.sources import GraphData, GraphSource, LiveSource, remember
 from gencoach.metrics.catalog import LLM_CALLS, LLM_TOKENS
 from gencoach.metrics.exposition import stored
-from gencoach.service.coaching.requests import describe
 from gencoach.service.web.api import ApiContext
 from gencoach.service.web.apidoc import errors
+from gencoach.service.web.requestview import request_view
 from gencoach.service.web.runquery import run_query
 
 PREFIX = "/console/api"
@@ -190,6 +190,6 @@ def live_router(
             return _missing(f"run {run_id} has no request {request_id!r}")
         data = await source.graph(run_id)
         branch = branch_of(data, found) if data is not None else []
-        return etag_json(request, {"request": describe(found), "branch": branch})
+        return etag_json(request, {"request": request_view(found), "branch": branch})
 
     return router

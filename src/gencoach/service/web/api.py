@@ -27,7 +27,7 @@ from gencoach.service.branching.interventions import (
 )
 from gencoach.service.coaching.budgets import BudgetError, Budgets
 from gencoach.service.coaching.lifecycle import MAY_ORDER
-from gencoach.service.coaching.requests import RequestStore, describe
+from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.intake import Intake
 from gencoach.service.web.apidoc import (
@@ -41,6 +41,7 @@ from gencoach.service.web.apidoc import (
 )
 from gencoach.service.web.bodies import BodyRefusedError, json_body
 from gencoach.service.web.methods import answer_allowed_methods
+from gencoach.service.web.requestview import request_view
 from gencoach.service.web.runquery import (
     AGENT_HELP,
     CURSOR_HELP,
@@ -219,7 +220,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
         """Every coaching request of the run, with its state, reason and timings."""
         if await ctx.store.state(run_id) is None:
             return _problem(404, f"unknown run {run_id!r}")
-        listed = [describe(request) for request in await ctx.requests.all(run_id)]
+        listed = [request_view(request) for request in await ctx.requests.all(run_id)]
         return JSONResponse({"run_id": run_id, "requests": listed})
 
     @app.post(
@@ -240,7 +241,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
             accepted = await ctx.interventions.submit(run_id, intervention)
         except InterventionRefused as refused:
             return _problem(refused.status, refused.reason)
-        return JSONResponse(describe(accepted), status_code=202)
+        return JSONResponse(request_view(accepted), status_code=202)
 
     @app.get("/v1/runs/{run_id:path}", responses=errors(404, 503))
     async def run(run_id: str) -> JSONResponse:
