@@ -14,7 +14,7 @@ from tests.support.graphs import chain_run_events
 
 pytestmark = pytest.mark.slow
 
-SITUATIONS = 5000
+SITUATIONS = 2500
 # Generous, for a loaded machine: the test shows the API is served during the save, not how
 # fast (benchmarks/saves.py measures the pauses; building the save on the event loop held
 # every request for the whole build).
@@ -26,7 +26,7 @@ HEALTH_BOUND_S = 5.0
 async def test_health_answers_while_a_large_run_is_saved(
     controller: ControllerProcess, store: GraphStore
 ) -> None:
-    """While a 5,000-situation run is saved, every `/health` is answered, ready, at once."""
+    """While a 2,500-situation run is saved, every `/health` is answered, ready, at once."""
     events = chain_run_events("large", SITUATIONS)
     for start in range(0, len(events), 500):
         await store.apply(events[start : start + 500])

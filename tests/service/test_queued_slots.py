@@ -129,6 +129,9 @@ def test_requests_wait_for_a_late_worker_holding_their_slots(
     assert len(backlog) == 1, "the backlog is reported once per queue, not once per pass"
 
 
+REQUESTS = 6
+
+
 @pytest.mark.timeout(170)
 def test_requests_queued_behind_a_slow_llm_keep_their_slots(
     controller_factory: Callable[..., ControllerProcess],
@@ -136,24 +139,25 @@ def test_requests_queued_behind_a_slow_llm_keep_their_slots(
     llm: ScriptedLLMServer,
     redis_url: str,
 ) -> None:
-    """One diagnosis worker and ten requests behind an LLM answering in three leases:
-    every request is diagnosed, repaired and reinjected, none abandoned for its lease."""
+    """One diagnosis worker and six requests behind an LLM answering in three leases (the
+    last waits fifteen leases for its turn): every request is diagnosed, repaired and
+    reinjected, none abandoned for its lease."""
     lease_s = 1.0
-    llm.script(*[delayed(3 * lease_s, json_reply(DIAGNOSIS)) for _ in range(10)])
+    llm.script(*[delayed(3 * lease_s, json_reply(DIAGNOSIS)) for _ in range(REQUESTS)])
     settings = _settings(llm, lease_s)
     # one process running one job at a time: the other diagnoses wait in the RQ queue
     settings["workers"].update(processes=1, concurrency=1)
     controller = controller_factory(settings=settings)
     controller.start()
     controller.start_workers()
-    _report(redis_url, "slow", scripted_agent.url, stages=10)
+    _report(redis_url, "slow", scripted_agent.url, stages=REQUESTS)
 
     def all_settled() -> dict[str, Any] | None:
         found = _by_id(controller, "slow")
-        done = len(found) == 10 and all(r["state"] in SETTLED for r in found.values())
+        done = len(found) == REQUESTS and all(r["state"] in SETTLED for r in found.values())
         return found if done else None
 
-    found = wait_for(all_settled, timeout_s=150, what="ten requests behind the slow LLM")
+    found = wait_for(all_settled, timeout_s=150, what="the requests behind the slow LLM")
     assert _abandoned(found) == []
     assert {r["state"] for r in found.values()} == {"reinjected"}
     assert all(r["attempt"] == 1 for r in found.values()), "no request lost its slot"
