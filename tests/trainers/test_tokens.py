@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import shutil
 import statistics
 from pathlib import Path
 from typing import Any
@@ -166,3 +168,20 @@ def test_a_model_folder_counts_tokens_and_the_summary_says_so(
         f"{budget} ({over} dropped, 0 truncated)"
     )
     assert len(read_rows(out / "chat.jsonl")) == len(counts) - over
+
+
+def test_a_tokenizer_is_read_once_per_process_until_its_file_changes(
+    word_tokenizer: Path, tmp_path: Path
+) -> None:
+    """Exports in one process share a tokenizer read (a GGUF file's takes seconds); a
+    rewritten file is read again."""
+    from gencoach.export.tokens import load_tokenizer
+
+    assert load_tokenizer(word_tokenizer) is load_tokenizer(word_tokenizer)
+    copy = tmp_path / "model"
+    shutil.copytree(word_tokenizer, copy)
+    first = load_tokenizer(copy)
+    assert load_tokenizer(copy) is first
+    written = copy / "tokenizer_config.json"
+    os.utime(written, ns=(0, written.stat().st_mtime_ns + 1_000_000_000))
+    assert load_tokenizer(copy) is not first

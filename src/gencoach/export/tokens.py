@@ -7,6 +7,7 @@ and the manifest. See docs/export.md ("Token budgets").
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -59,14 +60,25 @@ def load_tokenizer(path: Path) -> Any:
         raise ExportError(f"--tokenizer {path}: no such file or folder")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        if path.is_file():
-            return AutoTokenizer.from_pretrained(
-                str(path.parent), gguf_file=path.name, local_files_only=True
-            )
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        return _loaded(AutoTokenizer, path.resolve(), _version(path))
     except Exception as error:  # transformers raises many kinds for an unreadable model
         reason = " ".join(str(error).split())
         raise ExportError(f"--tokenizer {path} cannot be loaded: {reason}") from None
+
+
+def _version(path: Path) -> tuple[tuple[str, int, int], ...]:
+    """What changes when the file, or a file of the folder, is written again."""
+    files = sorted(path.iterdir()) if path.is_dir() else [path]
+    return tuple((item.name, item.stat().st_mtime_ns, item.stat().st_size) for item in files)
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(auto: Any, path: Path, version: tuple[tuple[str, int, int], ...]) -> Any:
+    """The tokenizer at `path` as it was at `version`, read once per process: reading one
+    from a GGUF file takes seconds, and the exports of one process share it."""
+    if path.is_file():
+        return auto.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    return auto.from_pretrained(str(path), local_files_only=True)
 
 
 def _text(content: Any) -> str:
