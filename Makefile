@@ -132,13 +132,15 @@ interop: $(STAMP) $(MAGMA_STAMP)
 
 # The chaos suite and the process-level tests of the service and workers suites (those
 # marked slow: real controllers, workers and peers), on three test workers (the chaos
-# files first, the longest), while two CPU-bound processes run beside them (started here,
-# killed however the suites end): start-up waits and the ordering of races must hold on
-# a loaded machine.
+# files first, the longest), while BURNERS CPU-bound processes run beside them (started
+# here, killed however the suites end): start-up waits and the ordering of races must
+# hold on a loaded machine. CI runs it with one, beside the trainers' suite.
+BURNERS ?= 2
+
 test-loaded: $(STAMP)
-	@$(BIN)/python -c 'while True: pass' & burner1=$$!; \
-	$(BIN)/python -c 'while True: pass' & burner2=$$!; \
-	trap 'kill $$burner1 $$burner2 2>/dev/null || true' EXIT INT TERM; \
+	@burners=""; \
+	for _ in $$(seq $(BURNERS)); do $(BIN)/python -c 'while True: pass' & burners="$$burners $$!"; done; \
+	trap 'kill $$burners 2>/dev/null || true' EXIT INT TERM; \
 	GC_TEST_REDIS=embedded $(BIN)/pytest -n 3 --dist loadfile -m slow --chaos \
 		tests/chaos tests/service tests/workers -q $(ARGS)
 

@@ -15,8 +15,9 @@ import pytest
 
 pytest.importorskip("gymnasium")
 ROOT = Path(__file__).resolve().parents[2]
-# The quick run takes about 3 minutes on two idle cores; a loaded machine may double it.
-pytestmark = pytest.mark.timeout(900)
+# The quick run takes about 4 minutes on two idle cores; CI runs it beside the loaded pass,
+# where it may take three times as long.
+pytestmark = pytest.mark.timeout(1_800)
 
 
 def test_the_quick_closed_loop_leaves_every_artefact(tmp_path: Path) -> None:
@@ -28,7 +29,7 @@ def test_the_quick_closed_loop_leaves_every_artefact(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "benchmarks.closed_loop", "--quick", "--out", str(out)]
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=840
+        command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=1_740
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
