@@ -53,9 +53,14 @@ test: lint typecheck pytest
 
 # The console in a real browser: Debian's chromium (installed when missing) driven by
 # Playwright (the `browser` extra), which never downloads a browser of its own.
-test-browser: $(STAMP)
-	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,test,browser]'
+	touch $(BROWSER_STAMP)
+
+test-browser: $(BROWSER_STAMP)
+	@if [ ! -x /usr/bin/chromium ]; then apt-get update && apt-get install -y chromium; fi
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/browser -m browser $(ARGS)
 
 # /metrics through Prometheus's own linter (`promtool check metrics`, from Debian's
@@ -67,8 +72,13 @@ test-promtool: $(STAMP)
 # Schemathesis against a live controller, with and without a token, after reporting a few
 # runs and an intervention whose ids it draws from (the `api-test` extra; GC_API_EXAMPLES
 # examples per operation, 25 by default: a few minutes).
-test-api: $(STAMP)
+API_STAMP := $(VENV)/.api-installed
+
+$(API_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet --constraint $(CONSTRAINTS) -e '.[dev,api-test]'
+	touch $(API_STAMP)
+
+test-api: $(API_STAMP)
 	GC_TEST_REDIS=$${GC_TEST_REDIS:-embedded} $(BIN)/pytest tests/api -m api $(ARGS)
 
 # docs/openapi.json: the controller's OpenAPI document (tests/docs checks it is current).
