@@ -155,6 +155,8 @@ def test_status_reads_the_controller_its_config_names(
              "--interval", "0.2"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "COLUMNS": "120"},
+            # as a background job of a script starts: Ctrl-C must end the watch all the same
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )  # fmt: skip
         assert watch.stdout is not None
         frames = 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 
 import httpx
@@ -60,20 +62,31 @@ def _frame(url: str, every_s: float, timeout_s: float) -> RenderableType:
 
 
 def watch_status(console: Console, url: str, every_s: float, timeout_s: float) -> None:
-    """Show the status every `every_s` until Ctrl-C: redrawn in place on a terminal,
-    appended frame after frame to a pipe or a file. A lost controller is shown, not fatal."""
+    """Show the status every `every_s` until Ctrl-C (or SIGTERM): redrawn in place on a
+    terminal, appended frame after frame to a pipe or a file. A lost controller is shown,
+    not fatal.
+
+    The signal only sets an event the loop waits on: a KeyboardInterrupt raised at any
+    bytecode could leave the console's lock held (`with` is not atomic against it), and
+    the exit would then wait on it for ever."""
+    stop = threading.Event()
+    previous = {
+        signum: signal.signal(signum, lambda *_: stop.set())
+        for signum in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         if not console.is_terminal:
-            while True:
+            while not stop.is_set():
                 console.print(_frame(url, every_s, timeout_s), "")
                 console.file.flush()
-                time.sleep(every_s)
+                stop.wait(every_s)
+            return
         with Live(_frame(url, every_s, timeout_s), console=console, auto_refresh=False) as live:
-            while True:
-                time.sleep(every_s)
+            while not stop.wait(every_s):
                 live.update(_frame(url, every_s, timeout_s), refresh=True)
-    except KeyboardInterrupt:
-        return  # Ctrl-C is how a watch ends
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def show_status(url: str, *, watch: bool, every_s: float) -> int:
