@@ -69,7 +69,8 @@ def load_tokenizer(path: Path) -> Any:
 def _version(path: Path) -> tuple[tuple[str, int, int], ...]:
     """What changes when the file, or a file of the folder, is written again."""
     files = sorted(path.iterdir()) if path.is_dir() else [path]
-    return tuple((item.name, item.stat().st_mtime_ns, item.stat().st_size) for item in files)
+    stats = [(item.name, item.stat()) for item in files]
+    return tuple((name, found.st_mtime_ns, found.st_size) for name, found in stats)
 
 
 @functools.lru_cache(maxsize=4)
