@@ -43,6 +43,7 @@ from gencoach.service.store.nodes import RunGraph, StoredSituation, as_text
 from gencoach.service.store.trajectory import feedback_situation
 
 ALTERNATIVES_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/alternatives.lua")
+ORDER_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/coached_order.lua")
 
 # Nodes gencoach records itself carry seqs from here up: far above any generator's.
 OWN_SEQ_BASE = 1 << 40
@@ -89,7 +90,7 @@ class BranchRecorder:
     never makes two branches of one proposal: the attempt id is allocated once, the nodes
     are recorded through the graph's exactly-once apply script with seqs derived from the
     attempt id, an answer already recorded is reused rather than asked again, and the
-    order is published once, in the same transaction as its "published" flag.
+    order is published once, in the same step as its "published" flag.
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class BranchRecorder:
         self.store = store
         self.metrics = metrics or MetricsRecorder()
         self._alternatives = client.register_script(ALTERNATIVES_SCRIPT.read_text())
+        self._order = client.register_script(ORDER_SCRIPT.read_text())
 
     async def attempt_id(self, request: CoachingRequest, point: str) -> int:
         """The attempt id of a proposal, allocated once: a fresh id is drawn and kept only
@@ -221,7 +223,9 @@ class BranchRecorder:
             "origin": "human" if request.human else "automatic",
             "decision_source": proposal.decision_source,
         }
-        marker = await self._mark(request, graph, anchor, candidate_id, source)
+        coached_id = results[1].storage_id or await self.store.storage_id(run_id, candidate_id)
+        assert coached_id is not None
+        markers = await self._markers(request, graph, anchor, coached_id)
         order = BranchOrder(
             branch_id=f"{request.request_id}|{proposal.reinjection_point_id}",
             run_id=run_id,
@@ -230,52 +234,54 @@ class BranchRecorder:
             candidate_id=candidate_id,
             input=coached,
             candidate=answer,
-            coaching=marker,
+            coaching=markers[coached_id],
             attempt_id=attempt,
         )
-        await self._publish(order, request.route)
+        await self._publish(order, request.route, markers, coached_id, source)
         return order
 
-    async def _mark(
-        self,
-        request: CoachingRequest,
-        graph: RunGraph,
-        anchor: Anchor,
-        candidate_gen_id: str,
-        source: JsonObject,
-    ) -> CoachingMarker:
-        """Mark the coached candidate, the decision it corrects and the terminal one, and
-        record the coached candidate's source; the coached candidate's marker."""
+    async def _markers(
+        self, request: CoachingRequest, graph: RunGraph, anchor: Anchor, coached_id: int
+    ) -> dict[int, CoachingMarker]:
+        """The markers of the coached candidate, the decision it corrects and the terminal
+        one, by storage id."""
         run_id = request.run_id
-        coached = await self.store.storage_id(run_id, candidate_gen_id)
-        assert coached is not None
         existing = await self.store.markers(run_id, [anchor.source_candidate, request.candidate_id])
         faulty = existing.get(anchor.source_candidate, CoachingMarker())
         replacement, faulty = correction_markers(faulty, request.type_coaching, anchor.kind)
-        updates = {coached: replacement}
+        updates = {coached_id: replacement}
         updates[anchor.source_candidate] = _consumed(faulty, request.type_coaching)
         terminal = updates.get(request.candidate_id) or existing.get(request.candidate_id)
         updates[request.candidate_id] = _consumed(
             terminal or CoachingMarker(), request.type_coaching
         )
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hset(
-            self.keys.run(run_id, MARKERS),
-            mapping={str(cid): marker.model_dump_json() for cid, marker in updates.items()},
-        )
-        pipe.hset(self.keys.run(run_id, SOURCES), str(coached), json.dumps(source))
-        await pipe.execute()
-        return replacement
+        return updates
 
-    async def _publish(self, order: BranchOrder, route: str) -> None:
-        flags = self.keys.run(order.run_id, ORDERS)
-        if await self.client.hexists(flags, order.branch_id):
-            return
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.keys.branches(order.run_id), {ORDER_FIELD: order.model_dump_json()})
-        pipe.hset(flags, order.branch_id, "1")
-        await pipe.execute()
-        self.metrics.inc(BRANCH_ORDERS, route)
+    async def _publish(
+        self,
+        order: BranchOrder,
+        route: str,
+        markers: dict[int, CoachingMarker],
+        coached_id: int,
+        source: JsonObject,
+    ) -> None:
+        """Write the markers and the coached candidate's source, and publish the order
+        once, in one step (`lua/coached_order.lua`)."""
+        run_id = order.run_id
+        keys = [self.keys.run(run_id, part) for part in (MARKERS, SOURCES, ORDERS)] + [
+            self.keys.branches(run_id)
+        ]
+        args: list[str | int] = [
+            order.branch_id,
+            ORDER_FIELD,
+            order.model_dump_json(),
+            coached_id,
+            json.dumps(source),
+        ]
+        for cid, marker in markers.items():
+            args += [cid, marker.model_dump_json()]
+        if await self._order(keys=keys, args=args):
+            self.metrics.inc(BRANCH_ORDERS, route)
 
 
 DIAGNOSIS_FOCUSES = frozenset({"diagnosis", "suboptimal_diagnosis"})
