@@ -413,6 +413,30 @@ async def test_a_request_is_looked_at_only_once_its_deadline_comes_and_until_it_
 
 
 @pytest.mark.asyncio
+async def test_a_job_taken_keeps_the_look_its_queueing_set(async_redis: Redis) -> None:
+    """A worker's take moves its request to running without a deadline of its own: the
+    look its queueing set comes sooner than the take's would, and finds it running. The
+    moves around it push the deadline back as every move that leaves a request open."""
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    queued = await _queued(requests, "diagnosis")
+    member = deadline_member("r1", queued.request_id)
+    set_by_queueing = await async_redis.zscore(keys.request_deadlines, member)
+    running = queued.moved("diagnosing")
+    requests.watch_s = 60.0  # a push would land a minute ahead
+    assert await force_move(requests, queued, running)
+    assert await async_redis.zscore(keys.request_deadlines, member) == set_by_queueing
+    repair = running.moved("queued", job="repair")
+    assert await force_move(requests, running, repair)
+    pushed = await async_redis.zscore(keys.request_deadlines, member)
+    assert pushed is not None
+    assert set_by_queueing is not None
+    assert pushed > set_by_queueing
+    assert await force_move(requests, repair, repair.moved("repairing"))
+    assert await async_redis.zscore(keys.request_deadlines, member) == pushed
+
+
+@pytest.mark.asyncio
 async def test_recorded_branches_complete_their_slots_in_the_step_that_moves_the_request(
     async_redis: Redis,
 ) -> None:
@@ -468,9 +492,10 @@ async def test_a_proposal_keeps_the_first_attempt_id_it_was_given(async_redis: R
 async def test_a_request_in_flight_is_first_looked_at_a_third_of_a_lease_after_it_moved(
     async_redis: Redis,
 ) -> None:
-    """A request a worker took is looked at once its slot should have been renewed (a
-    third of a lease), not two seconds after the move; one that waits to be reinjected,
-    or a store that does not know the leases, keeps the first look at two seconds."""
+    """A request moved in flight (here: its repair queued) is looked at once its slot
+    should have been renewed (a third of a lease), not two seconds after the move; one
+    that waits to be reinjected, or a store that does not know the leases, keeps the
+    first look at two seconds."""
     keys = Keys()
     member = deadline_member("r1", "r1:1:failure")
     requests = RequestStore(async_redis, keys, lease_s=lambda: 30.0)
@@ -486,7 +511,9 @@ async def test_a_request_in_flight_is_first_looked_at_a_third_of_a_lease_after_i
 
     queued = await _queued(requests, "diagnosis")
     running = queued.moved("diagnosing", "a worker took the job")
-    await look_after(queued, running, 10.0)
-    repairing = running.moved("queued", job="repair").moved("repairing")
-    assert await force_move(requests, running, repairing)
+    assert await force_move(requests, queued, running)  # a take: it keeps the look
+    repair = running.moved("queued", job="repair")
+    await look_after(running, repair, 10.0)
+    repairing = repair.moved("repairing")
+    assert await force_move(requests, repair, repairing)
     await look_after(repairing, repairing.moved("corrected"), WATCH_S)

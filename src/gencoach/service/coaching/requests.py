@@ -271,14 +271,16 @@ class RequestStore:
     async def create(self, request: CoachingRequest) -> bool:
         """Store a new request; False (and nothing written) if its id already exists."""
         check_opening(request.request_id, request.state)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(request.model_dump_json()))
+        # The deadline first, in the same round trip: a request is never left unwatched,
+        # and a deadline without its request is dropped by the look that finds none.
+        pipe = self.client.pipeline(transaction=False)
         pipe.zadd(
             self.keys.request_deadlines,
             {deadline_member(request.run_id, request.request_id): _due(self.watch_s)},
             nx=True,
         )
-        created, _ = await pipe.execute()
+        pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(request.model_dump_json()))
+        _, created = await pipe.execute()
         if created:
             self._arrived(request, 0)
             crash_point(f"request:{request.route}:{request.state}")
@@ -354,6 +356,10 @@ class RequestStore:
             reply = parse_reply(await self._move(keys=keys, args=args))
             if reply.outcome == "moved":  # a crash before this leaves a look that finds it ended
                 await self.unwatch(moved.run_id, moved.request_id)
+        elif current.state == "queued" and moved.state in RUNNING.values():
+            # A job taken (usually just after it was queued): the look its queueing set
+            # comes sooner than this move's would, finds it running, and sets the next.
+            reply = parse_reply(await self._move(keys=keys, args=args))
         else:
             # Looked at soon whatever the write's outcome: a look at a request that did not
             # move finds it as it is, while a deadline written after the move could be lost.

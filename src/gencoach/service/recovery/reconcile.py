@@ -50,8 +50,9 @@ class Reconciler:
     """The periodic pass over in-flight requests.
 
     Workers renew their request's lease while they work. Every request not yet ended has
-    a deadline in a sorted set (`Keys.request_deadlines`): each move of the request puts it
-    a couple of seconds ahead, so a request that moves on as it should is never looked at,
+    a deadline in a sorted set (`Keys.request_deadlines`): each move of the request (but a
+    job's take, which the look its queueing set covers) puts it ahead (`next_look_s`), so
+    a request that moves on as it should is seldom looked at,
     and every `every_s` (at most a third of a lease) the controller looks at those whose
     deadline came, and only those (`_due`); each look sets the next one. Queues whose jobs
     wait unclaimed too long are reported once each. RQ's own recovery of a killed job is
