@@ -328,9 +328,8 @@ class GraphStore:
         if candidate_id in graph.links:
             return
         raw = await self.client.hget(self.keys.run(run_id, LINKS), candidate_id)
-        if not raw:
-            return
-        links = _parse_links(as_text(raw))
+        # None leads on from it yet: remembered too, for this lineage's later readers.
+        links = _parse_links(as_text(raw)) if raw else []
         graph.links[candidate_id] = links
         missing = [sid for sid, _ in links if sid not in graph.situations]
         if not missing:
