@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from gencoach.workers.backends import Backend, ChatMessage, Exchange
 from gencoach.workers.clipping import clip
 
 ContractT = TypeVar("ContractT", bound=ContractModel | ContractRootModel[Any])
+_BACKTICKS = re.compile("`+")  # runs of backticks: linear in the text, in C
 
 _TITLES = {
     "diagnosis": "Diagnosis",
@@ -28,10 +30,7 @@ _TITLES = {
 
 def _fence(text: str) -> str:
     """A fence longer than any backtick run in `text`, so the block cannot end early."""
-    longest, run = 0, 0
-    for char in text:
-        run = run + 1 if char == "`" else 0
-        longest = max(longest, run)
+    longest = max(map(len, _BACKTICKS.findall(text)), default=0)
     return "`" * max(3, longest + 1)
 
 
