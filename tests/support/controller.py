@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,9 @@ from tests.support.processes import (
     log_tail,
     wait_started,
 )
+
+# A log line worth showing when a test fails: a warning or worse, or a traceback's.
+_WORSE = re.compile(r'"level": ?"(?:warning|error|critical)"|Traceback|Error\b')
 
 
 class ControllerProcess:
@@ -144,6 +148,18 @@ class ControllerProcess:
         """Everything the process logged."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def trouble(self, lines: int = 40) -> str:
+        """The last warnings and errors the controller and its workers logged, each
+        process's under its log's name: what a failed test shows of them."""
+        shown = []
+        for path in [self.log_path, *sorted(self.folder.glob("workers-*.log"))]:
+            text = path.read_text(errors="replace") if path.exists() else ""
+            worse = [line for line in text.splitlines() if _WORSE.search(line)]
+            shown.append(
+                f"--- {path.name}: its last warnings and errors\n" + "\n".join(worse[-lines:])
+            )
+        return "\n".join(shown)
+
     def log_events(self) -> list[dict[str, Any]]:
         """The JSON log lines the process wrote."""
         events = []
@@ -179,3 +195,7 @@ def controller_factory(
     yield make
     for process in made:
         process.stop()
+    # Shown only when the test failed: pytest keeps a passing test's output to itself.
+    # (Processes made in one folder share their logs.)
+    for folder, process in {process.folder: process for process in made}.items():
+        print(f"in {folder}:\n{process.trouble()}")
