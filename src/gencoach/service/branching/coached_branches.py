@@ -223,8 +223,10 @@ class BranchRecorder:
             "origin": "human" if request.human else "automatic",
             "decision_source": proposal.decision_source,
         }
-        coached_id = results[1].storage_id or await self.store.storage_id(run_id, candidate_id)
-        assert coached_id is not None
+        coached_id = results[1].storage_id  # None when recorded before (a retry)
+        if coached_id is None:
+            coached_id = await self.store.storage_id(run_id, candidate_id)
+            assert coached_id is not None
         markers = await self._markers(request, graph, anchor, coached_id)
         order = BranchOrder(
             branch_id=f"{request.request_id}|{proposal.reinjection_point_id}",
