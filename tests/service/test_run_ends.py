@@ -4,6 +4,7 @@ a run whose generator fell silent is finished as abandoned."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -12,15 +13,17 @@ from redis.asyncio import Redis
 from gencoach.config import Limits
 from gencoach.constants import Keys
 from gencoach.limits import StageLimits
+from gencoach.protocol import CoachingProposal, parse_event
 from gencoach.reporting.client import Reporter
+from gencoach.service.branching.coached_branches import node_ids
 from gencoach.service.coaching.lifecycle import RequestState
 from gencoach.service.coaching.requests import REQUESTS, CoachingRequest, RequestStore
 from gencoach.service.recovery.runends import RunEnds
-from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.graphstore import ATTEMPTS, META, GraphStore
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known, requests_of
+from tests.support.coaching import PRESS_SW4, coaching_settings, report_known, requests_of
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import known_events, known_run_events
+from tests.support.graphs import STAGE_0, SUCCESS_OPTIMAL, known_events, known_run_events
 from tests.support.llm_server import ScriptedLLMServer
 
 OPEN: dict[RequestState, tuple[RequestState, str]] = {
@@ -96,18 +99,21 @@ async def test_requests_wait_for_the_settling_delay(store: GraphStore, async_red
 
 
 @pytest.mark.asyncio
-async def test_an_executed_request_whose_branch_succeeded_is_proven_at_the_run_end(
-    store: GraphStore, async_redis: Redis
+@pytest.mark.parametrize("state", ["executed", "reinjected"])
+async def test_a_request_whose_branch_succeeded_is_proven_at_the_run_end(
+    store: GraphStore, async_redis: Redis, state: RequestState
 ) -> None:
     """Its stage's success never reached it as an outcome (the terminals' reader held up by
-    a Redis outage until after the run's end): the run's graph proves it, rather than the
-    end leaving it unproven. Attempt 1 is the known run's coached alternative, which ends
+    a Redis outage until after the run's end; or, still `reinjected`, the outcome came
+    while a controller's crash had left it `corrected`, and the run ended before a look
+    found its branch executed): the run's graph proves it, rather than the end leaving it
+    unproven or abandoned. Attempt 1 is the known run's coached alternative, which ends
     stage 0 in success."""
     await store.apply(known_events("r1", finished=True))
     keys = Keys()
     requests = RequestStore(async_redis, keys)
     limits = StageLimits(async_redis, keys)
-    request = _request("executed", 5).model_copy(update={"attempt_ids": [1]})
+    request = _request(state, 5).model_copy(update={"attempt_ids": [1]})
     await _stored(async_redis, keys, request)
     await limits.admit("r1", 0, request.request_id, Limits(), 60.0)
     await limits.complete("r1", 0, request.request_id, 1)
@@ -193,3 +199,57 @@ def test_a_run_whose_generator_fell_silent_is_abandoned_and_saved(
         what="the silent run saved",
     )
     assert (controller.output_dir / "silent" / "config.json").is_file(), summary
+
+
+@pytest.mark.asyncio
+async def test_a_corrected_request_whose_ordered_branch_succeeded_is_proven_at_the_run_end(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """A controller killed between publishing a correction's order and moving its request
+    to `reinjected` leaves it `corrected`; the generator executes the branch, which ends
+    its stage in success, and the run ends before a restarted controller reinjects it
+    again. The run's end records the branch the request had made (as that move would
+    have), then the graph proves it: not abandoned with a successful branch under it."""
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    limits = StageLimits(async_redis, keys)
+    request = _request("corrected", 5).model_copy(
+        update={
+            "proposals": [
+                CoachingProposal(
+                    reinjection_point_id="replacement",
+                    extra_keys={"kind": "replace_decision", "decision": {"say": "sw4"}},
+                )
+            ]
+        }
+    )
+    situation_id, candidate_id = node_ids(request, "replacement")
+    branch: list[tuple[str, dict[str, Any]]] = [
+        ("situation.created", {"situation_id": situation_id, "parent_candidate_id": "c1",
+         "link": "alternative", "stage": STAGE_0, "coaching_attempt_ids": [9],
+         "input": {"id": 1, "instruction": {"type": "env", "content": "{}"}}}),
+        ("candidate.created", {"candidate_id": candidate_id, "situation_id": situation_id,
+         "response_status": "completed", "origin": "coaching", "coaching_attempt_ids": [9],
+         "output": PRESS_SW4}),
+        ("candidate.executed", {"candidate_id": candidate_id, "status": "optimal",
+         "stage_end": SUCCESS_OPTIMAL}),
+        ("run.finished", {}),
+    ]  # fmt: skip
+    events = known_events("r1")
+    events += [
+        parse_event({"type": kind, "run_id": "r1", "seq": len(events) + index, **fields})
+        for index, (kind, fields) in enumerate(branch)
+    ]
+    assert {result.outcome for result in await store.apply(events)} == {"ok"}
+    await async_redis.hset(keys.run("r1", ATTEMPTS), f"{request.request_id}|replacement", 9)
+    await _stored(async_redis, keys, request)
+    await limits.admit("r1", 0, request.request_id, Limits(), 60.0)
+    ends = RunEnds(async_redis, keys, requests, store)
+
+    assert (await ends.settle("r1", after_s=0.0)).done
+
+    proven = await requests.get("r1", request.request_id)
+    assert proven is not None
+    assert (proven.state, proven.attempt_ids) == ("proven", [9])
+    counts = await limits.counts("r1", 0)
+    assert (counts.pending, counts.proven) == (0, 1)

@@ -16,10 +16,11 @@ from gencoach.constants import Keys
 from gencoach.funnel import funnel_row
 from gencoach.metrics.catalog import PROOFS
 from gencoach.runtime.logs import bound, get_logger
-from gencoach.service.coaching.decider import Event, RunEnded, StageEnded
+from gencoach.service.branching.coached_branches import node_ids
+from gencoach.service.coaching.decider import BranchesRecorded, Event, RunEnded, StageEnded
 from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
-from gencoach.service.store.graphstore import META, GraphStore
+from gencoach.service.store.graphstore import ATTEMPTS, META, GraphStore
 from gencoach.service.store.nodes import RunGraph, as_text
 from gencoach.service.store.runindex import RunIndex
 from gencoach.service.store.trajectory import path_attempts
@@ -94,9 +95,11 @@ class RunEnds:
 
         Nothing ends before `after_s` has passed since the run's end, so outcomes reported
         just before `run.finished` (still on the terminals stream) prove their attempts
-        first. An executed request whose proof they still hold (the terminals' reader held
-        up by a Redis outage) is proven from the run's graph itself, as the terminal would
-        have: a successful stage end below its attempt proves it (`proving_attempt`).
+        first. A request with branches whose proof they still hold (the terminals' reader
+        held up by a Redis outage, or an outcome that came while a controller's crash left
+        the request not yet seen reinjected) is proven from the run's graph itself, as the
+        terminal would have: a successful stage end below its attempt proves it
+        (`proving_attempt`).
         """
         finished_at = await self.client.hget(self.keys.run(run_id, META), "finished_at")
         now_s, _ = await self.client.time()
@@ -109,7 +112,12 @@ class RunEnds:
                 continue
             with bound(run_id=run_id, request_id=request.request_id):
                 event: Event = RunEnded()
-                if request.state == "executed":
+                if request.state == "corrected":
+                    graph = graph or await self.store.load(run_id)
+                    recorded = await self._recorded(graph, request) if graph is not None else None
+                    if recorded is not None:
+                        request = (await self.requests.apply(request, recorded)).request
+                if request.state in ("reinjected", "executed"):
                     graph = graph or await self.store.load(run_id)
                     proof = proving_attempt(graph, request) if graph is not None else None
                     if proof is not None:
@@ -128,6 +136,22 @@ class RunEnds:
                     log.info("coaching.proven", attempt=ended.attempt_ids, route=ended.route,
                              source="the run's graph, at its end")  # fmt: skip
         return Settled(True, ended_here)
+
+    async def _recorded(self, graph: RunGraph, request: CoachingRequest) -> BranchesRecorded | None:
+        """The branches a `corrected` request had recorded (and maybe ordered, and seen
+        executed) when a crash cut its reinjection short of its own move, as that move
+        would have reported them; None when it recorded none."""
+        recorded = {c.candidate_id for c in graph.candidates.values()}
+        points = [p.reinjection_point_id for p in request.proposals]
+        points = [p for p in points if node_ids(request, p)[1] in recorded]
+        if not points:
+            return None
+        fields = [f"{request.request_id}|{point}" for point in points]
+        ids = await self.client.hmget(self.keys.run(request.run_id, ATTEMPTS), fields)
+        found = [(int(i), p) for i, p in zip(ids, points, strict=True) if i is not None]
+        if not found:
+            return None
+        return BranchesRecorded(tuple(i for i, _ in found), tuple(p for _, p in found))
 
     async def abandon_if_idle(self, run_id: str, idle_s: float) -> bool:
         """Finish the run as abandoned if it heard nothing for `idle_s`; True if it did.
