@@ -1,8 +1,8 @@
 """What a run's end means for its coaching requests, and for runs whose generator fell silent.
 
 `RunEnds` ends the open requests of finished runs (`settle`) and finishes silent runs as
-abandoned (`ABANDON_SCRIPT`); `proving_attempt` proves an executed request from the run's
-graph. See docs/operations.md, "How runs and requests end".
+abandoned (`ABANDON_SCRIPT`); `proving_attempt` proves a request with branches from the
+run's graph. See docs/operations.md, "How runs and requests end".
 """
 
 from __future__ import annotations
