@@ -127,6 +127,7 @@ def test_no_pass_reads_every_idle_run_and_each_is_abandoned_by_its_deadline(
     finally:
         controller.stop()
         client.close()
+        print(controller.trouble())  # shown only when the test failed
 
 
 def test_a_run_heard_from_stays_open_while_a_silent_one_is_abandoned(
