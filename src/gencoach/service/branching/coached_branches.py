@@ -77,6 +77,11 @@ def alternative_claim(request_id: str, point: str) -> str:
     return f"{request_id}|{point}"
 
 
+def attempt_field(request_id: str, point: str) -> str:
+    """A proposal's field in the run's attempts hash (its attempt id; `#<id>` names it back)."""
+    return f"{request_id}|{point}"
+
+
 def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
     """The generator-style ids of the coached situation and candidate of a proposal."""
     base = f"coach:{request.request_id}:{point}"
@@ -108,7 +113,7 @@ class BranchRecorder:
         if the proposal has none yet (a proposal reinjected again draws one it does not
         keep: ids are unique, not dense). Its owner is written in the same round trip: a
         `#<id>` entry for an id not kept names nobody's node, and is never read."""
-        field = f"{request.request_id}|{point}"
+        field = attempt_field(request.request_id, point)
         key = self.keys.run(request.run_id, ATTEMPTS)
         fresh = int(await self.client.incr(self.keys.attempt_counter))
         pipe = self.client.pipeline(transaction=False)
