@@ -19,6 +19,7 @@ from tests.support.coaching import (
     complete_save,
     report_known,
     request_in_state,
+    request_reached,
     succeed_after,
 )
 from tests.support.controller import ControllerProcess, wait_for
@@ -48,7 +49,7 @@ def test_failure_is_coached_executed_proven_and_saved(
     controller.start_workers()
     report_known(redis_url, "loop", scripted_agent.url)
     wait_for(
-        request_in_state(controller, "loop", "failure", "reinjected"),
+        request_reached(controller, "loop", "failure", "reinjected"),
         timeout_s=60,
         what="reinjection",
     )

@@ -20,6 +20,7 @@ from tests.support.coaching import (
     coaching_settings,
     complete_save,
     request_in_state,
+    request_reached,
     requests_of,
     succeed_after,
 )
@@ -85,7 +86,7 @@ def test_a_magma_format_diagnosis_ends_in_a_branch_order_and_a_fallback_stays_la
     controller.start_workers()
     _report(redis_url, "magma", scripted_agent.url, faulty="c4")
     wait_for(
-        request_in_state(controller, "magma", "failure", "reinjected"),
+        request_reached(controller, "magma", "failure", "reinjected"),
         timeout_s=60,
         what="reinjection",
     )
@@ -153,7 +154,7 @@ def test_diagnoses_are_measured_against_the_truth_the_generator_reports(
     for run_id, faulty in (("right", "c4"), ("wrong", "c1"), ("unknown", None)):
         _report(redis_url, run_id, scripted_agent.url, faulty)
         wait_for(
-            request_in_state(controller, run_id, "failure", "reinjected"), timeout_s=60, what=run_id
+            request_reached(controller, run_id, "failure", "reinjected"), timeout_s=60, what=run_id
         )
     _prove(redis_url, "right", controller)
 

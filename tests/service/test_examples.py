@@ -12,7 +12,13 @@ from gencoach.protocol.jobs import ExampleCase
 from gencoach.reporting.client import Reporter
 from gencoach.service.branching.examples import ExampleKey, ExampleStore
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import branch_orders, coaching_settings, report_known, request_in_state
+from tests.support.coaching import (
+    branch_orders,
+    coaching_settings,
+    report_known,
+    request_in_state,
+    request_reached,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -98,7 +104,7 @@ def test_registered_on_proof_and_offered_to_the_next_diagnosis(
     controller.start_workers()
     report_known(redis_url, "first", scripted_agent.url)
     wait_for(
-        request_in_state(controller, "first", "failure", "reinjected"),
+        request_reached(controller, "first", "failure", "reinjected"),
         timeout_s=60,
         what="reinjection",
     )

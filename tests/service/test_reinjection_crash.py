@@ -14,7 +14,12 @@ import redis
 from gencoach.constants import Keys
 from gencoach.reporting.client import Reporter
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
-from tests.support.coaching import coaching_settings, report_known, request_in_state
+from tests.support.coaching import (
+    coaching_settings,
+    report_known,
+    request_in_state,
+    request_reached,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -58,7 +63,7 @@ def test_killed_while_the_agent_answers(
     answer.set()  # the killed call's connection is gone: only the retried call is answered
     controller.start()
     wait_for(
-        request_in_state(controller, "crash", "failure", "reinjected"),
+        request_reached(controller, "crash", "failure", "reinjected"),
         timeout_s=30,
         what="reinjection",
     )
@@ -165,7 +170,7 @@ def test_stranded_corrections_are_reinjected_beside_a_slow_agent(
         controller.start()
         # The slow agent's call waits for its 30 s timeout, three times over: a recovery
         # done in turn would take about 90 s before reaching the other run.
-        wait_for(request_in_state(controller, "b-fast", "failure", "reinjected"), timeout_s=60)
+        wait_for(request_reached(controller, "b-fast", "failure", "reinjected"), timeout_s=60)
         wait_for(lambda: len(slow.response_requests) > asked, what="the slow run's new call")
         request = request_in_state(controller, "a-slow", "failure", "corrected")()
         assert request is not None, "the slow run's request still waits on its agent"

@@ -12,7 +12,11 @@ import redis
 
 from gencoach.constants import Keys
 from tests.support.agent_server import ScriptedAgent
-from tests.support.coaching import coaching_settings, report_known, request_in_state
+from tests.support.coaching import (
+    coaching_settings,
+    report_known,
+    request_reached,
+)
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.llm_server import ScriptedLLMServer, json_reply
 
@@ -59,7 +63,7 @@ def test_a_slow_reinjection_is_not_started_again_by_the_other_controller(
     time.sleep(8.0)  # the agent answers later than the reconciler's 5 s staleness
     answer.set()
     wait_for(
-        request_in_state(first, "slow", "failure", "reinjected"), timeout_s=90, what="reinjection"
+        request_reached(first, "slow", "failure", "reinjected"), timeout_s=90, what="reinjection"
     )
     assert len(scripted_agent.response_requests) == 1
     assert redis_client.xlen(KEYS.branches("slow")) == 1

@@ -101,6 +101,23 @@ def request_in_state(
     return check
 
 
+def request_reached(
+    controller: ControllerProcess, run_id: str, route: str, state: str
+) -> Callable[[], Any]:
+    """A condition: the run's request of `route` has been in `state`, whether it is still
+    there or has moved on (a `reinjected` request may be proven within milliseconds, before
+    a poll sees it); its value is the request."""
+
+    def check() -> Any:
+        request = requests_of(controller, run_id).get(route)
+        if request is None:
+            return None
+        passed = [step["state"] for step in request["history"]]
+        return request if state in (request["state"], *passed) else None
+
+    return check
+
+
 def branch_orders(reporter: Reporter, count: int, timeout_s: float = 15.0) -> list[BranchOrder]:
     """The run's first `count` branch orders, as its generator reads them."""
     orders: list[BranchOrder] = []
