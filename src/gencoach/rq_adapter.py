@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any, Final, Literal
 
 import redis
+from redis.client import Pipeline
 from rq import Queue, Worker
 from rq.exceptions import DequeueTimeout, DuplicateJobError, InvalidJobOperation
 from rq.executions import Execution
@@ -102,21 +103,28 @@ def enqueue(connection: redis.Redis, job: AnyJob, *, job_timeout_s: float) -> st
     """
     queue = Queue(JOB_QUEUES[job.job], connection=connection)
     rq_id = job_id(job)
-    try:
-        queue.enqueue(
-            JOB_FUNCTIONS[job.job],
-            job.model_dump_json(),
-            job_id=rq_id,
-            job_timeout=rq_timeout_s(job.job, job_timeout_s),
-            result_ttl=RESULT_TTL_S,
-            failure_ttl=FAILURE_TTL_S,
-            description=f"{job.job} {job.request_id} attempt {job.attempt} of {job.max_attempts}",
-            unique=True,
-        )
-    except DuplicateJobError:
-        log.info("job.already_enqueued", job_id=rq_id, request_id=job.request_id)
-        return rq_id
-    ring(connection)
+    description = f"{job.job} {job.request_id} attempt {job.attempt} of {job.max_attempts}"
+    # RQ saves and pushes a unique job in one script call, at once; the transaction it
+    # sends besides (the queue's name in `rq:queues`) takes the doorbell along, in one
+    # round trip after the job is on its queue instead of two.
+    with connection.pipeline(transaction=False) as pipeline:
+        try:
+            queue.enqueue(
+                JOB_FUNCTIONS[job.job],
+                job.model_dump_json(),
+                job_id=rq_id,
+                job_timeout=rq_timeout_s(job.job, job_timeout_s),
+                result_ttl=RESULT_TTL_S,
+                failure_ttl=FAILURE_TTL_S,
+                description=description,
+                unique=True,
+                pipeline=pipeline,
+            )
+        except DuplicateJobError:
+            log.info("job.already_enqueued", job_id=rq_id, request_id=job.request_id)
+            return rq_id
+        ring(pipeline)
+        pipeline.execute()
     return rq_id
 
 
@@ -129,11 +137,15 @@ def rq_timeout_s(job: JobName, job_timeout_s: float) -> int:
     return own
 
 
-def ring(connection: redis.Redis) -> None:
-    """Wake one idle worker (a token on the doorbell list, which stays short)."""
-    with connection.pipeline(transaction=False) as pipeline:
-        pipeline.lpush(QUEUE_DOORBELL, b"1")
-        pipeline.ltrim(QUEUE_DOORBELL, 0, DOORBELL_MAX - 1)
+def ring(client: redis.Redis | Pipeline) -> None:
+    """Wake one idle worker (a token on the doorbell list, which stays short); given a
+    pipeline, the caller executes it."""
+    if isinstance(client, Pipeline):
+        client.lpush(QUEUE_DOORBELL, b"1")
+        client.ltrim(QUEUE_DOORBELL, 0, DOORBELL_MAX - 1)
+        return
+    with client.pipeline(transaction=False) as pipeline:
+        ring(pipeline)
         pipeline.execute()
 
 

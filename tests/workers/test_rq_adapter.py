@@ -43,6 +43,18 @@ def test_the_first_queue_is_served_first_and_a_taken_job_is_held_not_lost(
     assert PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client) is None
 
 
+def test_a_job_enqueued_again_is_a_no_op_that_rings_no_bell(redis_client: redis.Redis) -> None:
+    """The same request, job and attempt enqueued twice: one job on its queue, RQ's list of
+    queues names the queue, and only the first enqueue rang the doorbell."""
+    job = diagnosis_job()
+    assert enqueue(redis_client, job, job_timeout_s=60) == job_id(job)
+    assert enqueue(redis_client, job, job_timeout_s=60) == job_id(job)
+    queue = Queue(QUEUE_DIAGNOSIS, connection=redis_client)
+    assert queue.job_ids == [job_id(job)]
+    assert redis_client.smembers(Queue.redis_queues_keys) == {queue.key.encode()}
+    assert redis_client.llen(QUEUE_DOORBELL) == 1
+
+
 def test_a_job_counts_as_waiting_until_a_worker_starts_it(redis_client: redis.Redis) -> None:
     """Queued: waiting (the controller keeps its lease); started by a worker: no longer."""
     job = diagnosis_job()
