@@ -99,6 +99,31 @@ def test_bad_events_are_dead_lettered_and_intake_goes_on(
     assert samples.value("gencoach_dead_letters") == 4
 
 
+def test_terminals_carry_the_storage_id_the_step_applying_them_knew(
+    controller: ControllerProcess, redis_client: redis.Redis, redis_url: str
+) -> None:
+    """A terminal forwarded by the step that applied its event names the candidate's
+    storage id (its router need not look it up); one forwarded again for a duplicate
+    names none, and is routed all the same (looked up)."""
+    _publish_runs(redis_url, ["good"])
+    _publish_runs(redis_url, ["good"])  # duplicates: their terminals forwarded again
+    wait_for(lambda: _all_saved(controller.output_dir, ["good"]), what="the good run's save")
+    terminals = [fields for _, fields in entries(redis_client, KEYS.terminals)]
+    assert terminals, "the known run has terminal candidates"
+    stored = redis_client.hgetall(KEYS.run("good", "candidate_ids"))
+    first, again = terminals[: len(terminals) // 2], terminals[len(terminals) // 2 :]
+    assert [fields[b"candidate_id"] for fields in first] == [
+        fields[b"candidate_id"] for fields in again
+    ]
+    for fields in first:
+        assert fields[b"storage_id"] == stored[fields[b"candidate_id"]]
+    assert all(b"storage_id" not in fields for fields in again)
+    wait_for(
+        lambda: redis_client.xpending(KEYS.terminals, CONTROLLER_GROUP)["pending"] == 0,
+        what="every terminal routed and acknowledged",
+    )
+
+
 def test_sigkill_mid_stream_then_restart_applies_everything_once(
     controller_factory: Callable[..., ControllerProcess], redis_client: redis.Redis, redis_url: str
 ) -> None:

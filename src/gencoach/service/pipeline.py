@@ -136,15 +136,20 @@ class CoachingPipeline:
         markers = await self.store.markers(run_id, list(graph.candidates))
         return trajectory(graph, candidate_id, markers), graph
 
-    async def on_terminal(self, run_id: str, gen_candidate_id: str) -> None:
-        """Route a terminal candidate; open, admit and dispatch its request.
+    async def on_terminal(
+        self, run_id: str, gen_candidate_id: str, storage_id: int | None = None
+    ) -> None:
+        """Route a terminal candidate (its storage id looked up unless given); open, admit
+        and dispatch its request.
 
         The caller has waited for the run's agent registration to end (`TerminalLanes`).
         """
         settings = self.settings()
         if not settings.coaching.enabled:
             return
-        candidate_id = await self.store.storage_id(run_id, gen_candidate_id)
+        candidate_id = storage_id
+        if candidate_id is None:
+            candidate_id = await self.store.storage_id(run_id, gen_candidate_id)
         found = await self._steps(run_id, candidate_id) if candidate_id is not None else None
         if found is None or candidate_id is None:
             log.warning("coach.unknown_candidate", candidate_id=gen_candidate_id)

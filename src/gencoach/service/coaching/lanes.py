@@ -32,7 +32,8 @@ PHASES = (PARKED, WAITING, HANDLING)
 # How much longer than the registry's own give-up a parked entry waits for it.
 GIVE_UP_MARGIN_S = 10.0
 
-TerminalHandler = Callable[[str, str], Awaitable[None]]
+# (run id, the generator's candidate id, its storage id when the entry carries it)
+TerminalHandler = Callable[[str, str, int | None], Awaitable[None]]
 
 
 class TerminalLanes:
@@ -95,7 +96,9 @@ class TerminalLanes:
                 self._held[entry_id] = PARKED
                 self._by_run[run_id] += 1
                 terminal = f"{as_text(fields[b'candidate_id'])}:{as_text(fields[b'on'])}"
-                self._tasks.start_soon(self._entry, entry_id, run_id, terminal)
+                stored = fields.get(b"storage_id", b"")  # else looked up (an older entry)
+                storage_id = int(stored) if stored.isdigit() else None
+                self._tasks.start_soon(self._entry, entry_id, run_id, terminal, storage_id)
         if empty:
             await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, *empty)
 
@@ -136,7 +139,9 @@ class TerminalLanes:
             ),
         ]
 
-    async def _entry(self, entry_id: bytes, run_id: str, terminal: str) -> None:
+    async def _entry(
+        self, entry_id: bytes, run_id: str, terminal: str, storage_id: int | None
+    ) -> None:
         scope = self._scopes[entry_id] = anyio.CancelScope()
         try:
             with scope, bound(run_id=run_id):
@@ -146,7 +151,7 @@ class TerminalLanes:
                     self._held[entry_id] = WAITING
                     async with self._all:
                         self._held[entry_id] = HANDLING
-                        await self._handled(entry_id, run_id, terminal)
+                        await self._handled(entry_id, run_id, terminal, storage_id)
         finally:
             del self._held[entry_id], self._scopes[entry_id]
             self._by_run[run_id] -= 1
@@ -174,14 +179,16 @@ class TerminalLanes:
                 "handled as for an agent that never answered",
             )
 
-    async def _handled(self, entry_id: bytes, run_id: str, terminal: str) -> None:
+    async def _handled(
+        self, entry_id: bytes, run_id: str, terminal: str, storage_id: int | None
+    ) -> None:
         """Handle the entry, record its terminal routed (which may settle the run) and
         acknowledge it; while Redis is away, try again (`UNTIL_REDIS_BACK`)."""
         candidate = terminal.rpartition(":")[0]
         async for attempt in UNTIL_REDIS_BACK.retrying(log_as="coach.terminal_redis_unavailable"):
             with attempt:
                 async with isolated("coach.terminal_failed", candidate_id=candidate):
-                    await self.handle(run_id, candidate)
+                    await self.handle(run_id, candidate, storage_id)
                 await self.settling.routed(run_id, terminal)
                 await self.client.xack(self.keys.terminals, CONTROLLER_GROUP, entry_id)
 

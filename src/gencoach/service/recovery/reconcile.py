@@ -324,7 +324,7 @@ class Reconciler:
             and _older_than(request, lease_s)
             and await self.registry.registered(run_id)  # else: a later pass
         ):
-            await self.coach.on_terminal(run_id, request.candidate_gen_id)
+            await self.coach.on_terminal(run_id, request.candidate_gen_id, request.candidate_id)
 
 
 def next_look_s(

@@ -78,13 +78,19 @@ class IntakeOptions:
     dead_letters_kept: int = 10_000
 
 
-def terminal_fields(event: AnyEvent) -> dict[str, str] | None:
-    """The terminals-stream entry for an event that may end something coachable."""
+def terminal_fields(event: AnyEvent, storage_id: int | None = None) -> dict[str, str] | None:
+    """The terminals-stream entry for an event that may end something coachable, with
+    the candidate's storage id when the step that applied it knows it."""
     if isinstance(event, CandidateCreated) and event.invalid_reason is not None:
-        return {"run_id": event.run_id, "candidate_id": event.candidate_id, "on": "created"}
-    if isinstance(event, CandidateExecuted) and event.stage_end is not None:
-        return {"run_id": event.run_id, "candidate_id": event.candidate_id, "on": "executed"}
-    return None
+        on = "created"
+    elif isinstance(event, CandidateExecuted) and event.stage_end is not None:
+        on = "executed"
+    else:
+        return None
+    fields = {"run_id": event.run_id, "candidate_id": event.candidate_id, "on": on}
+    if storage_id is not None:
+        fields["storage_id"] = str(storage_id)
+    return fields
 
 
 class Intake:
@@ -306,11 +312,11 @@ class _Handed:
     def applied(self, event: AnyEvent, applied: Applied) -> None:
         """An event applied now: its hooks run, its terminal (if any) is forwarded."""
         self.done.append((event, applied))
-        self.forward(event)
+        self.forward(event, applied.storage_id)
 
-    def forward(self, event: AnyEvent) -> None:
+    def forward(self, event: AnyEvent, storage_id: int | None = None) -> None:
         """Forward the event's terminal, if it has one (again, for a duplicate)."""
-        terminal = terminal_fields(event)
+        terminal = terminal_fields(event, storage_id)
         if terminal is not None:
             self.terminals.append(terminal)
 
