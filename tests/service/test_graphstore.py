@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from gencoach.constants import Keys
 from gencoach.protocol import AnyEvent, CoachingMarker, SituationCreated, parse_event
@@ -188,6 +189,33 @@ async def test_a_lineage_read_again_is_remembered_until_the_run_id_starts_again(
     fresh = await store.lineage("r1", 6)
     assert fresh is not None
     assert fresh.situations[0].stage.goal == "new"
+
+
+async def test_a_lineage_read_first_takes_two_round_trips_a_level(
+    store: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lineage nothing of which is remembered reads each level's candidate and execution,
+    then its situation: two round trips a level, the first level's candidate coming with
+    the run's state."""
+    await apply_known(store)
+    trips = 0
+    command, execute = Redis.execute_command, Pipeline.execute
+
+    async def counted_command(self: Redis, *args: Any, **options: Any) -> Any:
+        nonlocal trips
+        trips += not isinstance(self, Pipeline)
+        return await command(self, *args, **options)
+
+    async def counted_execute(self: Pipeline, *args: Any, **options: Any) -> Any:
+        nonlocal trips
+        trips += 1
+        return await execute(self, *args, **options)
+
+    monkeypatch.setattr(Redis, "execute_command", counted_command)
+    monkeypatch.setattr(Pipeline, "execute", counted_execute)
+    lineage = await store.lineage("r1", 6)  # c7, four levels up to the root
+    assert lineage is not None
+    assert trips == 2 * len(lineage.candidates) == 8
 
 
 async def _commands(store: GraphStore) -> int:

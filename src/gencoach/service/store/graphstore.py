@@ -130,6 +130,9 @@ class GraphStore:
         self._executions: WriteOnceCache[StoredExecution] = WriteOnceCache(*bounds)
         self._situations: WriteOnceCache[StoredSituation] = WriteOnceCache(*bounds)
         self._storage_ids: WriteOnceCache[int] = WriteOnceCache(*bounds)
+        # The start each run was last read with: a lineage guesses from it whether its
+        # first candidate is remembered, and if not reads it with the run's state.
+        self._generations: WriteOnceCache[tuple[str, str]] = WriteOnceCache(*bounds)
 
     def run_keys(self, run_id: str) -> list[str]:
         """Every key holding state of this run."""
@@ -276,17 +279,23 @@ class GraphStore:
     async def lineage(self, run_id: str, candidate_id: int) -> RunGraph | None:
         """The part of a run's graph from a candidate up to its root, or None if unknown.
 
-        One round trip for the run's state, then one per level for the nodes not yet
-        remembered (`WriteOnceCache`), instead of reading the whole (possibly large) run.
+        One round trip for the run's state (with the candidate itself, unless remembered),
+        then one per level for the nodes not yet remembered (`WriteOnceCache`), instead of
+        reading the whole (possibly large) run.
         """
-        meta = self.keys.run(run_id, META)
-        state, started, started_us = await self.client.hmget(
-            meta, ["state", "started", "generation"]
-        )
+        guess = self._generations.get(run_id)
+        first = guess is None or not self._remembered((*guess, candidate_id))
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.keys.run(run_id, META), ["state", "started", "generation"])
+        if first:
+            pipe.hget(self.keys.run(run_id, CANDIDATES), candidate_id)
+            pipe.hget(self.keys.run(run_id, EXECUTIONS), candidate_id)
+        (state, started, started_us), *read = await pipe.execute()
         if state is None or started is None:
             return None
         # Keys the remembered nodes to this start of the run (a run id may come back).
         generation = (run_id, as_text(started_us) if started_us is not None else "")
+        self._generations.put(run_id, generation)
         run_started = self._started.get(generation)
         if run_started is None:
             run_started = RunStarted.model_validate_json(started)
@@ -304,7 +313,8 @@ class GraphStore:
         )
         current: int | None = candidate_id
         while current is not None:
-            found = await self._level(run_id, generation, current)
+            found = await self._level(run_id, generation, current, read)
+            read = []
             if found is None:
                 return graph if graph.candidates else None
             candidate, execution, situation = found
@@ -339,18 +349,29 @@ class GraphStore:
             if value is not None:
                 graph.situations[sid] = StoredSituation.model_validate_json(value)
 
+    def _remembered(self, key: tuple[str, str, int]) -> bool:
+        """Whether a candidate and its execution are both remembered (else `_level` reads)."""
+        return self._candidates.get(key) is not None and self._executions.get(key) is not None
+
     async def _level(
-        self, run_id: str, generation: tuple[str, str], candidate_id: int
+        self,
+        run_id: str,
+        generation: tuple[str, str],
+        candidate_id: int,
+        read: list[bytes | None],
     ) -> tuple[StoredCandidate, StoredExecution | None, StoredSituation | None] | None:
         """One candidate of a lineage (None: no such candidate), its execution and its
-        situation, each read only when not remembered."""
+        situation, each read only when not remembered (`read`: the candidate and its
+        execution as read already, if they were)."""
         key = (*generation, candidate_id)
         candidate, execution = self._candidates.get(key), self._executions.get(key)
         if candidate is None or execution is None:  # one round trip for both
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.run(run_id, CANDIDATES), candidate_id)
-            pipe.hget(self.keys.run(run_id, EXECUTIONS), candidate_id)
-            raw_candidate, raw_execution = await pipe.execute()
+            if not read:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hget(self.keys.run(run_id, CANDIDATES), candidate_id)
+                pipe.hget(self.keys.run(run_id, EXECUTIONS), candidate_id)
+                read = await pipe.execute()
+            raw_candidate, raw_execution = read
             if raw_candidate is None:
                 return None
             if candidate is None:
