@@ -476,14 +476,16 @@ def test_a_branch_awaiting_its_execution_is_looked_at_less_often_as_it_waits() -
 @pytest.mark.asyncio
 async def test_a_proposal_keeps_the_first_attempt_id_it_was_given(async_redis: Redis) -> None:
     """Each proposal of a request gets an id of its own, kept when it is reinjected again
-    (an id drawn then is not kept), and each id names its owner."""
+    (an id drawn then is not kept, and the caller is told the id is not new), and each id
+    names its owner."""
     keys = Keys()
     recorder = BranchRecorder(async_redis, keys, GraphStore(async_redis, keys))
     request = _request("corrected")
-    first = await recorder.attempt_id(request, "replacement")
-    other = await recorder.attempt_id(request, "recovery")
+    first, drawn = await recorder.attempt_id(request, "replacement")
+    other, _ = await recorder.attempt_id(request, "recovery")
+    assert drawn
     assert first != other
-    assert await recorder.attempt_id(request, "replacement") == first
+    assert await recorder.attempt_id(request, "replacement") == (first, False)
     assert await recorder.attempt_owner("r1", first) == (request.request_id, "replacement")
     assert await recorder.attempt_owner("r1", other) == (request.request_id, "recovery")
 

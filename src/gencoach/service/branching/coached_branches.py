@@ -108,11 +108,13 @@ class BranchRecorder:
         self._alternatives = client.register_script(ALTERNATIVES_SCRIPT.read_text())
         self._order = client.register_script(ORDER_SCRIPT.read_text())
 
-    async def attempt_id(self, request: CoachingRequest, point: str) -> int:
-        """The attempt id of a proposal, allocated once: a fresh id is drawn and kept only
-        if the proposal has none yet (a proposal reinjected again draws one it does not
-        keep: ids are unique, not dense). Its owner is written in the same round trip: a
-        `#<id>` entry for an id not kept names nobody's node, and is never read."""
+    async def attempt_id(self, request: CoachingRequest, point: str) -> tuple[int, bool]:
+        """The attempt id of a proposal, allocated once, and whether it was drawn now: a
+        fresh id is drawn and kept only if the proposal has none yet (a proposal reinjected
+        again draws one it does not keep: ids are unique, not dense). Its owner is written
+        in the same round trip: a `#<id>` entry for an id not kept names nobody's node, and
+        is never read. A branch is recorded under its attempt only: none is, under an id
+        drawn now."""
         field = attempt_field(request.request_id, point)
         key = self.keys.run(request.run_id, ATTEMPTS)
         fresh = int(await self.client.incr(self.keys.attempt_counter))
@@ -121,8 +123,8 @@ class BranchRecorder:
         pipe.hset(key, f"#{fresh}", field)
         kept, _ = await pipe.execute()
         if kept:
-            return fresh
-        return int(await self.client.hget(key, field) or fresh)
+            return fresh, True
+        return int(await self.client.hget(key, field) or fresh), False
 
     async def attempt_owner(self, run_id: str, attempt: int) -> tuple[str, str] | None:
         """The request id and reinjection point an attempt of this run was made for."""

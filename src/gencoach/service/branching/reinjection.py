@@ -189,8 +189,10 @@ class Reinjector:
     ) -> int:
         point = proposal.reinjection_point_id
         _, candidate_id = node_ids(request, point)
-        answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
-        attempt = await self.recorder.attempt_id(request, point)
+        attempt, drawn_now = await self.recorder.attempt_id(request, point)
+        answer = None
+        if not drawn_now:  # reinjected again (after a crash): its branch may be recorded
+            answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
         if answer is None:
             claim = alternative_claim(request.request_id, point)
             budget = (await self.budgets.current()).max_alternatives_per_situation
