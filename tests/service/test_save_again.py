@@ -98,3 +98,45 @@ async def test_requests_of_a_saved_run_are_written_at_once_and_an_unsaved_run_is
         await saves.close()
     assert _saved_ids(tmp_path / "saved") == ["saved:9:failure"]
     assert not (tmp_path / "later").exists()
+
+
+class _CountedPersister(Persister):
+    """A persister that counts the saves it writes, and says when the first is written."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.written = anyio.Event()
+        self.saves = 0
+
+    async def save(self, run_id: str) -> Path | None:
+        self.saves += 1
+        folder = await super().save(run_id)
+        self.written.set()
+        return folder
+
+
+@pytest.mark.asyncio
+async def test_a_run_queued_again_after_its_save_is_not_rewritten(
+    async_redis: Redis, tmp_path: Path
+) -> None:
+    """A reconciliation pass read the run finished just before its save was written, and
+    queued it after: the loop finds it saved and leaves the folder a reader may be reading
+    as it is, instead of writing it again (its config incomplete meanwhile)."""
+    keys = Keys()
+    store = GraphStore(async_redis, keys)
+    persister = _CountedPersister(store, StageLimits(async_redis, keys), tmp_path, 60)
+    await store.apply(known_events("twice", finished=True))
+    saves = SaveLoop(store, persister)
+    async with anyio.create_task_group() as tg:
+        await tg.start(saves.run, tg)
+        await saves.queue("twice")
+        with anyio.fail_after(20):
+            await persister.written.wait()
+        assert await store.state("twice") == "saved"
+        config = tmp_path / "twice" / "config.json"
+        written_ns = config.stat().st_mtime_ns
+        await saves.queue("twice")
+        await saves.close()
+        tg.cancel_scope.cancel()
+    assert persister.saves == 1
+    assert config.stat().st_mtime_ns == written_ns

@@ -94,10 +94,15 @@ class SaveLoop:
                 return
 
     async def _save(self, run_id: str, attempt: Attempt) -> bool:
-        """One try at the run's save; whether it was written."""
+        """One try at the run's save; whether it was written (or found written already:
+        queued again by a look that read it finished just before its save was written, it
+        is not rewritten under a reader who found it saved)."""
         with attempt:
             try:
-                await self.persister.save(run_id)
+                if await self.store.state(run_id) == "saved":
+                    log.info("run.save_skipped", run_id=run_id, reason="already saved")
+                else:
+                    await self.persister.save(run_id)
             except Exception as error:  # one bad save must not stop the others
                 reason = f"{type(error).__name__}: {error}"
                 retry_in_s = attempt.next_wait_s
