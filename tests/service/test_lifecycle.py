@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from gencoach.metrics import MetricsRecorder
 from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol.events import StageEnd
 from gencoach.protocol.jobs import JobName, JobResult
+from gencoach.service.branching import reinjection
 from gencoach.service.branching.coached_branches import BranchRecorder
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.decider import BranchesRecorded
@@ -291,6 +293,56 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     assert stored is not None
     assert [step.state for step in stored.history][-3:] == ["reinjected", "executed", "proven"]
     assert (await limits.counts("r1", 0)).proven == 1
+
+
+class _CountedReads(RequestStore):
+    """A request store that counts the requests read."""
+
+    reads = 0
+
+    async def get(self, run_id: str, request_id: str) -> CoachingRequest | None:
+        self.reads += 1
+        return await super().get(run_id, request_id)
+
+
+@pytest.mark.parametrize(
+    ("written", "age_s", "reads"),
+    [(True, 0.0, 0), (True, reinjection.STALE_S + 1, 1), (False, 0.0, 1)],
+    ids=["written-now", "written-long-ago", "read-by-another"],
+)
+@pytest.mark.asyncio
+async def test_a_copy_the_correction_just_wrote_is_reinjected_without_a_read(
+    async_redis: Redis,
+    monkeypatch: pytest.MonkeyPatch,
+    written: bool,
+    age_s: float,
+    reads: int,
+) -> None:
+    """The step that corrected a request hands the reinjection its copy, which is not read
+    again while younger than `STALE_S` (no other controller takes it over sooner); an older
+    copy, or one the reconciler read, is read again once the reinjection is held. Either
+    way it is reinjected (here: found unbranchable, its run having no graph)."""
+    keys = Keys()
+    requests = _CountedReads(async_redis, keys)
+    queued = await _queued(requests, "repair")
+    corrected = queued.moved("corrected")
+    assert await force_move(requests, queued, corrected)
+    clock = time.time
+    monkeypatch.setattr(reinjection, "time", SimpleNamespace(time=lambda: clock() + age_s))
+    store = GraphStore(async_redis, keys)
+    unused: Any = None
+    reinjector = Reinjector(
+        store, requests, BranchRecorder(async_redis, keys, store), *[unused] * 4
+    )
+    requests.reads = 0
+    await reinjector.reinject(corrected, written)
+    reinjector._corrected_in.close()  # the submissions `run` would read: none here
+    reinjector._corrected_out.close()
+    assert requests.reads == reads
+    stored = await requests.get("r1", queued.request_id)
+    assert stored is not None
+    assert stored.state == "error"
+    assert stored.history[-1].reason == "the run's graph is gone"
 
 
 @pytest.mark.asyncio

@@ -399,4 +399,4 @@ class CoachingPipeline:
                 log.info(
                     "coaching.corrected", proposals=len(request.proposals), route=request.route
                 )
-                self.reinjector.submit(request)
+                self.reinjector.submit(request, written=True)

@@ -138,5 +138,5 @@ class Interventions:
         if not applied.stored:  # its id is new: no other writer can have moved it
             raise InterventionRefused(409, f"request {request.request_id} already exists")
         log.info("intervention.accepted", run_id=run_id, request_id=request.request_id)
-        self.reinjector.submit(applied.request)
+        self.reinjector.submit(applied.request, written=True)
         return applied.request

@@ -8,6 +8,7 @@ trajectories end their stage (`outcome`). The request states this moves: docs/co
 from __future__ import annotations
 
 import math
+import time
 
 import anyio
 import httpx
@@ -57,6 +58,9 @@ log = get_logger("reinjection")
 
 # An agent unreachable or overloaded while a proposal is reinjected is asked again.
 AGENT_CALLS_PER_AGENT = 4
+# A corrected request not reinjected after this long lost its reinjection (a crash): the
+# reconciler of any controller takes it over. Younger, it is its corrector's alone.
+STALE_S = 5.0
 # The longest one controller holds a request's reinjection (its claim is let go when
 # done, and taken over at once if the controller dies): longer than any reinjection.
 CLAIM_S = 600.0
@@ -102,12 +106,16 @@ class Reinjector:
         # Corrected requests waiting for `run` to start their reinjection; kept in memory
         # until then (a crash loses only the wake-up: the reconciler reinjects them).
         self._corrected_in, self._corrected_out = anyio.create_memory_object_stream[
-            tuple[str, str]
+            tuple[CoachingRequest, bool]
         ](math.inf)
 
-    def submit(self, request: CoachingRequest) -> None:
-        """Reinject a corrected request soon, beside every other run's (never blocks)."""
-        self._corrected_in.send_nowait((request.run_id, request.request_id))
+    def submit(self, request: CoachingRequest, *, written: bool = False) -> None:
+        """Reinject a corrected request soon, beside every other run's (never blocks).
+
+        `written`: the submitter has just stored this copy, in the step that corrected it,
+        so it is reinjected as it is; any other copy is read again once the reinjection is
+        held (another controller may have reinjected it since it was read)."""
+        self._corrected_in.send_nowait((request, written))
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Start each submitted reinjection as its own task (bounded per agent, not overall:
@@ -115,12 +123,17 @@ class Reinjector:
         reinject = guarded("reinjection.failed", self.reinject)
         async with anyio.create_task_group() as reinjections:
             task_status.started()
-            async for run_id, request_id in self._corrected_out:
-                reinjections.start_soon(reinject, run_id, request_id)
+            async for request, written in self._corrected_out:
+                reinjections.start_soon(reinject, request, written)
 
-    async def reinject(self, run_id: str, request_id: str) -> None:
+    async def reinject(self, request: CoachingRequest, written: bool = False) -> None:
         """Reinject every proposal of a corrected request (idempotent; one at a time each,
-        across controllers: one that holds the request's reinjection and lives does it)."""
+        across controllers: one that holds the request's reinjection and lives does it).
+
+        A copy just `written` by its submitter is reinjected as it is while younger than
+        `STALE_S`, before which no other controller takes a corrected request over; any
+        other copy is read again once the reinjection is held."""
+        ids = run_id, request_id = request.run_id, request.request_id
         if request_id in self.in_progress:
             return
         self.in_progress.add(request_id)
@@ -131,9 +144,11 @@ class Reinjector:
                     if self.claims is not None and not await self.claims.hold(claim, CLAIM_S):
                         return  # another live controller reinjects it now
                     try:
-                        request = await self.requests.get(run_id, request_id)
-                        if request is not None and request.state == "corrected":
-                            await self._reinject(request)
+                        age_s = time.time() - request.history[-1].at if request.history else 0.0
+                        fresh = written and age_s < STALE_S
+                        current = request if fresh else await self.requests.get(*ids)
+                        if current is not None and current.state == "corrected":
+                            await self._reinject(current)
                     finally:
                         if self.claims is not None:
                             await self.claims.let_go(claim)

@@ -18,7 +18,7 @@ from anyio.abc import TaskStatus
 from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.runtime.logs import bound, get_logger
-from gencoach.service.branching.reinjection import Reinjector
+from gencoach.service.branching.reinjection import STALE_S, Reinjector
 from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
@@ -33,8 +33,6 @@ from gencoach.service.store.watches import now_ms
 
 log = get_logger("reconcile")
 
-# A corrected request still not reinjected after this long lost its reinjection (a crash).
-STALE_S = 5.0
 # Jobs waiting unclaimed longer than a lease (and at least BACKLOG_MIN_S) are reported.
 BACKLOG_MIN_S = 5.0
 # How long a finished run whose requests all ended is still looked at.
