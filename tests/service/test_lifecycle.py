@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 
@@ -41,6 +42,7 @@ from gencoach.service.coaching.requests import (
 from gencoach.service.pipeline import CoachingPipeline
 from gencoach.service.recovery.reconcile import next_look_s
 from gencoach.service.store.graphstore import ATTEMPTS, GraphStore
+from tests.support.graphs import apply_known
 from tests.support.requests import force_admit, force_move, force_prove
 
 LIMITS = Limits(max_pending_per_stage=2, max_unproven_per_stage=4)
@@ -293,6 +295,46 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     assert stored is not None
     assert [step.state for step in stored.history][-3:] == ["reinjected", "executed", "proven"]
     assert (await limits.counts("r1", 0)).proven == 1
+
+
+@pytest.mark.parametrize("situation_id", [0, 1], ids=["root", "non-root"])
+@pytest.mark.asyncio
+async def test_the_exploration_budget_holds_under_claims_at_once(
+    async_redis: Redis, situation_id: int
+) -> None:
+    """Eight claims at once on one situation with a budget of 2: two are granted and the
+    others refused, counting nothing; a holder asking again is granted without counting
+    twice; a place given back is taken by the next claim, and giving back a claim not
+    held changes nothing."""
+    keys = Keys()
+    store = GraphStore(async_redis, keys)
+    situation = (await apply_known(store)).situations[situation_id]
+    recorder = BranchRecorder(async_redis, keys, store)
+    granted: dict[str, tuple[bool, int]] = {}
+
+    async def claim(name: str) -> None:
+        granted[name] = await recorder.claim_alternative("r1", name, situation, 2)
+
+    async with anyio.create_task_group() as claims:
+        for index in range(8):
+            claims.start_soon(claim, f"claim-{index}")
+    holders = sorted(name for name, (ok, _) in granted.items() if ok)
+    assert len(holders) == 2
+    assert {taken for ok, taken in granted.values() if not ok} == {2}
+    assert await recorder.claim_alternative("r1", holders[0], situation, 2) == (True, 2)
+    await recorder.release_alternative("r1", "claim-never-held")
+    assert await recorder.claim_alternative("r1", "late", situation, 2) == (False, 2)
+    await recorder.release_alternative("r1", holders[0])
+    assert await recorder.claim_alternative("r1", "late", situation, 2) == (True, 2)
+    # A place granted costs three commands: the script's call, the claim and its count.
+    before = await _command_calls(async_redis)
+    assert await recorder.claim_alternative("r1", "third", situation, 3) == (True, 3)
+    assert await _command_calls(async_redis) - before == 3 + 1  # and the INFO that counts
+
+
+async def _command_calls(client: Redis) -> int:
+    stats = await client.info("commandstats")
+    return sum(int(value["calls"]) for value in stats.values())
 
 
 class _CountedReads(RequestStore):

@@ -10,20 +10,22 @@
 -- granted again without counting twice; releasing a claim not held changes nothing.
 
 local key, op, claim, group = KEYS[1], ARGV[1], 'c:' .. ARGV[2], 'n:' .. ARGV[3]
-local held = redis.call('HGET', key, claim)
 if op == 'release' then
+  local held = redis.call('HGET', key, claim)
   if not held then
     return {0, tonumber(redis.call('HGET', key, group) or '0')}
   end
   redis.call('HDEL', key, claim)
   return {1, redis.call('HINCRBY', key, 'n:' .. held, -1)}
 end
-local count = tonumber(redis.call('HGET', key, group) or '0')
-if held then
-  return {1, count}
+-- A claim: taken and counted first (the common case, two commands), given back at once
+-- when that goes beyond the budget.
+if redis.call('HSETNX', key, claim, ARGV[3]) == 0 then
+  return {1, tonumber(redis.call('HGET', key, group) or '0')}
 end
-if count >= tonumber(ARGV[4]) then
-  return {0, count}
+local count = redis.call('HINCRBY', key, group, 1)
+if count > tonumber(ARGV[4]) then
+  redis.call('HDEL', key, claim)
+  return {0, redis.call('HINCRBY', key, group, -1)}
 end
-redis.call('HSET', key, claim, ARGV[3])
-return {1, redis.call('HINCRBY', key, group, 1)}
+return {1, count}
