@@ -241,6 +241,30 @@ async def test_own_events_apply_outside_the_generators_order(store: GraphStore) 
     assert next_one.outcome == "ok"
 
 
+async def test_own_events_leave_a_waiting_run_waiting(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Own events applied while the generator's events wait behind a gap leave the wait as
+    it was (its parked events, its since, its place in the gaps set): the gap fills as
+    before, releasing the waiting events in order."""
+    events = known_events()
+    await _apply(store, events[:3])
+    waiting = await _apply(store, events[4:6])  # parked behind seq 3
+    assert {result.outcome for result in waiting.results} == {"parked"}
+    wait = await async_redis.hget(KEYS.run("r1", PARKED), "wait")
+    deadline = await async_redis.zscore(KEYS.gaps, "r1")
+    assert wait is not None
+    assert deadline is not None
+    situation = events[1].model_copy(update={"seq": 1 << 40, "situation_id": "S_own"})
+    (own,) = await store.apply([situation], own=True)
+    assert own.outcome == "ok"
+    assert await async_redis.hget(KEYS.run("r1", PARKED), "wait") == wait
+    assert await async_redis.zscore(KEYS.gaps, "r1") == deadline
+    done = await _apply(store, events[3:4])
+    assert [item.seq for item in done.released] == [4, 5]
+    assert {item.applied.outcome for item in done.released} == {"ok"}
+
+
 async def test_own_nodes_applied_again_are_duplicates_by_their_ids(
     store: GraphStore, async_redis: Redis
 ) -> None:

@@ -25,7 +25,7 @@
 -- [outcome, detail, arguments JSON, missing]: the seqs it went without, or "run.started"
 -- for a run that never started);
 -- and when the run's wait times out (Redis time, s), 0 when nothing waits, -1 when the
--- run never waited in this step.
+-- run never waited in this step (always, for the controller's own nodes).
 -- Every check of an event runs before its first write: an "err" writes nothing.
 
 local meta, seqs, sids, cids = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -42,7 +42,8 @@ local state = head[1]
 local next_seq = tonumber(head[2])
 local ordered = mode ~= 'own' and (next_seq ~= nil or not state)
 -- While events wait: since when (without progress), and the newest entry that brought one.
-local wait = redis.call('HGET', parked, 'wait')
+-- The controller's own nodes neither wait nor end a wait: their step leaves it unread.
+local wait = mode ~= 'own' and redis.call('HGET', parked, 'wait') or nil
 local since, newest
 if wait then
   since, newest = string.match(wait, '^(%S+) (%S*)$')
