@@ -218,6 +218,21 @@ async def test_a_lineage_read_first_takes_two_round_trips_a_level(
     assert trips == 2 * len(lineage.candidates) == 8
 
 
+async def test_a_step_reads_back_nothing_it_created(store: GraphStore) -> None:
+    """A run's events applied in one step (a fresh run posted whole) read no id of a node
+    the same step created, nor a list it appended to already: its reads are the run's
+    head and wait, its roots, and the first read of each list it appends to."""
+    events = known_events("r1")
+    await store.apply(events[:1])
+    before = await store.client.info("commandstats")
+    assert {result.outcome for result in await store.apply(events[1:])} == {"ok"}
+    after = await store.client.info("commandstats")
+    graph = await store.load("r1")
+    assert graph is not None
+    hgets = after["cmdstat_hget"]["calls"] - before["cmdstat_hget"]["calls"]
+    assert hgets == 1 + 1 + len(graph.links) + len(graph.members)  # wait, roots, lists
+
+
 async def _commands(store: GraphStore) -> int:
     stats = await store.client.info("commandstats")
     return sum(int(value["calls"]) for value in stats.values())

@@ -57,13 +57,22 @@ local function now()
   return clock
 end
 
+-- What this step wrote, not read back: the storage ids of the situations and candidates
+-- it created (as strings, as HGET gives them), and the lists it appended to.
+local made_sids, made_cids, appended = {}, {}, {}
+
 local function append(key, field, item)
-  local current = redis.call('HGET', key, field)
-  if current and current ~= '' then
-    redis.call('HSET', key, field, current .. ',' .. item)
-  else
-    redis.call('HSET', key, field, item)
+  local slot = key .. ' ' .. tostring(field)
+  local current = appended[slot]
+  if current == nil then
+    current = redis.call('HGET', key, field)
   end
+  local value = item
+  if current and current ~= '' then
+    value = current .. ',' .. item
+  end
+  redis.call('HSET', key, field, value)
+  appended[slot] = value
 end
 
 -- Prefix a JSON object body (which starts with '{') with storage fields.
@@ -122,7 +131,7 @@ local function apply(args)
     end
     local parent = 'null'
     if args[4] ~= '' then
-      parent = redis.call('HGET', cids, args[4])
+      parent = made_cids[args[4]] or redis.call('HGET', cids, args[4])
       if not parent then
         return {'err', 'unknown parent candidate ' .. args[4]
           .. ' (its candidate.created must come first)'}
@@ -130,6 +139,7 @@ local function apply(args)
     end
     local id = redis.call('HINCRBY', meta, 'next_situation', 1) - 1
     redis.call('HSET', sids, args[3], id)
+    made_sids[args[3]] = tostring(id)
     redis.call('HSET', situations, id,
       with_fields('"id":' .. id .. ',"parent_id":' .. parent, args[6]))
     if parent == 'null' then
@@ -151,12 +161,13 @@ local function apply(args)
       end
       return {'err', 'candidate ' .. args[3] .. ' already exists'}
     end
-    local situation = redis.call('HGET', sids, args[4])
+    local situation = made_sids[args[4]] or redis.call('HGET', sids, args[4])
     if not situation then
       return {'err', 'unknown situation ' .. args[4] .. ' (its situation.created must come first)'}
     end
     local id = redis.call('HINCRBY', meta, 'next_candidate', 1) - 1
     redis.call('HSET', cids, args[3], id)
+    made_cids[args[3]] = tostring(id)
     redis.call('HSET', candidates, id,
       with_fields('"id":' .. id .. ',"situation_id":' .. situation, args[5]))
     append(members, situation, id)
@@ -167,7 +178,7 @@ local function apply(args)
 
   if kind == 'candidate.executed' then
     -- args: 3 candidate id, 4 body
-    local id = redis.call('HGET', cids, args[3])
+    local id = made_cids[args[3]] or redis.call('HGET', cids, args[3])
     if not id then
       return {'err', 'unknown candidate ' .. args[3] .. ' (its candidate.created must come first)'}
     end
