@@ -150,24 +150,26 @@ local function prove(attempt)
 end
 
 -- Why `request` cannot complete as `attempt` (it completed as another attempt, or the
--- attempt belongs to another request), or nil.
+-- attempt belongs to another request), or nil; and the attempt it completed as, if any
+-- (for `complete`).
 local function completion_conflict(request, attempt)
   local recorded = redis.call('HGET', attempts_key, request)
   if recorded and recorded ~= attempt then
-    return 'request ' .. request .. ' already completed as attempt ' .. recorded
+    return 'request ' .. request .. ' already completed as attempt ' .. recorded, recorded
   end
   if not recorded and redis.call('SISMEMBER', completed_key, attempt) == 1 then
-    return 'attempt ' .. attempt .. ' already completed another request'
+    return 'attempt ' .. attempt .. ' already completed another request', recorded
   end
-  return nil
+  return nil, recorded
 end
 
 -- Turn the request's lease into the completed `attempt` (a reinjected branch), once; the
--- caller checked `completion_conflict` first. 'completed'; 'late' when the request held
--- no live lease (it expired or was released): the branch exists all the same, so the
--- attempt is recorded; 'duplicate' when it already completed as this attempt.
-local function complete(request, attempt, stage, now)
-  if redis.call('HGET', attempts_key, request) == attempt then
+-- caller checked `completion_conflict` first, which gave `recorded`. 'completed'; 'late'
+-- when the request held no live lease (it expired or was released): the branch exists
+-- all the same, so the attempt is recorded; 'duplicate' when it already completed as
+-- this attempt.
+local function complete(request, attempt, stage, now, recorded)
+  if recorded == attempt then
     return 'duplicate'
   end
   local outcome = 'late'

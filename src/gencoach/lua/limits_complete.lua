@@ -16,8 +16,8 @@ if problem then
 end
 
 local now = now_ms()
-local conflict = completion_conflict(request, attempt)
+local conflict, recorded = completion_conflict(request, attempt)
 if conflict then
   return reply('conflict', conflict, now)
 end
-return reply(complete(request, attempt, stage, now), '', now)
+return reply(complete(request, attempt, stage, now, recorded), '', now)

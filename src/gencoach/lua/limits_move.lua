@@ -92,10 +92,11 @@ elseif part == 'release' then
 elseif part == 'complete' then
   local outcomes, at = {}, now_ms()
   for i = 8, #ARGV, 2 do
-    if completion_conflict(ARGV[i], ARGV[i + 1]) then
+    local conflict, recorded = completion_conflict(ARGV[i], ARGV[i + 1])
+    if conflict then
       outcomes[#outcomes + 1] = 'conflict'
     else
-      outcomes[#outcomes + 1] = complete(ARGV[i], ARGV[i + 1], ARGV[7], at)
+      outcomes[#outcomes + 1] = complete(ARGV[i], ARGV[i + 1], ARGV[7], at, recorded)
     end
   end
   detail = table.concat(outcomes, ',')
