@@ -9,7 +9,13 @@ from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from gencoach.constants import Keys
-from gencoach.protocol import AnyEvent, CoachingMarker, SituationCreated, parse_event
+from gencoach.protocol import (
+    AnyEvent,
+    CandidateCreated,
+    CoachingMarker,
+    SituationCreated,
+    parse_event,
+)
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.trajectory import (
     UnknownNodeError,
@@ -216,6 +222,21 @@ async def test_a_lineage_read_first_takes_two_round_trips_a_level(
     lineage = await store.lineage("r1", 6)  # c7, four levels up to the root
     assert lineage is not None
     assert trips == 2 * len(lineage.candidates) == 8
+
+
+async def test_a_candidate_created_here_is_known_by_its_id_without_a_read(
+    store: GraphStore,
+) -> None:
+    """The storage id of a candidate this store applied (a coached branch's, say) is
+    remembered: asking for it again, as the reconciler's look at the branch does, reads
+    nothing."""
+    events = known_events("r1")
+    results = await store.apply(events[:3])
+    created = events[2]
+    assert isinstance(created, CandidateCreated)
+    before = await _commands(store)
+    assert await store.storage_id("r1", created.candidate_id) == results[2].storage_id
+    assert await _commands(store) - before == 1  # the INFO that counts
 
 
 async def test_a_step_reads_back_nothing_it_created(store: GraphStore) -> None:

@@ -21,6 +21,7 @@ from gencoach.constants import Keys
 from gencoach.protocol import (
     UNKNOWN_AGENT,
     AnyEvent,
+    CandidateCreated,
     CoachingLog,
     CoachingMarker,
     JsonObject,
@@ -140,8 +141,13 @@ class GraphStore:
 
     async def apply(self, events: Sequence[AnyEvent], *, own: bool = False) -> list[Applied]:
         """Apply events in one round trip, each run's in seq order (see
-        `gencoach.service.store.sequencing`); each is applied at most once."""
-        return (await self.sequencer.apply(events, own=own)).results
+        `gencoach.service.store.sequencing`); each is applied at most once. The storage
+        ids of the candidates created are remembered (`storage_id`)."""
+        results = (await self.sequencer.apply(events, own=own)).results
+        for event, result in zip(events, results, strict=True):
+            if isinstance(event, CandidateCreated) and result.storage_id is not None:
+                self._storage_ids.put((event.run_id, event.candidate_id), result.storage_id)
+        return results
 
     async def executed(self, run_id: str, candidate_id: int) -> bool:
         """Whether the candidate's execution was reported."""
