@@ -72,13 +72,10 @@ def anchor_of(graph: RunGraph, request: CoachingRequest, point: str) -> Anchor |
     return Anchor("recovery", feedback, selected) if feedback is not None else None
 
 
-def alternative_claim(request_id: str, point: str) -> str:
-    """What holds a proposal's place in its situation's exploration budget."""
-    return f"{request_id}|{point}"
-
-
-def attempt_field(request_id: str, point: str) -> str:
-    """A proposal's field in the run's attempts hash (its attempt id; `#<id>` names it back)."""
+def proposal_key(request_id: str, point: str) -> str:
+    """A proposal's name in its run's hashes: the claim holding its place in its
+    situation's exploration budget, and its field in the attempts hash (its attempt id;
+    `#<id>` names it back, `attempt_owner` splits it)."""
     return f"{request_id}|{point}"
 
 
@@ -115,7 +112,7 @@ class BranchRecorder:
         in the same round trip: a `#<id>` entry for an id not kept names nobody's node, and
         is never read. A branch is recorded under its attempt only: none is, under an id
         drawn now."""
-        field = attempt_field(request.request_id, point)
+        field = proposal_key(request.request_id, point)
         key = self.keys.run(request.run_id, ATTEMPTS)
         fresh = int(await self.client.incr(self.keys.attempt_counter))
         pipe = self.client.pipeline(transaction=False)

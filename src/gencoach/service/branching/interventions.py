@@ -25,7 +25,7 @@ from gencoach.protocol import (
 )
 from gencoach.protocol.jobs import Diagnosis
 from gencoach.runtime.logs import get_logger
-from gencoach.service.branching.coached_branches import BranchRecorder, alternative_claim
+from gencoach.service.branching.coached_branches import BranchRecorder, proposal_key
 from gencoach.service.branching.reinjection import Reinjector
 from gencoach.service.coaching.budgets import Budgets
 from gencoach.service.coaching.decider import PersonDecided
@@ -97,7 +97,7 @@ class Interventions:
         request_id = f"{run_id}:{candidate_id}:human-{number}"
         budget = (await self.budgets.current()).max_alternatives_per_situation
         granted, taken = await self.recorder.claim_alternative(
-            run_id, alternative_claim(request_id, REPLACEMENT_POINT), situation, budget
+            run_id, proposal_key(request_id, REPLACEMENT_POINT), situation, budget
         )
         if not granted:
             raise InterventionRefused(

@@ -34,9 +34,9 @@ from gencoach.service.branching.coached_branches import (
     Anchor,
     BranchRecorder,
     BranchRefused,
-    alternative_claim,
     anchor_of,
     node_ids,
+    proposal_key,
 )
 from gencoach.service.branching.examples import Examples
 from gencoach.service.coaching.budgets import Budgets
@@ -133,7 +133,7 @@ class Reinjector:
         A copy just `written` by its submitter is reinjected as it is while younger than
         `STALE_S`, before which no other controller takes a corrected request over; any
         other copy is read again once the reinjection is held."""
-        ids = run_id, request_id = request.run_id, request.request_id
+        run_id, request_id = request.run_id, request.request_id
         if request_id in self.in_progress:
             return
         self.in_progress.add(request_id)
@@ -146,7 +146,7 @@ class Reinjector:
                     try:
                         age_s = time.time() - request.history[-1].at if request.history else 0.0
                         fresh = written and age_s < STALE_S
-                        current = request if fresh else await self.requests.get(*ids)
+                        current = request if fresh else await self.requests.get(run_id, request_id)
                         if current is not None and current.state == "corrected":
                             await self._reinject(current)
                     finally:
@@ -209,7 +209,7 @@ class Reinjector:
         if not drawn_now:  # reinjected again (after a crash): its branch may be recorded
             answer = await self.recorder.recorded_answer(request.run_id, candidate_id)
         if answer is None:
-            claim = alternative_claim(request.request_id, point)
+            claim = proposal_key(request.request_id, point)
             budget = (await self.budgets.current()).max_alternatives_per_situation
             granted, taken = await self.recorder.claim_alternative(
                 request.run_id, claim, anchor.situation, budget

@@ -16,7 +16,7 @@ from gencoach.constants import Keys
 from gencoach.funnel import funnel_row
 from gencoach.metrics.catalog import PROOFS
 from gencoach.runtime.logs import bound, get_logger
-from gencoach.service.branching.coached_branches import attempt_field, node_ids
+from gencoach.service.branching.coached_branches import node_ids, proposal_key
 from gencoach.service.coaching.decider import BranchesRecorded, Event, RunEnded, StageEnded
 from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
@@ -146,7 +146,7 @@ class RunEnds:
         points = [p for p in points if node_ids(request, p)[1] in recorded]
         if not points:
             return None
-        fields = [attempt_field(request.request_id, point) for point in points]
+        fields = [proposal_key(request.request_id, point) for point in points]
         ids = await self.client.hmget(self.keys.run(request.run_id, ATTEMPTS), fields)
         found = [(int(i), p) for i, p in zip(ids, points, strict=True) if i is not None]
         if not found:
