@@ -24,7 +24,6 @@ from gencoach.protocol import (
     CandidateCreated,
     CoachingLog,
     CoachingMarker,
-    JsonObject,
     RunStarted,
 )
 from gencoach.service.store.nodecache import MAX_ENTRIES as CACHE_ENTRIES
@@ -246,11 +245,6 @@ class GraphStore:
                 break
         return logs
 
-    async def sources(self, run_id: str) -> dict[int, JsonObject]:
-        """Where each coached candidate's correction came from, by storage id."""
-        raw = await self.client.hgetall(self.keys.run(run_id, SOURCES))
-        return {int(as_text(key)): json.loads(value) for key, value in raw.items()}
-
     async def state(self, run_id: str) -> str | None:
         """The run's state (`active`, `finished`), or None for an unknown run."""
         value = await self.client.hget(self.keys.run(run_id, META), "state")
@@ -290,7 +284,8 @@ class GraphStore:
         reading the whole (possibly large) run.
         """
         guess = self._generations.get(run_id)
-        first = guess is None or not self._remembered((*guess, candidate_id))
+        key = (*guess, candidate_id) if guess is not None else None
+        first = key is None or None in (self._candidates.get(key), self._executions.get(key))
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.keys.run(run_id, META), ["state", "started", "generation"])
         if first:
@@ -354,10 +349,6 @@ class GraphStore:
         for sid, value in zip(missing, values, strict=True):
             if value is not None:
                 graph.situations[sid] = StoredSituation.model_validate_json(value)
-
-    def _remembered(self, key: tuple[str, str, int]) -> bool:
-        """Whether a candidate and its execution are both remembered (else `_level` reads)."""
-        return self._candidates.get(key) is not None and self._executions.get(key) is not None
 
     async def _level(
         self,
