@@ -15,7 +15,7 @@ from gencoach.constants import Keys
 from gencoach.metrics.catalog import EVENTS
 from gencoach.reporting.client import Reporter
 from gencoach.service.metrics import ControllerMetrics
-from gencoach.service.pools import pooled_client
+from gencoach.service.pools import API_SOCKET_TIMEOUT_S, pooled_client
 from tests.support.controller import ControllerProcess
 from tests.support.graphs import RUN_STARTED
 from tests.support.metrics import parse
@@ -115,7 +115,7 @@ async def test_a_scrape_never_takes_the_loops_connections(
     """With every connection of the loops' pool taken, a scrape still flushes the counts
     and answers at once, on the API's pool."""
     loops = Redis(connection_pool=BlockingConnectionPool.from_url(redis_url, max_connections=1))
-    api = pooled_client(redis_url, 4, 5.0)
+    api = pooled_client(redis_url, 4, 5.0, API_SOCKET_TIMEOUT_S)
     held = await loops.connection_pool.get_connection()
 
     async def no_backlogs() -> list[object]:

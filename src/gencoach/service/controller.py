@@ -33,7 +33,12 @@ from gencoach.service.coaching.requests import RequestStore
 from gencoach.service.leases import Lease
 from gencoach.service.metrics import ControllerMetrics
 from gencoach.service.pipeline import CoachingPipeline, Dispatcher
-from gencoach.service.pools import LOOP_CONNECTIONS, LOOP_WAIT_S, pooled_client
+from gencoach.service.pools import (
+    API_SOCKET_TIMEOUT_S,
+    LOOP_CONNECTIONS,
+    LOOP_WAIT_S,
+    pooled_client,
+)
 from gencoach.service.recovery.housekeeping import Housekeeper
 from gencoach.service.recovery.reconcile import Reconciler
 from gencoach.service.runlife import RunLife
@@ -92,9 +97,9 @@ class Controller:
         section = options.settings.controller
         self.keys = Keys(options.settings.redis.key_prefix)
         api = options.settings.api
-        self.client = pooled_client(options.redis_url, LOOP_CONNECTIONS, LOOP_WAIT_S)
+        self.client = pooled_client(options.redis_url, LOOP_CONNECTIONS, LOOP_WAIT_S, None)
         self.api_client = pooled_client(
-            options.redis_url, api.max_concurrent_requests, api.busy_wait_s
+            options.redis_url, api.max_concurrent_requests, api.busy_wait_s, API_SOCKET_TIMEOUT_S
         )
         self.http_client = httpx.AsyncClient(timeout=30.0)
         self.store = GraphStore(

@@ -40,8 +40,13 @@ class JobResources:
         self.context = context
         # A job holds at most two connections at once (its work, and its lease's renewal or
         # its wait for a repair, a blocking read); redis-py's default pool stops at 100.
+        # No call times out: a job is bounded by its own timeout, a dead connection is
+        # found by TCP keepalive, and a per-call timer costs every command a task on
+        # Python 3.11 (`gencoach.service.pools`).
         connections = 2 * context.settings.workers.concurrency + SPARE_CONNECTIONS
-        self.redis = redis.asyncio.Redis.from_url(context.redis_url, max_connections=connections)
+        self.redis = redis.asyncio.Redis.from_url(
+            context.redis_url, max_connections=connections, socket_timeout=None
+        )
         # Each job bounds its own calls (`anyio.move_on_after`), not the client.
         self.http = httpx.AsyncClient(
             timeout=None,  # noqa: S113 - every call is bounded by its job
