@@ -14,7 +14,7 @@ import math
 import re
 import time
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import resources
@@ -155,23 +155,23 @@ def take_keys(queues: Iterable[Queue]) -> list[str]:
     return [*(queue.key for queue in listed), *(queue.intermediate_queue_key for queue in listed)]
 
 
-def taken(reply: Any, keys: Sequence[str]) -> tuple[str, str] | None:
-    """The (queue key, job id) the take script answered, or None."""
+def take_args() -> list[str]:
+    """The ARGV of the take script: the prefix of RQ's job hashes."""
+    return [Job.redis_job_namespace_prefix]
+
+
+def taken(
+    reply: Any, keys: Sequence[str], connection: redis.Redis, job_class: type[Job] = Job
+) -> tuple[Job, str] | None:
+    """The job the take script answered, restored from the hash it read, with the key of
+    the queue it came from; None when every queue was empty."""
     if not reply:
         return None
-    index, rq_id = reply
-    return keys[int(index) - 1], rq_id.decode() if isinstance(rq_id, bytes) else str(rq_id)
-
-
-def restore_job(
-    data: Mapping[Any, Any], rq_id: str, connection: redis.Redis, job_class: type[Job] = Job
-) -> Job | None:
-    """The job from its hash as `HGETALL` returned it; None when it no longer exists."""
-    if not data:
-        return None
+    index, raw_id, fields = reply
+    rq_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
     job = job_class(rq_id, connection=connection)
-    job.restore(dict(data))
-    return job
+    job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
+    return job, keys[int(index) - 1]
 
 
 class PriorityQueue(Queue):
@@ -203,24 +203,16 @@ class PriorityQueue(Queue):
         script = connection.register_script(TAKE_SCRIPT)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            popped = taken(script(keys=keys), keys)
-            if popped is None:
-                if deadline is None:
-                    return None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise DequeueTimeout(timeout, keys)
-                connection.blpop([QUEUE_DOORBELL], timeout=min(left, WAKE_S))
-                continue
-            queue_key, rq_id = popped
-            queue = next(q for q in queue_list if q.key == queue_key)
-            job = restore_job(
-                connection.hgetall(Job.key_for(rq_id)), rq_id, connection, job_class or Job
-            )
-            if job is None:
-                connection.lrem(queue.intermediate_queue_key, 1, rq_id)
-                continue
-            return job, queue
+            popped = taken(script(keys=keys, args=take_args()), keys, connection, job_class or Job)
+            if popped is not None:
+                job, queue_key = popped
+                return job, next(q for q in queue_list if q.key == queue_key)
+            if deadline is None:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DequeueTimeout(timeout, keys)
+            connection.blpop([QUEUE_DOORBELL], timeout=min(left, WAKE_S))
 
 
 class ForkWorker(Worker):

@@ -43,6 +43,38 @@ def test_the_first_queue_is_served_first_and_a_taken_job_is_held_not_lost(
     assert PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client) is None
 
 
+def test_a_take_reads_the_job_with_it_and_drops_one_whose_hash_is_gone(
+    redis_client: redis.Redis,
+) -> None:
+    """One script call takes the job and its hash (nothing read after it); a job whose
+    hash expired while it waited is dropped, and the next one is taken in the same call."""
+    gone, kept = diagnosis_job(request_id="gone"), diagnosis_job(request_id="kept")
+    enqueue(redis_client, gone, job_timeout_s=60)
+    enqueue(redis_client, kept, job_timeout_s=60)
+    redis_client.delete(Job.key_for(job_id(gone)))
+    before = redis_client.info("commandstats")
+    taken = PriorityQueue.dequeue_any(queues(redis_client), None, connection=redis_client)
+    after = redis_client.info("commandstats")
+    assert taken is not None
+    job, queue = taken
+    assert (job.id, queue.name) == (job_id(kept), QUEUE_DIAGNOSIS)
+    (payload,) = job.args
+    assert DiagnosisJob.parse_json(payload).request_id == "kept"
+    assert Queue(QUEUE_DIAGNOSIS, connection=redis_client).job_ids == []
+    holding = IntermediateQueue.get_intermediate_queue_key(queue.key)
+    assert redis_client.lrange(holding, 0, -1) == [job.id.encode()]
+    called = {
+        name: stats["calls"] - before.get(name, {"calls": 0})["calls"]
+        for name, stats in after.items()
+        if name not in ("cmdstat_info",)
+    }
+    assert {name for name, calls in called.items() if calls} <= {
+        "cmdstat_evalsha", "cmdstat_eval", "cmdstat_lpop", "cmdstat_hgetall", "cmdstat_rpush",
+        "cmdstat_script|load", "cmdstat_script",
+    }  # fmt: skip
+    assert called.get("cmdstat_evalsha", 0) + called.get("cmdstat_eval", 0) == 1
+
+
 def test_a_job_enqueued_again_is_a_no_op_that_rings_no_bell(redis_client: redis.Redis) -> None:
     """The same request, job and attempt enqueued twice: one job on its queue, RQ's list of
     queues names the queue, and only the first enqueue rang the doorbell."""

@@ -30,7 +30,7 @@ from gencoach.rq_adapter import (
     Job,
     JobTimeoutException,
     Queue,
-    restore_job,
+    take_args,
     take_keys,
     taken,
 )
@@ -203,16 +203,11 @@ class AsyncWorker(ConcurrentWorker):
         while True:
             # A job the script moved must reach the started registry: no cancelling here.
             with anyio.CancelScope(shield=True):
-                popped = taken(await script(keys=keys), keys)
-                if popped is not None:
-                    queue_key, rq_id = popped
-                    data = await resources.redis.hgetall(Job.key_for(rq_id))
-                    job = restore_job(data, rq_id, self.connection, self.job_class)
-                    if job is not None:
-                        return job, queues[queue_key]
-                    holding = queues[queue_key].intermediate_queue_key
-                    await resources.redis.lrem(holding, 1, rq_id)
-                    continue
+                reply = await script(keys=keys, args=take_args())
+            popped = taken(reply, keys, self.connection, self.job_class)
+            if popped is not None:
+                job, queue_key = popped
+                return job, queues[queue_key]
             left = WAKE_S if deadline is None else deadline - anyio.current_time()
             if left <= 0:
                 return None
