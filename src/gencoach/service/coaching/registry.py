@@ -13,6 +13,7 @@ from typing import Final
 import anyio
 import httpx
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 from gencoach.agent_client import AgentClient, agent_unreachable
 from gencoach.config import BackendSettings, Settings
@@ -108,40 +109,44 @@ class AgentRegistry:
         """Read the agent's announcement and open its coaching session if it offers one.
 
         An agent that cannot be reached is asked again until `registration_give_up_s`
-        (`_announcement`); one that answers wrongly is refused at once. The run is marked
-        registered last, whatever happened, so `wait_registered` tells the coaching loop
-        when what the agent offers is known, and its run leaves the registrations
-        reconciliation watches.
+        (`_announcement`); one that answers wrongly is refused at once. What the
+        registration found (the agent's info or error, its session) is stored with the
+        run's `registered` mark, last and in one write whatever happened, so
+        `wait_registered` tells the coaching loop when what the agent offers is known, and
+        its run leaves the registrations reconciliation watches.
         """
+        found: dict[str, str] = {}
         try:
-            return await self._register(run_id, agent_url, settings)
+            return await self._register(run_id, agent_url, settings, found)
         finally:
             with anyio.CancelScope(shield=True):
                 pipe = self.client.pipeline(transaction=False)
-                pipe.hset(self.keys.run(run_id, META), REGISTERED, "1")
+                fields: dict[FieldT, EncodableT] = {REGISTERED: "1"}
+                fields.update(found)
+                pipe.hset(self.keys.run(run_id, META), mapping=fields)
+                if "agent_id" in found:
+                    await self.index.announced(run_id, found["agent_id"], pipe)
                 self.watches.registered(pipe, run_id)
                 await pipe.execute()
                 self._event(run_id).set()
                 self._ended.pop(run_id, None)
 
-    async def _register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
-        meta = self.keys.run(run_id, META)
+    async def _register(
+        self, run_id: str, agent_url: str, settings: Settings, found: dict[str, str]
+    ) -> AgentInfo | None:
+        """Ask the agent, noting in `found` the run's fields that what it said sets."""
         agent = AgentClient(agent_url, self.http)
         try:
             info = await self._shared_announcement(run_id, agent, settings)
         except AgentCallError as error:
             log.error("agent.refused", run_id=run_id, agent_url=agent_url, reason=error.reason)
-            await self.client.hset(meta, "agent_error", error.reason)
+            found["agent_error"] = error.reason
             return None
-        await self.client.hset(
-            meta,
-            mapping={
-                "agent_id": info.agent_id,
-                "agent_version": info.agent_version,
-                "agent_info": info.model_dump_json(),
-            },
+        found.update(
+            agent_id=info.agent_id,
+            agent_version=info.agent_version,
+            agent_info=info.model_dump_json(),
         )
-        await self.index.announced(run_id, info.agent_id)
         log.info(
             "agent.registered",
             run_id=run_id,
@@ -157,7 +162,7 @@ class AgentRegistry:
                 reason="gencoach routes failure, suboptimal and format only",
             )
         if settings.coaching.enabled and info.routed_kinds:
-            await self._open_session(run_id, agent, settings)
+            found.update(await self._open_session(run_id, agent, settings))
         return info
 
     async def _shared_announcement(
@@ -220,30 +225,26 @@ class AgentRegistry:
         )
         raise AgentCallError(agent.base_url, why)
 
-    async def _open_session(self, run_id: str, agent: AgentClient, settings: Settings) -> None:
-        meta = self.keys.run(run_id, META)
+    async def _open_session(
+        self, run_id: str, agent: AgentClient, settings: Settings
+    ) -> dict[str, str]:
+        """Open the run's coaching session; the run's fields that say how it went."""
         config = session_config(settings)
         if config is None:
-            await self.client.hset(meta, "session", "none")
             log.info("agent.session_skipped", run_id=run_id, reason="no HTTP backend to share")
-            return
+            return {"session": "none"}
         try:
             outcome = await agent.open_session(run_id, config)
         except AgentCallError as error:
-            await self.client.hset(
-                meta, mapping={"session": "failed", "session_reason": error.reason}
-            )
             log.error("agent.session_failed", run_id=run_id, reason=error.reason)
-            return
-        await self.client.hset(
-            meta, mapping={"session": outcome.status, "session_reason": outcome.reason}
-        )
+            return {"session": "failed", "session_reason": error.reason}
         if outcome.status == "opened":
             log.info("agent.session_opened", run_id=run_id, backends=sorted(config.backends))
         else:
             log.warning(
                 "agent.session_refused", run_id=run_id, status=outcome.status, reason=outcome.reason
             )
+        return {"session": outcome.status, "session_reason": outcome.reason}
 
     async def unregister(self, run_id: str, agent_url: str) -> None:
         """Close the run's coaching session if one was opened."""

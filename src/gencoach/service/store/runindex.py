@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any, Final
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from gencoach.constants import Keys
 from gencoach.service.store.nodes import as_text
@@ -145,8 +146,10 @@ class RunIndex:
         index = self.keys.runs_index
         return [index("entries"), index("combinations"), index("counts"), index("expiries")]
 
-    async def _call(self, script: Any, *args: Any) -> Any:
-        return await script(keys=self._keys, args=[self.keys.runs_index("by:"), *args])
+    async def _call(self, script: Any, *args: Any, client: Pipeline | None = None) -> Any:
+        return await script(
+            keys=self._keys, args=[self.keys.runs_index("by:"), *args], client=client
+        )
 
     async def applied(
         self, started: Sequence[tuple[str, str, str]], finished: Sequence[str]
@@ -166,9 +169,10 @@ class RunIndex:
         """Note the run's new state (`ttl_s`: when a saved run's keys expire)."""
         await self._call(self._record, json.dumps([_change(run_id, state, ttl_s=ttl_s)]))
 
-    async def announced(self, run_id: str, agent_id: str) -> None:
-        """File the run under the agent id its agent announced."""
-        await self._call(self._record, json.dumps([_change(run_id, agent=agent_id)]))
+    async def announced(self, run_id: str, agent_id: str, pipe: Pipeline | None = None) -> None:
+        """File the run under the agent id its agent announced (queued on `pipe` if given,
+        which the caller executes)."""
+        await self._call(self._record, json.dumps([_change(run_id, agent=agent_id)]), client=pipe)
 
     async def drop(self, run_ids: Sequence[str]) -> int:
         """Drop runs (and any whose keys expired) from the index; how many left it."""
