@@ -67,3 +67,23 @@ async def test_two_controllers_under_one_consumer_name_say_so(async_redis: Redis
         await twin.renew()
     assert [entry["event"] for entry in logs] == ["controller.consumer_shared"] * 2
     assert "give each controller its own controller.consumer" in logs[0]["reason"]
+
+
+async def test_letting_go_is_one_step(async_redis: Redis) -> None:
+    """A holder lets its key go in one script call (a GET then a DEL could delete a key
+    that lapsed in between and was taken by another controller)."""
+    holder = Lease(async_redis, KEYS, "holder", lease_s=10)
+    key = KEYS.reinjecting("r2", "r2:0:failure")
+    assert await holder.hold(key, ttl_s=60)
+    await holder.let_go(key)  # loads the script
+    assert await holder.hold(key, ttl_s=60)
+    before = await async_redis.info("commandstats")
+    await holder.let_go(key)
+    after = await async_redis.info("commandstats")
+    called = {
+        name for name, stats in after.items() if stats["calls"] != before.get(name, {}).get("calls")
+    }
+    assert called - {"cmdstat_info"} == {"cmdstat_evalsha", "cmdstat_get", "cmdstat_del"}
+    assert after["cmdstat_evalsha"]["calls"] - before["cmdstat_evalsha"]["calls"] == 1
+    assert after["cmdstat_get"]["calls"] - before["cmdstat_get"]["calls"] == 1
+    assert await async_redis.exists(key) == 0

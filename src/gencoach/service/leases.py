@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from typing import cast
+from typing import Final, cast
 
 import anyio
 import redis.exceptions
@@ -23,6 +24,11 @@ log = get_logger("leases")
 
 # Renewals per lease: one lost renewal (a slow Redis, a busy event loop) is not a death.
 RENEWALS_PER_LEASE = 4
+# Delete a key only while it holds the value given (a holder letting go of its own).
+_LET_GO: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 class Lease:
@@ -45,6 +51,7 @@ class Lease:
         self._held = False  # written once: a foreign token from then on is a live twin
         self._shared_logged = False
         self._stopping = anyio.Event()
+        self._let_go = client.register_script(_LET_GO)
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Take the lease, renew it until stopped, then give it up."""
@@ -107,9 +114,9 @@ class Lease:
                 return False  # another controller took it meanwhile
 
     async def let_go(self, key: str) -> None:
-        """Give up `key` if this controller holds it."""
-        if await self.client.get(key) == self.consumer.encode():
-            await self.client.delete(key)
+        """Give up `key` if this controller holds it (in one step: a key that lapsed and
+        was taken by another controller meanwhile stays theirs)."""
+        await self._let_go(keys=[key], args=[self.consumer])
 
     async def _renew_or_warn(self) -> None:
         try:
@@ -122,9 +129,5 @@ class Lease:
         return bool(await self.client.exists(self.keys.lease(consumer)))
 
     async def _give_up(self) -> None:
-        key = self.keys.lease(self.consumer)
-        try:
-            if await self.client.get(key) == self._token.encode():
-                await self.client.delete(key)
-        except REDIS_UNAVAILABLE:
-            pass  # it expires on its own
+        with contextlib.suppress(*REDIS_UNAVAILABLE):  # else it expires on its own
+            await self._let_go(keys=[self.keys.lease(self.consumer)], args=[self._token])
