@@ -70,6 +70,7 @@ from gencoach.integrations.gymnasium.agent import EnvAgentOptions
 from gencoach.integrations.textrooms import TextRoomsAdapter
 from gencoach.integrations.textrooms.env import OBJECTS, ROOMS
 from gencoach.runtime.embedded_redis import EmbeddedRedis
+from gencoach.runtime.ports import free_port
 
 MODEL = "smollm2"
 EVAL_SEED = 100_000  # held-out seeds start here; training seeds start at 0
@@ -112,21 +113,12 @@ QUICK = Plan(train_runs=1, eval_runs=1, sft_steps=1, batch_size=1)
 FULL = Plan(train_runs=32, eval_runs=30, sft_steps=40, batch_size=2)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def gencoach_service(folder: Path, redis_url: str, coaching: bool) -> Iterator[tuple[str, Path]]:
     """A controller (and workers running the oracle teacher when coaching) saving into
     `folder/saves`; its API URL and the saves folder."""
     folder.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     saves = folder / "saves"
     config = {
         "redis": {"url": redis_url},

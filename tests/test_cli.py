@@ -331,9 +331,7 @@ def test_serve_on_a_port_in_use_says_so_in_one_line(tmp_path: Path, redis_url: s
 
 def test_serve_prints_its_summary_first(tmp_path: Path, redis_url: str) -> None:
     """`serve` starts by printing where Redis and the API are and whether coaching is on."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     environment = {
         "PATH": "/usr/bin:/bin",
         "GENCOACH_REDIS__URL": redis_url,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -13,6 +12,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import httpx
+
+from gencoach.runtime.ports import free_port as free_port  # the suite's servers' ports
 
 T = TypeVar("T")
 
@@ -88,14 +89,6 @@ def wait_gone(pid: int, timeout_s: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return not pid_alive(pid)
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def child_pids(pid: int) -> list[int]:

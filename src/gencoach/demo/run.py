@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from gencoach.demo.pacing import Pacing
 from gencoach.demo.processes import Child, ChildError
 from gencoach.demo.progress import Snapshot, snapshot
 from gencoach.runtime.embedded_redis import EmbeddedRedis
+from gencoach.runtime.ports import free_port
 from gencoach.runtime.terminal import fit_to_output
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
@@ -111,13 +111,6 @@ class DemoOptions:
     def llm_decides(self) -> bool:
         """Whether the model, not the scripted policy, makes the agent's decisions."""
         return self.llm_endpoint is not None and not self.coach_with_llm
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _config(options: DemoOptions, folder: Path, redis_url: str, api_port: int) -> Path:
@@ -360,7 +353,7 @@ def coach_scenarios(
 def _with_children(
     options: DemoOptions, folder: Path, redis_url: str, console: Console, interrupts: Interrupts
 ) -> Snapshot:
-    api_port, agent_port = _free_port(), _free_port()
+    api_port, agent_port = free_port(), free_port()
     api, agent_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{agent_port}"
     config = str(_config(options, folder, redis_url, api_port))
     agent = Child("agent", _agent_args(options, agent_port), folder / "agent.log")

@@ -11,7 +11,6 @@ import ctypes
 import importlib.util
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from types import TracebackType
 import redis
 
 from gencoach.errors import EmbeddedRedisError
+from gencoach.runtime.ports import free_port
 
 URL_FILE = "redis.url"
 LOG_FILE = "redis.log"
@@ -49,13 +49,6 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _answers(url: str, timeout_s: float = 0.5) -> bool:
@@ -128,7 +121,7 @@ class EmbeddedRedis:
 
     def _spawn(self) -> str:
         binary = self.binary or find_server_binary()
-        port = _free_port()
+        port = free_port()
         args = [
             str(binary),
             "--bind", "127.0.0.1",
