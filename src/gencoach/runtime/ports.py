@@ -1,11 +1,5 @@
 """A loopback port for a server this process is about to start (an embedded Redis, the
-demo's controller).
-
-A port the kernel hands out for `bind(0)` comes from its ephemeral range, the one it
-also gives outgoing connections: between the choice and the server's own bind, any
-connection the machine opens may take it, and the server then fails with "address
-already in use". `free_port` chooses below that range instead.
-"""
+demo's controller), chosen below the kernel's ephemeral range (see `free_port`)."""
 
 from __future__ import annotations
 
@@ -21,7 +15,12 @@ _TRIES = 64
 
 def free_port() -> int:
     """A loopback TCP port nobody listens on right now, below the kernel's ephemeral
-    range when there is room there (else one the kernel picks)."""
+    range when there is room there (else one the kernel picks).
+
+    A port the kernel hands out for `bind(0)` comes from the range it also gives outgoing
+    connections: between the choice and the server's own bind, any connection the
+    machine opens may take it, and the server then fails with "address already in use".
+    """
     low = _ephemeral_low()
     ports = range(max(1_024, low - _SPAN), low)
     choose = random.SystemRandom()  # not the seeded `random`: parallel callers differ
