@@ -29,8 +29,8 @@ def pooled_client(
     client hears 503 from a Redis that stopped answering. The loops' calls do not: a loop
     has nothing to do but wait for the Redis that holds its work, a dead connection is
     found by TCP keepalive (redis-py's default, about 45 s) and a closed one at once, and
-    a per-call timeout costs every command a timer and, on Python 3.11, a task (about a
-    third of redis-py's CPU a command: `benchmarks/redis_calls.py`).
+    a per-call timeout costs every call a timer and, on Python 3.11, a task (15 to 25 us
+    of CPU, a sixth to a quarter of the client's: `benchmarks/redis_calls.py`).
     """
     pool = BlockingConnectionPool.from_url(
         url, max_connections=max_connections, timeout=wait_s, socket_timeout=socket_timeout_s
