@@ -1,7 +1,9 @@
-"""Where Redis is: the configured server, or the embedded one under the output dir."""
+"""Where Redis is (the configured server, or the embedded one under the output dir), and
+how a connection without a per-call timeout still finds it gone (`dead_peer_options`)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,8 +18,24 @@ from gencoach.runtime.retrying import no_client_retries
 
 EMBEDDED = "embedded"
 EMBEDDED_DIR = ".redis"
+DEAD_PEER_S = 45
+"""How long a connection to a Redis that went away (its host, or the network) lives on."""
 
 log = get_logger("connections")
+
+
+def dead_peer_options() -> dict[int, int]:
+    """redis-py's `socket_keepalive_options` for a connection whose calls do not time out:
+    an idle one is probed after 30 s (every 5 s, 3 times), and where the platform has it
+    (`TCP_USER_TIMEOUT`), one whose sent command stays unacknowledged fails after
+    `DEAD_PEER_S` instead of the kernel's quarter of an hour of retransmissions."""
+    wanted = {
+        "TCP_KEEPIDLE": 30,
+        "TCP_KEEPINTVL": 5,
+        "TCP_KEEPCNT": 3,
+        "TCP_USER_TIMEOUT": DEAD_PEER_S * 1000,
+    }
+    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
 
 
 def embedded_dir(output_dir: Path) -> Path:

@@ -20,6 +20,7 @@ import httpx
 import redis.asyncio
 
 from gencoach.metrics import MetricsRecorder
+from gencoach.runtime.connections import dead_peer_options
 from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.context import WorkerContext
@@ -41,11 +42,15 @@ class JobResources:
         # A job holds at most two connections at once (its work, and its lease's renewal or
         # its wait for a repair, a blocking read); redis-py's default pool stops at 100.
         # No call times out: a job is bounded by its own timeout, a dead connection is
-        # found by TCP keepalive, and a per-call timer costs every command a task on
+        # found within `DEAD_PEER_S`, and a per-call timer costs every command a task on
         # Python 3.11 (`gencoach.service.pools`).
         connections = 2 * context.settings.workers.concurrency + SPARE_CONNECTIONS
         self.redis = redis.asyncio.Redis.from_url(
-            context.redis_url, max_connections=connections, socket_timeout=None
+            context.redis_url,
+            max_connections=connections,
+            socket_timeout=None,
+            socket_keepalive=True,
+            socket_keepalive_options=dead_peer_options(),
         )
         # Each job bounds its own calls (`anyio.move_on_after`), not the client.
         self.http = httpx.AsyncClient(
