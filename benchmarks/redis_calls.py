@@ -24,6 +24,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 
 from benchmarks.common import SHARED_URL_HELP, bench_redis
+from gencoach.runtime.connections import connection_options
 from gencoach.service.pools import (
     API_SOCKET_TIMEOUT_S,
     LOOP_CONNECTIONS,
@@ -40,7 +41,7 @@ def clients(url: str) -> dict[str, Callable[[], Redis]]:
         "redis-py default (baseline)": lambda: Redis.from_url(url),
         "controller loops": lambda: pooled_client(url, LOOP_CONNECTIONS, LOOP_WAIT_S, None),
         "controller API": lambda: pooled_client(url, 32, 10.0, API_SOCKET_TIMEOUT_S),
-        "worker jobs": lambda: Redis.from_url(url, max_connections=80, socket_timeout=None),
+        "worker jobs": lambda: Redis.from_url(url, max_connections=80, **connection_options(None)),
     }
 
 

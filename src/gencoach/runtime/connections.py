@@ -1,5 +1,5 @@
 """Where Redis is (the configured server, or the embedded one under the output dir), and
-how a connection without a per-call timeout still finds it gone (`dead_peer_options`)."""
+how the service's own clients connect to it (`connection_options`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import redis
 import redis.exceptions
@@ -24,18 +25,27 @@ DEAD_PEER_S = 45
 log = get_logger("connections")
 
 
-def dead_peer_options() -> dict[int, int]:
-    """redis-py's `socket_keepalive_options` for a connection whose calls do not time out:
-    an idle one is probed after 30 s (every 5 s, 3 times), and where the platform has it
-    (`TCP_USER_TIMEOUT`), one whose sent command stays unacknowledged fails after
-    `DEAD_PEER_S` instead of the kernel's quarter of an hour of retransmissions."""
+def connection_options(socket_timeout_s: float | None) -> dict[str, Any]:
+    """redis-py's connection keywords for a client whose calls wait `socket_timeout_s`
+    (None: as long as it takes) for an answer, and which finds a Redis that went away
+    within `DEAD_PEER_S` regardless: an idle connection is probed after 30 s (every 5 s,
+    3 times), and where the platform has it (`TCP_USER_TIMEOUT`), one whose sent command
+    stays unacknowledged fails then instead of after the kernel's quarter of an hour of
+    retransmissions."""
     wanted = {
         "TCP_KEEPIDLE": 30,
         "TCP_KEEPINTVL": 5,
         "TCP_KEEPCNT": 3,
         "TCP_USER_TIMEOUT": DEAD_PEER_S * 1000,
     }
-    return {getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)}
+    keepalive = {
+        getattr(socket, name): value for name, value in wanted.items() if hasattr(socket, name)
+    }
+    return {
+        "socket_timeout": socket_timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive,
+    }
 
 
 def embedded_dir(output_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from redis.asyncio import BlockingConnectionPool, Redis
 
-from gencoach.runtime.connections import dead_peer_options
+from gencoach.runtime.connections import connection_options
 
 LOOP_CONNECTIONS = 64
 """The loops' pool: every loop and task the controller runs at once, with room to spare."""
@@ -30,16 +30,11 @@ def pooled_client(
     reconcile or save loops need. Its calls time out (`API_SOCKET_TIMEOUT_S`), so a
     client hears 503 from a Redis that stopped answering. The loops' calls do not: a loop
     has nothing to do but wait for the Redis that holds its work, a dead connection is
-    found within `DEAD_PEER_S` (`dead_peer_options`) and a closed one at once, and
+    found within `DEAD_PEER_S` (`connection_options`) and a closed one at once, and
     a per-call timeout costs every call a timer and, on Python 3.11, a task (15 to 25 us
     of CPU, a sixth to a quarter of the client's: `benchmarks/redis_calls.py`).
     """
     pool = BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=wait_s,
-        socket_timeout=socket_timeout_s,
-        socket_keepalive=True,
-        socket_keepalive_options=dead_peer_options(),
+        url, max_connections=max_connections, timeout=wait_s, **connection_options(socket_timeout_s)
     )
     return Redis(connection_pool=pool)

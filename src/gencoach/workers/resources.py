@@ -20,7 +20,7 @@ import httpx
 import redis.asyncio
 
 from gencoach.metrics import MetricsRecorder
-from gencoach.runtime.connections import dead_peer_options
+from gencoach.runtime.connections import connection_options
 from gencoach.workers.backends import Backend, make_backend
 from gencoach.workers.backends.wakeups import SlotWakeups
 from gencoach.workers.context import WorkerContext
@@ -46,11 +46,7 @@ class JobResources:
         # Python 3.11 (`gencoach.service.pools`).
         connections = 2 * context.settings.workers.concurrency + SPARE_CONNECTIONS
         self.redis = redis.asyncio.Redis.from_url(
-            context.redis_url,
-            max_connections=connections,
-            socket_timeout=None,
-            socket_keepalive=True,
-            socket_keepalive_options=dead_peer_options(),
+            context.redis_url, max_connections=connections, **connection_options(None)
         )
         # Each job bounds its own calls (`anyio.move_on_after`), not the client.
         self.http = httpx.AsyncClient(
