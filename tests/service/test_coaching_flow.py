@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
+from gencoach.service.store.trajectory import RECOVERY_INPUT_BASE
 from tests.support.agent_server import ScriptedAgent, default_info
 from tests.support.coaching import (
     REINJECTED_IN_KNOWN_RUN,
@@ -80,9 +81,13 @@ def test_each_route_reaches_the_agent_with_the_right_request(
         "explanation": "sw9 is not in the task",
         "expected_decision": SW4_TEXT,
     }
-    assert failure["reinjection_points"] == [
-        {"id": "replacement", "input_step_id": 3, "input": None}
-    ]
+    # The blamed sw9, a single bad call, ended the stage: as MAGMA-GEN, recovery is also
+    # offered, after its terminal status.
+    replacement, recovery = failure["reinjection_points"]
+    assert replacement == {"id": "replacement", "input_step_id": 3, "input": None}
+    assert recovery["id"] == "recovery"
+    assert recovery["input"]["id"] == RECOVERY_INPUT_BASE + 3
+    assert "wrong button sw9" in recovery["input"]["instruction"]["content"]
     assert [step["id"] for step in failure["trajectory"]] == [0, 3]
     assert by_kind["format"]["target_step_id"] == 1
     assert by_kind["format"]["additional_info"]["invalid_reason"].startswith("an answer must not")

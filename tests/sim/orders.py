@@ -11,6 +11,7 @@ from gencoach.constants import EVENT_FIELD, ORDER_FIELD, Keys
 from gencoach.protocol import BranchOrder
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.settling import SCRIPT, settle_keys
+from gencoach.sim import EpisodeState
 from tests.support.streams import entries
 
 Json = dict[str, Any]
@@ -66,6 +67,13 @@ def branch_order(
             "attempt_id": attempt_id,
         }
     )
+
+
+def saved_state(client: redis.Redis, input_id: int, run_id: str = "r") -> EpisodeState:
+    """The world state the generator saved for an input id of a run."""
+    raw = client.hget(Keys().teacher_state(run_id), str(input_id))
+    assert raw is not None, f"no state saved for input {input_id}"
+    return EpisodeState.model_validate_json(raw)
 
 
 def publish(client: redis.Redis, order: BranchOrder) -> None:

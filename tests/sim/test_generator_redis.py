@@ -9,11 +9,9 @@ import anyio
 import pytest
 import redis
 
-from gencoach.constants import Keys
-from gencoach.sim import EpisodeState
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions, GenerationReport
-from tests.sim.orders import branch_order, find_event, publish, streamed_events
+from tests.sim.orders import branch_order, find_event, publish, saved_state, streamed_events
 from tests.support.agent_server import ScriptedAgent
 from tests.support.generation_log import Tree, read_log
 from tests.support.players import buttons_player
@@ -39,13 +37,6 @@ async def wait_event(client: redis.Redis, kind: str, **fields: Any) -> Json:
             if event is not None:
                 return event
             await anyio.sleep(0.05)
-
-
-def saved_state(client: redis.Redis, input_id: int) -> EpisodeState:
-    """The world state saved for an input id of run `r`."""
-    raw = client.hget(Keys().teacher_state("r"), str(input_id))
-    assert raw is not None, f"no state saved for input {input_id}"
-    return EpisodeState.model_validate_json(raw)
 
 
 async def test_the_stream_matches_the_log_and_every_situation_has_its_state(

@@ -14,7 +14,7 @@ from typing import Any
 Json = dict[str, Any]
 Script = Callable[[Json, int], Json]
 
-_BUTTONS = re.compile(r"Press (\w+) twice, then (\w+)\.")
+BUTTONS_TASK = re.compile(r"Press (\w+) twice, then (\w+)\.")
 _SHAPE = re.compile(r"What colour is the (\w+)\?")
 
 
@@ -51,7 +51,7 @@ def buttons_player(mistake: str | None = "wrong_button", at: int = 1) -> Script:
         memory = dict(item["memory"])
         instruction = item["instruction"]
         if instruction["type"] == "user":
-            found = _BUTTONS.search(instruction["content"])
+            found = BUTTONS_TASK.search(instruction["content"])
             assert found is not None, instruction
             first, second = found.groups()
             memory = {"sequence": [first, first, second], "done": 0, "seen": 0}

@@ -243,13 +243,16 @@ class _SaveAudit:
             selected = self.graph.candidates.get(diagnosis["step_id"])
             if selected is None or not single_bad_call(selected.output, selected.execution):
                 continue
-            if not any(link.kind == "next" for link in selected.links):
+            followed = any(link.kind == "next" for link in selected.links)
+            # Its own terminal: the call ended the stage, recovery starts after its status.
+            if not followed and selected.id != request.get("candidate_id"):
                 continue
             if RECOVERY_POINT not in offered:
+                after = "followed by its feedback" if followed else "that ended its stage"
                 yield (
                     "recovery",
                     (
                         f"request {request['request_id']} blamed candidate {selected.id}, a single "
-                        f"bad call followed by its feedback, but was offered only {offered}"
+                        f"bad call {after}, but was offered only {offered}"
                     ),
                 )

@@ -10,10 +10,16 @@ from gencoach.protocol.graph import CoachingMarker
 
 
 class BranchAnchor(ContractModel):
-    """The situation a coached branch restarts from, and how (which reinjection point)."""
+    """The situation a coached branch restarts from, and how (which reinjection point).
+
+    A `recovery` after a call that ended its stage restarts from a situation the generator
+    never reported (`after:<candidate>`, built from the terminal status as MAGMA-GEN does):
+    `after_candidate_id` names that candidate; restore the state right after its execution,
+    with its stage going on."""
 
     kind: Literal["replacement", "recovery"]
     situation_id: NonEmptyStr
+    after_candidate_id: NonEmptyStr | None = None
 
 
 class BranchOrder(ContractModel):

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from gencoach.protocol.branches import BranchAnchor
 from gencoach.sim.episode import EpisodeState
 
 
@@ -29,18 +30,31 @@ class SavedSituation:
 
 
 class SituationBook:
-    """The run's situations by generator id."""
+    """The run's situations by generator id, and the states after decisions that ended
+    their stage without success (where a recovery from such a decision restarts)."""
 
     def __init__(self) -> None:
         self._saved: dict[str, SavedSituation] = {}
+        self._after: dict[str, SavedSituation] = {}
 
     def save(self, situation_id: str, saved: SavedSituation) -> None:
         """Remember a situation."""
         self._saved[situation_id] = saved
 
+    def save_after(self, candidate_id: str, saved: SavedSituation) -> None:
+        """Remember the state after a candidate whose execution ended its stage."""
+        self._after[candidate_id] = saved
+
     def get(self, situation_id: str) -> SavedSituation | None:
         """The saved situation, or None for an id this run never saw."""
         return self._saved.get(situation_id)
+
+    def anchor(self, anchor: BranchAnchor) -> SavedSituation | None:
+        """The state a branch order restores: after its `after_candidate_id` when set (a
+        situation gencoach built), else its situation's; None for one this run never saw."""
+        if anchor.after_candidate_id is not None:
+            return self._after.get(anchor.after_candidate_id)
+        return self._saved.get(anchor.situation_id)
 
     def __len__(self) -> int:
         return len(self._saved)

@@ -164,6 +164,14 @@ class Episode:
         )
         return state.model_copy(deep=True)
 
+    def reopened(self) -> EpisodeState:
+        """A snapshot after a decision that ended its stage without success, with that stage
+        going on: where a recovery after a stage-ending bad call continues (gencoach, as
+        MAGMA-GEN, restarts it from the state after the call; its budget stays spent)."""
+        state = self.snapshot()
+        state.tracker.finished = False
+        return state
+
     def to_json(self) -> str:
         """Serialise the episode; `Episode.from_json` restores it exactly."""
         return self.snapshot().model_dump_json()

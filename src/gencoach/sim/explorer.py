@@ -56,7 +56,8 @@ class Explorer:
     valid one is executed in the world and judged by the stage. The situation that
     follows a candidate carries the environment feedback (`env`) while its stage goes on,
     or the next stage's instruction (`user`) after a stage success; any other stage end
-    ends the branch.
+    ends the branch, and the book keeps the state after it, its stage open again, for a
+    recovery from that decision.
 
     A branch remembers the first decision of its current stage that carries a seeded
     mistake (the reference agent reports the mistake it made on purpose as
@@ -176,6 +177,9 @@ class Explorer:
             instruction = message("env", json.dumps(step.feedback, ensure_ascii=False))
         else:
             self.report.answers.end(end.event)
+            if end.event != "success":
+                after = SavedSituation(episode.reopened(), env, attempt_ids, faulty)
+                self.book.save_after(candidate_id, after)
             if step.next_stage_id is None:
                 return None
             instruction, faulty = message("user", episode.instruction()), None

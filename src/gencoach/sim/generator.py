@@ -197,7 +197,7 @@ class Generator:
 
     def _accept(self, order: BranchOrder) -> None:
         with bound(run_id=self.run_id, branch_id=order.branch_id):
-            anchor = self.book.get(order.anchor.situation_id)
+            anchor = self.book.anchor(order.anchor)
             if order.candidate_id in self._orders_seen:
                 log.info("sim.order_repeated", candidate_id=order.candidate_id)
                 return

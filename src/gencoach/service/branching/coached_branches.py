@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from importlib import resources
-from typing import Final
+from typing import Final, Literal
 
 from redis.asyncio import Redis
 
@@ -40,7 +40,7 @@ from gencoach.service.store.graphstore import (
     GraphStore,
 )
 from gencoach.service.store.nodes import RunGraph, StoredSituation, as_text
-from gencoach.service.store.trajectory import feedback_situation
+from gencoach.service.store.trajectory import built_after, recovery_situation
 
 ALTERNATIVES_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/alternatives.lua")
 ORDER_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/coached_order.lua")
@@ -53,22 +53,22 @@ OWN_SEQ_BASE = 1 << 40
 class Anchor:
     """Where a proposal restarts: the situation, and the candidate it replaces or follows."""
 
-    kind: str
+    kind: Literal["replacement", "recovery"]
     situation: StoredSituation
     source_candidate: int
 
 
 def anchor_of(graph: RunGraph, request: CoachingRequest, point: str) -> Anchor | None:
     """The anchor of a reinjection point: the selected step's situation for `replacement`,
-    the situation after its failure feedback for `recovery` (`GraphStore.add_following`
-    puts it in a lineage)."""
+    for `recovery` the situation after its failure feedback (`GraphStore.add_following`
+    puts it in a lineage) or the one built after a call that ended its stage."""
     selected = request.selected_id
     candidate = graph.candidates.get(selected)
     if candidate is None:
         return None
     if point != RECOVERY_POINT:
         return Anchor("replacement", graph.situations[candidate.situation_id], selected)
-    feedback = feedback_situation(graph, selected)
+    feedback = recovery_situation(graph, selected)
     return Anchor("recovery", feedback, selected) if feedback is not None else None
 
 
@@ -235,7 +235,11 @@ class BranchRecorder:
         order = BranchOrder(
             branch_id=f"{request.request_id}|{proposal.reinjection_point_id}",
             run_id=run_id,
-            anchor=BranchAnchor(kind=anchor.kind, situation_id=anchor.situation.situation_id),  # type: ignore[arg-type]
+            anchor=BranchAnchor(
+                kind=anchor.kind,
+                situation_id=anchor.situation.situation_id,
+                after_candidate_id=built_after(anchor.situation),
+            ),
             situation_id=situation_id,
             candidate_id=candidate_id,
             input=coached,

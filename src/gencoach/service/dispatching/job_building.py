@@ -28,7 +28,7 @@ from gencoach.protocol.jobs import (
 )
 from gencoach.service.coaching.requests import CoachingRequest
 from gencoach.service.store.nodes import RunGraph
-from gencoach.service.store.trajectory import Step, feedback_situation
+from gencoach.service.store.trajectory import Step, recovery_situation
 
 
 def stage_of(step: Step) -> CoachingStage:
@@ -131,16 +131,17 @@ def rewrite_job(
 def reinjection_points(
     request: CoachingRequest, graph: RunGraph, selected: Step
 ) -> list[ReinjectionPoint]:
-    """`replacement` at the selected step; `recovery` after its failure feedback when it was
-    a failure's single bad tool call whose feedback situation exists."""
+    """`replacement` at the selected step; `recovery` after it when it was a failure's single
+    bad tool call: at its feedback situation, or, when that call ended its stage, at the
+    situation built from its terminal status (`recovery_situation`), as MAGMA-GEN offers."""
     points = [ReinjectionPoint(id=REPLACEMENT_POINT, input_step_id=selected.candidate.id)]
     if request.kind == "failure" and single_bad_call(
         selected.candidate.output, selected.execution.execution if selected.execution else None
     ):
-        feedback = feedback_situation(graph, selected.candidate.id)
-        if feedback is not None:
+        recovery = recovery_situation(graph, selected.candidate.id)
+        if recovery is not None:
             points.append(
-                ReinjectionPoint(id=RECOVERY_POINT, input=without_coaching(feedback.input))
+                ReinjectionPoint(id=RECOVERY_POINT, input=without_coaching(recovery.input))
             )
     return points
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gencoach.protocol import CoachingMarker, StageInfo
+from gencoach.protocol import AgentInstruction, CoachingMarker, StageInfo, without_coaching
 from gencoach.service.store.nodes import (
     RunGraph,
     StoredCandidate,
@@ -64,7 +65,8 @@ def trajectory(
     """The decisions that led to a candidate, oldest first, the candidate last.
 
     Going up from the candidate, the trajectory stops where an earlier decision ended
-    its stage, unless the later stage is linked to the previous one: then it goes on
+    its stage (a recovery from that decision goes on in its stage: not a stage end
+    here), unless the later stage is linked to the previous one: then it goes on
     through that stage too, whose steps are marked as not of the current stage. Only
     current-stage steps after the last applied trajectory diagnosis are diagnosable
     (the decision that replaced a diagnosed one stays diagnosable itself).
@@ -92,14 +94,22 @@ def trajectory(
         parent = situation.parent_id
         if parent is None:
             break
-        parent_execution = graph.executions.get(parent)
-        if parent_execution is not None and parent_execution.stage_end is not None:
+        if _stage_ended_before(graph, parent, situation):
             if not situation.stage.linked_to_prev:
                 break
             current_stage = diagnosable = False
         current = parent
     steps.reverse()
     return steps
+
+
+def _stage_ended_before(graph: RunGraph, parent: int, situation: StoredSituation) -> bool:
+    """Whether `situation` begins a stage: its parent candidate's execution ended the
+    parent's stage, and the situation is not a recovery from it in that same stage."""
+    execution = graph.executions.get(parent)
+    if execution is None or execution.stage_end is None:
+        return False
+    return graph.situations[_candidate(graph, parent).situation_id].stage.id != situation.stage.id
 
 
 def diagnosable(steps: list[Step]) -> list[Step]:
@@ -128,10 +138,54 @@ def path_attempts(graph: RunGraph, candidate_id: int) -> list[int]:
     return found
 
 
-def feedback_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | None:
-    """The situation that followed a candidate's execution (its `next` link), if the
-    graph holds it: where a recovery restarts, after the failed call's feedback."""
+RECOVERY_INPUT_BASE = 1 << 40
+"""Input ids of the situations gencoach builds (`recovery_situation`) start here: far above
+any generator's, so a generator keeping states by input id never confuses the two."""
+
+
+def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | None:
+    """Where a recovery after a candidate restarts, as MAGMA-GEN has it.
+
+    The situation that followed the candidate's execution (its `next` link), when the graph
+    holds it. After an execution that ended its stage without success, none follows: the
+    situation is built from the terminal status, never stored, named `after:<candidate>`
+    (`built_after` gives the candidate back). Its input is the candidate's own with the
+    agent's memory after it and the execution as the environment's feedback."""
     for situation_id, kind in graph.links.get(candidate_id, []):
         if kind == "next" and situation_id in graph.situations:
             return graph.situations[situation_id]
-    return None
+    execution = graph.executions.get(candidate_id)
+    if execution is None or execution.stage_end is None or execution.stage_end.event == "success":
+        return None
+    candidate = _candidate(graph, candidate_id)
+    before = graph.situations[candidate.situation_id]
+    feedback = AgentInstruction(type="env", content=json.dumps(execution.execution))
+    built = without_coaching(before.input).model_copy(
+        update={
+            "id": RECOVERY_INPUT_BASE + candidate_id,
+            "instruction": feedback,
+            "memory": candidate.memory,
+        },
+        deep=True,
+    )
+    return StoredSituation(
+        id=built.id,
+        parent_id=candidate_id,
+        situation_id=f"{AFTER_PREFIX}{candidate.candidate_id}",
+        parent_candidate_id=candidate.candidate_id,
+        link="next",
+        stage=before.stage,
+        input=built,
+        active_errors=before.active_errors,
+    )
+
+
+AFTER_PREFIX = "after:"
+
+
+def built_after(situation: StoredSituation) -> str | None:
+    """The candidate a built recovery situation follows (`recovery_situation`); None for a
+    situation the generator reported."""
+    if situation.id < RECOVERY_INPUT_BASE:
+        return None
+    return situation.parent_candidate_id
