@@ -160,15 +160,15 @@ def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | 
     candidate = _candidate(graph, candidate_id)
     before = graph.situations[candidate.situation_id]
     feedback = AgentInstruction(type="env", content=json.dumps(execution.execution))
+    # Copies share the input's parts, as every reader of a graph leaves them unchanged.
     built = without_coaching(before.input).model_copy(
         update={
             "id": RECOVERY_INPUT_BASE + candidate_id,
             "instruction": feedback,
             "memory": candidate.memory,
-        },
-        deep=True,
+        }
     )
-    return StoredSituation(
+    return StoredSituation.model_construct(
         id=built.id,
         parent_id=candidate_id,
         situation_id=f"{AFTER_PREFIX}{candidate.candidate_id}",
