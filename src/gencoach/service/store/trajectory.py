@@ -138,6 +138,8 @@ def path_attempts(graph: RunGraph, candidate_id: int) -> list[int]:
     return found
 
 
+AFTER_PREFIX = "after:"
+"""The id of a recovery situation gencoach builds is this prefix and its candidate's."""
 RECOVERY_INPUT_BASE = 1 << 40
 """Input ids of the situations gencoach builds (`recovery_situation`) start here: far above
 any generator's, so a generator keeping states by input id never confuses the two."""
@@ -178,9 +180,6 @@ def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | 
         input=built,
         active_errors=before.active_errors,
     )
-
-
-AFTER_PREFIX = "after:"
 
 
 def built_after(situation: StoredSituation) -> str | None:
