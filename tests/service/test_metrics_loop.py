@@ -17,10 +17,12 @@ import redis
 from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
 from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import complete_save
 from tests.support.controller import ControllerProcess, wait_for
 from tests.support.generation_log import read_log
 from tests.support.metrics import Samples, scrape
 from tests.support.players import buttons_player
+from tests.support.saves import assert_audit_clean
 from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]
@@ -122,6 +124,9 @@ async def test_counters_follow_the_events_and_the_coaching(
     # Bounded labels: nothing names a run, a request or a candidate.
     values = {value for _, labels in samples for _, value in labels}
     assert not [value for value in values if RUN in value or ":" in value], values
+
+    # The campaign's save holds the coaching invariants.
+    assert assert_audit_clean(complete_save(coaching_controller, RUN).folder).proven_attempts == 3
 
     # Gauges measured at the scrape.
     assert samples.total("gencoach_runs") == 1

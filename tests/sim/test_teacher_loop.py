@@ -15,9 +15,11 @@ from gencoach.sim.generator import run_generation
 from gencoach.sim.options import GenerationOptions
 from tests.sim.trajectories import sequence
 from tests.support.agent_server import ScriptedAgent
+from tests.support.coaching import complete_save
 from tests.support.controller import ControllerProcess
 from tests.support.generation_log import Tree, read_log
 from tests.support.players import buttons_player
+from tests.support.saves import assert_audit_clean
 from tests.support.teacher import follow_the_diagnosis, teacher_controller
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(150)]
@@ -80,3 +82,5 @@ async def test_the_teacher_coaches_failures_into_proven_branches(
     assert sorted(r["state"] for r in requests) == ["abandoned", "proven", "proven", "proven"]
     (stage,) = stages
     assert (stage["completed"], stage["proven"], stage["unproven"]) == (3, 3, 0)
+    # The campaign's save holds the coaching invariants.
+    assert assert_audit_clean(complete_save(coaching_controller, RUN).folder).proven_attempts == 3
