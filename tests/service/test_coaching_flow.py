@@ -7,7 +7,10 @@ import json
 from collections.abc import Callable
 
 import pytest
+import redis
 
+from gencoach.constants import Keys
+from gencoach.service.coaching.requests import deadline_member
 from gencoach.service.store.trajectory import RECOVERY_INPUT_BASE
 from tests.support.agent_server import ScriptedAgent, default_info
 from tests.support.coaching import (
@@ -101,6 +104,7 @@ def test_skip_rules_are_recorded_with_their_reasons(
     scripted_agent: ScriptedAgent,
     llm: ScriptedLLMServer,
     redis_url: str,
+    redis_client: redis.Redis,
 ) -> None:
     """A route switched off and a kind the agent does not offer end as skipped, with why;
     a kind gencoach does not route (MAGMA's `text_only`) is accepted and logged as ignored."""
@@ -120,6 +124,11 @@ def test_skip_rules_are_recorded_with_their_reasons(
     assert llm.requests == []
     skips = scrape(controller.url).by("gencoach_opportunities_total", "reason", outcome="skipped")
     assert skips == {"route_off": 1, "kind_not_offered": 1}
+    # Each skip is stored skipped in its one write, never watched by reconciliation.
+    for route in ("failure", "suboptimal"):
+        assert [step["state"] for step in found[route]["history"]] == ["opportunity", "skipped"]
+        member = deadline_member("skips", found[route]["request_id"])
+        assert redis_client.zscore(Keys().request_deadlines, member) is None
     ignored = [
         json.loads(line)
         for line in controller.log_text().splitlines()

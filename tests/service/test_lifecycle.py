@@ -613,3 +613,30 @@ async def test_a_request_in_flight_is_first_looked_at_a_third_of_a_lease_after_i
     repairing = repair.moved("repairing")
     assert await force_move(requests, repair, repairing)
     await look_after(repairing, repairing.moved("corrected"), WATCH_S)
+
+
+@pytest.mark.asyncio
+async def test_a_refused_opportunity_is_stored_skipped_in_one_write(async_redis: Redis) -> None:
+    """A request whose route is off is decided before it is stored: one `HSETNX` holds it
+    `skipped` with both steps counted, no deadline is set, and no move is made after; a
+    second creation of the same id writes nothing."""
+    metrics = MetricsRecorder()
+    requests = RequestStore(async_redis, Keys(), metrics)
+    opportunity = _request("opportunity")
+    before = await async_redis.info("commandstats")
+    assert await requests.create(opportunity, refused="the failure route is switched off")
+    after = await async_redis.info("commandstats")
+    writes = {
+        name: after[name]["calls"] - before.get(name, {"calls": 0})["calls"]
+        for name in after
+        if name.startswith("cmdstat_") and name != "cmdstat_info"
+    }
+    assert {name: count for name, count in writes.items() if count} == {"cmdstat_hsetnx": 1}
+    stored = await requests.get("r1", opportunity.request_id)
+    assert stored is not None
+    assert (stored.state, stored.reason) == ("skipped", "the failure route is switched off")
+    assert [step.state for step in stored.history] == ["opportunity", "skipped"]
+    assert (_arrivals(metrics, "opportunity"), _arrivals(metrics, "skipped")) == (1, 1)
+    member = deadline_member("r1", opportunity.request_id)
+    assert await async_redis.zscore(Keys().request_deadlines, member) is None
+    assert not await requests.create(opportunity, refused="again")

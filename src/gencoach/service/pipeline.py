@@ -181,18 +181,24 @@ class CoachingPipeline:
             faulty_candidate_id=await self.store.storage_id(run_id, faulty) if faulty else None,
             faulty_gen_id=faulty,
         ).moved("opportunity")
-        # Created if new (the usual case needs no read first), else read as stored.
-        if await self.requests.create(opened):
+        skip = decision if isinstance(decision, Skip) else None
+        # Created if new (the usual case needs no read first; a skip is stored skipped in
+        # that one write), else read as stored.
+        if await self.requests.create(opened, skip.reason if skip else None):
             self.counters.opportunities += 1
+            if skip is not None:
+                self.metrics.inc(OPPORTUNITIES, opened.route, "skipped", skip.code)
+                self.counters.skipped += 1
+                return
             request: CoachingRequest | None = opened
         else:
             request = await self.requests.get(run_id, request_id)
         if request is None or request.state != "opportunity":
             return  # seen before: it has moved on
         with bound(request_id=request_id):
-            if isinstance(decision, Skip):
-                self.metrics.inc(OPPORTUNITIES, request.route, "skipped", decision.code)
-                await self._report(request, Refused(decision.reason))
+            if skip is not None:  # opened when its route was on, routed again by a look
+                self.metrics.inc(OPPORTUNITIES, request.route, "skipped", skip.code)
+                await self._report(request, Refused(skip.reason))
                 return
             await self._admit(request, steps, graph, settings)
 

@@ -36,7 +36,7 @@ from gencoach.protocol import CoachingProposal
 from gencoach.protocol.jobs import DEFAULT_MAX_ATTEMPTS, Diagnosis, JobName
 from gencoach.runtime.crashpoints import crash_point
 from gencoach.runtime.logs import get_logger
-from gencoach.service.coaching.decider import Decision, Event, Refusal, decide
+from gencoach.service.coaching.decider import Decision, Event, Refusal, Refused, decide
 from gencoach.service.coaching.lifecycle import (
     IN_FLIGHT,
     MAY_ORDER,
@@ -268,22 +268,37 @@ class RequestStore:
     def _key(self, run_id: str) -> str:
         return self.keys.requests(run_id)
 
-    async def create(self, request: CoachingRequest) -> bool:
-        """Store a new request; False (and nothing written) if its id already exists."""
+    async def create(self, request: CoachingRequest, refused: str | None = None) -> bool:
+        """Store a new request; False (and nothing written) if its id already exists.
+
+        With `refused` (a route switched off, a kind the agent does not offer), the request
+        is stored as `decide` ends it, `skipped`, in the same single write: it needs no
+        look, and the routing of its terminal, which follows, answers its run's settle
+        probe."""
         check_opening(request.request_id, request.state)
-        # The deadline first, in the same round trip: a request is never left unwatched,
-        # and a deadline without its request is dropped by the look that finds none.
+        stored = request
+        if refused is not None:
+            decided = decide(request, Refused(refused))
+            assert isinstance(decided, Decision), "an opportunity is always refusable"
+            stored = decided.request
         pipe = self.client.pipeline(transaction=False)
-        pipe.zadd(
-            self.keys.request_deadlines,
-            {deadline_member(request.run_id, request.request_id): _due(self.watch_s)},
-            nx=True,
-        )
-        pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(request.model_dump_json()))
-        _, created = await pipe.execute()
+        if stored.state not in TERMINAL:
+            # The deadline first, in the same round trip: a request is never left unwatched,
+            # and a deadline without its request is dropped by the look that finds none.
+            pipe.zadd(
+                self.keys.request_deadlines,
+                {deadline_member(request.run_id, request.request_id): _due(self.watch_s)},
+                nx=True,
+            )
+        pipe.hsetnx(self._key(request.run_id), request.request_id, scrub(stored.model_dump_json()))
+        created = (await pipe.execute())[-1]
         if created:
-            self._arrived(request, 0)
-            crash_point(f"request:{request.route}:{request.state}")
+            self._arrived(stored, 0)
+            for step in stored.history:
+                crash_point(f"request:{request.route}:{step.state}")
+            if stored.state in TERMINAL:
+                log.info("coaching.ended", state=stored.state, reason=stored.reason,
+                         route=stored.route)  # fmt: skip
         return bool(created)
 
     async def apply(
