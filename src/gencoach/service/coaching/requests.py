@@ -298,7 +298,7 @@ class RequestStore:
                 crash_point(f"request:{request.route}:{step.state}")
             if stored.state in TERMINAL:
                 log.info("coaching.ended", state=stored.state, reason=stored.reason,
-                         route=stored.route)  # fmt: skip
+                         route=stored.route, request_id=stored.request_id)  # fmt: skip
         return bool(created)
 
     async def apply(
