@@ -68,8 +68,8 @@ def anchor_of(graph: RunGraph, request: CoachingRequest, point: str) -> Anchor |
         return None
     if point != RECOVERY_POINT:
         return Anchor("replacement", graph.situations[candidate.situation_id], selected)
-    feedback = recovery_situation(graph, selected)
-    return Anchor("recovery", feedback, selected) if feedback is not None else None
+    recovery = recovery_situation(graph, selected)
+    return Anchor("recovery", recovery, selected) if recovery is not None else None
 
 
 def proposal_key(request_id: str, point: str) -> str:
