@@ -33,6 +33,10 @@ from tests.support.processes import (
 _WORSE = re.compile(r'"level": ?"(?:warning|error|critical)"|Traceback|Error\b')
 
 
+class PortTakenError(RuntimeError):
+    """The controller could not listen: another process took its port first."""
+
+
 class ControllerProcess:
     """One `gencoach serve` subprocess with its own config file, output dir and log."""
 
@@ -61,6 +65,7 @@ class ControllerProcess:
             **(settings or {}),
         }
         self.config_path.write_text(yaml.safe_dump(config))
+        self._config = config
         self.redis_url = redis_url
         self.worker_processes = WorkerSettings.model_validate(config.get("workers", {})).processes
         self.process: subprocess.Popen[bytes] | None = None
@@ -73,7 +78,20 @@ class ControllerProcess:
 
     def start(self, timeout_s: float = STARTUP_S) -> None:
         """Start the process and wait until its health route answers ready (or fail quoting
-        the end of its output)."""
+        the end of its output). A port another process took between its choice and the
+        controller's bind (`free_port` can only choose a port free at that moment) is
+        chosen again, twice at most."""
+        for _ in range(2):
+            try:
+                return self._start(timeout_s)
+            except PortTakenError:
+                self.port = free_port()
+                self._config["api"]["port"] = self.port
+                self.config_path.write_text(yaml.safe_dump(self._config))
+        return self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> None:
+        begun = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gencoach", "--config", str(self.config_path), "serve"],
@@ -85,6 +103,10 @@ class ControllerProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                with self.log_path.open("rb") as output:
+                    output.seek(begun)
+                    if b"Address already in use" in output.read():
+                        raise PortTakenError(self.port)
                 raise RuntimeError(f"controller exited at start-up:\n{log_tail(self.log_path)}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=0.5).status_code == 200:
