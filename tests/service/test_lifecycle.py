@@ -23,9 +23,9 @@ from gencoach.metrics.catalog import REQUESTS as ARRIVALS
 from gencoach.protocol.events import StageEnd
 from gencoach.protocol.jobs import JobName, JobResult
 from gencoach.service.branching import reinjection
-from gencoach.service.branching.coached_branches import BranchRecorder
+from gencoach.service.branching.coached_branches import BranchRecorder, node_ids
 from gencoach.service.branching.reinjection import Reinjector
-from gencoach.service.coaching.decider import BranchesRecorded
+from gencoach.service.coaching.decider import BranchesRecorded, CandidateExecuted, Event
 from gencoach.service.coaching.lifecycle import (
     TERMINAL,
     TRANSITIONS,
@@ -35,6 +35,8 @@ from gencoach.service.coaching.lifecycle import (
 from gencoach.service.coaching.requests import (
     REQUESTS,
     WATCH_S,
+    AdmissionTerms,
+    Applied,
     CoachingRequest,
     RequestStore,
     deadline_member,
@@ -265,8 +267,8 @@ async def test_a_result_carrying_its_request_moves_it_without_reading_it(
 async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     async_redis: Redis,
 ) -> None:
-    """The outcome handler read the request `reinjected`; before it wrote, a
-    reconciliation pass marked it `executed` (it saw the branch's candidate executed). The
+    """The outcome handler read the request `reinjected`; before it wrote, intake's
+    report of the branch's execution marked it `executed`. The
     handler's move is refused as stale, and the outcome applies to the request as it now
     stands: the attempt is proven, not lost to end `unproven` with its run."""
     keys = Keys()
@@ -288,13 +290,76 @@ async def test_an_outcome_read_before_the_branch_showed_executed_still_proves(
     recorder = BranchRecorder(async_redis, keys, store)
     reinjector = Reinjector(store, requests, recorder, unused, unused, unused, unused)
     await reinjector.outcome("r1", [7], StageEnd(event="success", state="optimal"), 0)
-    reinjector._corrected_in.close()  # the submissions `run` would read: none here
-    reinjector._corrected_out.close()
+    reinjector.close()  # the submissions and marks `run` would read: none here
 
     stored = await requests.get("r1", queued.request_id)
     assert stored is not None
     assert [step.state for step in stored.history][-3:] == ["reinjected", "executed", "proven"]
     assert (await limits.counts("r1", 0)).proven == 1
+
+
+@pytest.mark.asyncio
+async def test_a_branch_the_generator_executed_marks_its_request_executed(
+    async_redis: Redis,
+) -> None:
+    """Intake reports every execution it applied: a coached candidate's moves its request
+    to `executed` at once, with no reconciliation look; one executed while this controller
+    was still reinjecting its request is marked once that reinjection is done; a
+    generator's own candidate changes nothing."""
+    keys = Keys()
+    requests = _Marks(async_redis, keys)
+    store = GraphStore(async_redis, keys)
+    unused: Any = None
+    recorder = BranchRecorder(async_redis, keys, store)
+    reinjector = Reinjector(store, requests, recorder, unused, unused, unused, unused)
+    moved: dict[int, CoachingRequest] = {}
+    for candidate_id in (1, 2):
+        queued = await _queued(requests, "repair", candidate_id)
+        corrected = queued.moved("corrected")
+        assert await force_move(requests, queued, corrected)
+        moved[candidate_id] = corrected
+    first = moved[1].moved("reinjected", attempt_ids=[7])
+    assert await force_move(requests, moved[1], first)
+
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(reinjector.run)
+        reinjector.executed("r1", "c1")  # the generator's own candidate
+        reinjector.executed("r1", node_ids(first, "replacement")[1])
+        with anyio.fail_after(10):
+            assert await requests.marked.receive() == (first.request_id, "executed")
+        # The second's reinjection is under way here when its branch runs.
+        second = moved[2]
+        reinjector.in_progress.add(second.request_id)
+        reinjector.executed("r1", node_ids(second, "recovery")[1])
+        await anyio.wait_all_tasks_blocked()
+        assert await force_move(requests, second, second.moved("reinjected", attempt_ids=[8]))
+        reinjector.in_progress.discard(second.request_id)
+        await reinjector.reinject(second)  # finds it reinjected: only its end runs
+        with anyio.fail_after(10):
+            assert await requests.marked.receive() == (second.request_id, "executed")
+        tasks.cancel_scope.cancel()
+    reinjector.close()
+    requests.close()
+
+
+class _Marks(RequestStore):
+    """A request store that tells of each `CandidateExecuted` it applied, and the state."""
+
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
+        self._sent, self.marked = anyio.create_memory_object_stream[tuple[str, str]](10)
+
+    async def apply(
+        self, request: CoachingRequest, event: Event, terms: AdmissionTerms | None = None
+    ) -> Applied:
+        applied = await super().apply(request, event, terms)
+        if isinstance(event, CandidateExecuted):
+            self._sent.send_nowait((request.request_id, applied.request.state))
+        return applied
+
+    def close(self) -> None:
+        self._sent.close()
+        self.marked.close()
 
 
 @pytest.mark.parametrize("situation_id", [0, 1], ids=["root", "non-root"])
@@ -378,8 +443,7 @@ async def test_a_copy_the_correction_just_wrote_is_reinjected_without_a_read(
     )
     requests.reads = 0
     await reinjector.reinject(corrected, written)
-    reinjector._corrected_in.close()  # the submissions `run` would read: none here
-    reinjector._corrected_out.close()
+    reinjector.close()  # the submissions and marks `run` would read: none here
     assert requests.reads == reads
     stored = await requests.get("r1", queued.request_id)
     assert stored is not None
@@ -547,6 +611,9 @@ async def test_recorded_branches_complete_their_slots_in_the_step_that_moves_the
     applied = await requests.apply(corrected, recorded)
     assert applied.stored
     assert (applied.request.state, applied.request.attempt_ids) == ("reinjected", [7, 8])
+    # Its branches' outcome comes with the run's events: reconciliation no longer looks.
+    member = deadline_member("r1", corrected.request_id)
+    assert await async_redis.zscore(Keys().request_deadlines, member) is None
     counts = await limits.counts("r1", 0)
     assert (counts.pending, counts.completed) == (0, 2)
     again = await requests.apply(corrected, recorded)
@@ -554,17 +621,12 @@ async def test_recorded_branches_complete_their_slots_in_the_step_that_moves_the
     assert (await limits.counts("r1", 0)).completed == 2
 
 
-def test_a_branch_awaiting_its_execution_is_looked_at_less_often_as_it_waits() -> None:
-    """A lost outcome is found within a pass at first; a branch a generator takes minutes
-    to execute is looked at once a lease at most, not every pass."""
-    reinjected = _request("reinjected")
-    at = reinjected.history[-1].at
-    assert next_look_s(reinjected, 30.0, 2.0, now=at) == 2.0
-    assert next_look_s(reinjected, 30.0, 2.0, now=at + 10) == 5.0
-    assert next_look_s(reinjected, 30.0, 2.0, now=at + 600) == 30.0
-    # The other states keep their cadence whatever their age.
-    assert next_look_s(_request("diagnosing"), 30.0, 2.0, now=at + 600) == 10.0
-    assert next_look_s(_request("corrected"), 30.0, 2.0, now=at + 600) == 5.0
+def test_each_watched_state_has_its_cadence() -> None:
+    """A job's slot is looked at a third of a lease on, a correction awaiting reinjection
+    after `STALE_S`, a bare opportunity after a lease, whatever their age."""
+    assert next_look_s(_request("diagnosing"), 30.0) == 10.0
+    assert next_look_s(_request("corrected"), 30.0) == 5.0
+    assert next_look_s(_request("opportunity"), 30.0) == 30.0
 
 
 @pytest.mark.asyncio

@@ -13,6 +13,7 @@ import redis
 
 from gencoach.constants import Keys
 from gencoach.reporting.client import Reporter
+from gencoach.service.coaching.requests import deadline_member
 from tests.support.agent_server import ScriptedAgent, ThreadedServer
 from tests.support.coaching import (
     coaching_settings,
@@ -99,6 +100,9 @@ def test_killed_between_the_answer_and_the_order(
         request["request_id"],
         stored.replace(b'"state":"reinjected"', b'"state":"corrected"'),
     )
+    # A request still `corrected` is watched (its move to `reinjected` ended the watch).
+    member = deadline_member("window", request["request_id"])
+    redis_client.zadd(KEYS.request_deadlines, {member: 0})
     asked = len(scripted_agent.response_requests)
     controller.start()
     wait_for(lambda: redis_client.xlen(KEYS.branches("window")) == 1, what="the order")

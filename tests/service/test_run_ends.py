@@ -23,7 +23,13 @@ from gencoach.service.store.graphstore import ATTEMPTS, META, GraphStore
 from tests.support.agent_server import ScriptedAgent
 from tests.support.coaching import PRESS_SW4, coaching_settings, report_known, requests_of
 from tests.support.controller import ControllerProcess, wait_for
-from tests.support.graphs import STAGE_0, SUCCESS_OPTIMAL, known_events, known_run_events
+from tests.support.graphs import (
+    STAGE_0,
+    SUCCESS_OPTIMAL,
+    chain_run_events,
+    known_events,
+    known_run_events,
+)
 from tests.support.llm_server import ScriptedLLMServer
 
 OPEN: dict[RequestState, tuple[RequestState, str]] = {
@@ -253,3 +259,45 @@ async def test_a_corrected_request_whose_ordered_branch_succeeded_is_proven_at_t
     assert (proven.state, proven.attempt_ids) == ("proven", [9])
     counts = await limits.counts("r1", 0)
     assert (counts.pending, counts.proven) == (0, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_reinjected_request_whose_branch_ran_ends_unproven_not_abandoned(
+    store: GraphStore, async_redis: Redis
+) -> None:
+    """Intake's mark that its branch ran was lost (a crash, or a branch executed before the
+    reinjection's move was stored): the run's graph shows the coached candidate executed,
+    so the end marks it `executed` first and it ends `unproven`, as a branch that ran."""
+    request = _request("reinjected", 5).model_copy(
+        update={
+            "attempt_ids": [1],
+            "proposals": [CoachingProposal(reinjection_point_id="replacement", extra_keys={})],
+        }
+    )
+    situation_id, candidate_id = node_ids(request, "replacement")
+    events = chain_run_events("r1", 1)
+    raw: list[dict[str, Any]] = [
+        {"type": "situation.created", "situation_id": situation_id, "parent_candidate_id": "c0",
+         "stage": {"id": 0, "goal": "press sw0"},
+         "input": {"id": 7, "instruction": {"type": "env", "content": "coached"}}},
+        {"type": "candidate.created", "candidate_id": candidate_id, "situation_id": situation_id,
+         "response_status": "completed", "output": {"say": "coached"}},
+        {"type": "candidate.executed", "candidate_id": candidate_id, "status": "ongoing"},
+        {"type": "run.finished"},
+    ]  # fmt: skip
+    first = len(events)
+    events += [parse_event({**e, "run_id": "r1", "seq": first + i}) for i, e in enumerate(raw)]
+    assert {result.outcome for result in await store.apply(events)} == {"ok"}
+    keys = Keys()
+    requests = RequestStore(async_redis, keys)
+    await _stored(async_redis, keys, request)
+    await _stored(async_redis, keys, _request("reinjected", 6))  # its branch never ran
+
+    assert (await RunEnds(async_redis, keys, requests, store).settle("r1", after_s=0.0)).done
+
+    ran = await requests.get("r1", request.request_id)
+    assert ran is not None
+    assert [step.state for step in ran.history][-3:] == ["reinjected", "executed", "unproven"]
+    never = await requests.get("r1", "r1:6:failure")
+    assert never is not None
+    assert (never.state, never.reason) == OPEN["reinjected"]

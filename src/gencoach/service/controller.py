@@ -168,6 +168,7 @@ class Controller:
                 dead_letters_kept=section.dead_letters_kept,
             ),
             runs=self.runs,
+            executions=self.reinjector,
             agent_allowed=options.settings.agent_allowed,
             metrics=recorder,
             alive=self.lease.alive,

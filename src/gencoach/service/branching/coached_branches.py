@@ -47,6 +47,8 @@ ORDER_SCRIPT: Final = resources.files("gencoach.service").joinpath("lua/coached_
 
 # Nodes gencoach records itself carry seqs from here up: far above any generator's.
 OWN_SEQ_BASE = 1 << 40
+# The generator ids of the coached nodes gencoach records begin so (`node_ids`).
+COACHED_PREFIX: Final = "coach:"
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,17 @@ def proposal_key(request_id: str, point: str) -> str:
 
 def node_ids(request: CoachingRequest, point: str) -> tuple[str, str]:
     """The generator-style ids of the coached situation and candidate of a proposal."""
-    base = f"coach:{request.request_id}:{point}"
+    base = f"{COACHED_PREFIX}{request.request_id}:{point}"
     return f"{base}:s", f"{base}:c"
+
+
+def coached_request_id(candidate_id: str) -> str | None:
+    """The request a coached candidate was made for, read from its id (`node_ids`); None
+    for any other candidate."""
+    if not (candidate_id.startswith(COACHED_PREFIX) and candidate_id.endswith(":c")):
+        return None
+    request_id, _, _ = candidate_id[len(COACHED_PREFIX) : -len(":c")].rpartition(":")
+    return request_id or None
 
 
 class BranchRecorder:

@@ -12,7 +12,7 @@ import time
 
 import anyio
 import httpx
-from anyio.abc import TaskStatus
+from anyio.abc import TaskGroup, TaskStatus
 
 from gencoach.agent_client import AGENT_RETRY, AgentClient, agent_unreachable
 from gencoach.errors import AgentCallError
@@ -35,6 +35,7 @@ from gencoach.service.branching.coached_branches import (
     BranchRecorder,
     BranchRefused,
     anchor_of,
+    coached_request_id,
     node_ids,
     proposal_key,
 )
@@ -108,6 +109,13 @@ class Reinjector:
         self._corrected_in, self._corrected_out = anyio.create_memory_object_stream[
             tuple[CoachingRequest, bool]
         ](math.inf)
+        # Requests whose branch the generator executed, waiting to be marked so (in memory:
+        # a crash loses the mark, not the outcome, which the run's end settles).
+        self._executed_in, self._executed_out = anyio.create_memory_object_stream[tuple[str, str]](
+            math.inf
+        )
+        # Executed while this controller was still reinjecting them: marked once it is done.
+        self._executed_early: set[str] = set()
 
     def submit(self, request: CoachingRequest, *, written: bool = False) -> None:
         """Reinject a corrected request soon, beside every other run's (never blocks).
@@ -117,14 +125,49 @@ class Reinjector:
         held (another controller may have reinjected it since it was read)."""
         self._corrected_in.send_nowait((request, written))
 
+    def close(self) -> None:
+        """Close what `run` reads: submissions and marks (of a reinjector never run)."""
+        for stream in (self._corrected_in, self._corrected_out):
+            stream.close()
+        for marks in (self._executed_in, self._executed_out):
+            marks.close()
+
+    def executed(self, run_id: str, candidate_id: str) -> None:
+        """The generator executed a candidate (intake applied it): a coached candidate's
+        request is marked `executed` soon, beside everything else (never blocks)."""
+        request_id = coached_request_id(candidate_id)
+        if request_id is not None:
+            self._executed_in.send_nowait((run_id, request_id))
+
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Start each submitted reinjection as its own task (bounded per agent, not overall:
-        one run's slow agent never holds up another's), until cancelled."""
+        one run's slow agent never holds up another's), and each executed branch's mark,
+        until cancelled."""
         reinject = guarded("reinjection.failed", self.reinject)
-        async with anyio.create_task_group() as reinjections:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._marks, tasks)
             task_status.started()
             async for request, written in self._corrected_out:
-                reinjections.start_soon(reinject, request, written)
+                tasks.start_soon(reinject, request, written)
+
+    async def _marks(self, tasks: TaskGroup) -> None:
+        mark = guarded("reinjection.mark_failed", self._mark_executed)
+        async for run_id, request_id in self._executed_out:
+            tasks.start_soon(mark, run_id, request_id)
+
+    async def _mark_executed(self, run_id: str, request_id: str) -> None:
+        """Mark a reinjected request executed (its reinjection under way here: once done).
+
+        A request still `corrected` here was reinjected by another controller that has not
+        recorded its move yet: it stays `reinjected` until its stage or its run ends, which
+        settle it as its graph says."""
+        if request_id in self.in_progress:
+            self._executed_early.add(request_id)
+            return
+        request = await self.requests.get(run_id, request_id)
+        if request is not None and request.state == "reinjected":
+            with bound(run_id=run_id, request_id=request_id):
+                await self.requests.apply(request, CandidateExecuted())
 
     async def reinject(self, request: CoachingRequest, written: bool = False) -> None:
         """Reinject every proposal of a corrected request (idempotent; one at a time each,
@@ -154,6 +197,9 @@ class Reinjector:
                             await self.claims.let_go(claim)
         finally:
             self.in_progress.discard(request_id)
+            if request_id in self._executed_early:  # a branch ran before its move was stored
+                self._executed_early.discard(request_id)
+                self._executed_in.send_nowait((run_id, request_id))
 
     async def _reinject(self, request: CoachingRequest) -> None:
         graph = await self.store.lineage(request.run_id, request.candidate_id)
@@ -281,15 +327,6 @@ class Reinjector:
         if graph is not None:
             steps = trajectory(graph, request.candidate_id)
             await self.examples.proven(request, graph, steps)
-
-    async def executed(self, run_id: str, request: CoachingRequest) -> None:
-        """Mark a reinjected request executed once the generator executed its branch."""
-        for point in {p.reinjection_point_id for p in request.proposals}:
-            _, candidate_id = node_ids(request, point)
-            storage_id = await self.store.storage_id(run_id, candidate_id)
-            if storage_id is not None and await self.store.executed(run_id, storage_id):
-                await self.requests.apply(request, CandidateExecuted())
-                return
 
 
 class BudgetSpent(Exception):  # noqa: N818 - a signal, not a failure

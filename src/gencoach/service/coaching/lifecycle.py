@@ -46,6 +46,8 @@ RUNNING: Final[dict[JobName, RequestState]] = {
 }
 # A request in one of these states may still publish a branch order; in any other, its
 # orders (if it has any) are already on the run's branch stream (`gencoach.settling`).
+# These are also the states reconciliation watches: a request past them waits only for
+# its branches' outcome, which the run's events report (and its end settles).
 MAY_ORDER: Final[frozenset[RequestState]] = frozenset({"opportunity", *IN_FLIGHT, "corrected"})
 
 # A job's result may arrive while its request is still `queued` (a fast job, seen ended

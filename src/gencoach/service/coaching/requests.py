@@ -367,9 +367,11 @@ class RequestStore:
             scrub(moved.model_dump_json()),
             *part,
         ]
-        if moved.state in TERMINAL:
+        if moved.state not in MAY_ORDER:
+            # Ended, or waiting only for its branches' outcome, which the run's events
+            # report: no look is needed (a crash before this leaves one that finds it so).
             reply = parse_reply(await self._move(keys=keys, args=args))
-            if reply.outcome == "moved":  # a crash before this leaves a look that finds it ended
+            if reply.outcome == "moved" and current.state in MAY_ORDER:
                 await self.unwatch(moved.run_id, moved.request_id)
         elif current.state == "queued" and moved.state in RUNNING.values():
             # A job taken (usually just after it was queued): the look its queueing set

@@ -19,7 +19,7 @@ from gencoach.config import Settings
 from gencoach.limits import StageLimits
 from gencoach.runtime.logs import bound, get_logger
 from gencoach.service.branching.reinjection import STALE_S, Reinjector
-from gencoach.service.coaching.lifecycle import IN_FLIGHT, TERMINAL
+from gencoach.service.coaching.lifecycle import IN_FLIGHT, MAY_ORDER
 from gencoach.service.coaching.registry import AgentRegistry
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.dispatching.backlog import BacklogWatch
@@ -47,9 +47,10 @@ OPEN_CHECKS = 25
 class Reconciler:
     """The periodic pass over in-flight requests.
 
-    Workers renew their request's lease while they work. Every request not yet ended has
-    a deadline in a sorted set (`Keys.request_deadlines`): each move of the request (but a
-    job's take, which the look its queueing set covers) puts it ahead (`next_look_s`), so
+    Workers renew their request's lease while they work. Every request that may still
+    order a branch (`MAY_ORDER`) has a deadline in a sorted set
+    (`Keys.request_deadlines`): each move of the request (but a job's take, which the look
+    its queueing set covers) puts it ahead (`next_look_s`), so
     a request that moves on as it should is seldom looked at,
     and every `every_s` (at most a third of a lease) the controller looks at those whose
     deadline came, and only those (`_due`); each look sets the next one. Queues whose jobs
@@ -277,7 +278,7 @@ class Reconciler:
         """Look at a request whose deadline came: move it on if it waits on something lost,
         and set when to look again (`next_look_s`)."""
         request = await self.requests.get(run_id, request_id)
-        if request is None or request.state in TERMINAL or request.state == "executed":
+        if request is None or request.state not in MAY_ORDER:
             # Ended, gone with its run, or waiting for an outcome that needs no watch.
             await self.requests.unwatch(run_id, request_id)
             return
@@ -286,7 +287,7 @@ class Reconciler:
             return
         await self._reconcile(request, lease_s)
         # Only while still watched: a request the look ended is not watched again.
-        await self.requests.watch(request, next_look_s(request, lease_s, self.every_s), xx=True)
+        await self.requests.watch(request, next_look_s(request, lease_s), xx=True)
 
     async def _note_lost(self, states: dict[str, str | None]) -> None:
         missing = sorted(run_id for run_id in self._open if states.get(run_id) is None)
@@ -315,8 +316,6 @@ class Reconciler:
                 # Its own task, beside every other run's: one slow agent never holds up
                 # the pass, nor another run's recovery, nor the leases it renews.
                 self.reinjector.submit(request)
-        elif request.state == "reinjected":
-            await self.reinjector.executed(run_id, request)
         elif (
             request.state == "opportunity"
             and _older_than(request, lease_s)
@@ -325,23 +324,15 @@ class Reconciler:
             await self.coach.on_terminal(run_id, request.candidate_gen_id, request.candidate_id)
 
 
-def next_look_s(
-    request: CoachingRequest, lease_s: float, every_s: float, now: float | None = None
-) -> float:
+def next_look_s(request: CoachingRequest, lease_s: float) -> float:
     """How long until a request in its state needs a look: a job's slot is renewed, or
     found lapsed, within a third of a lease; a correction not yet reinjected is handed
-    over after `STALE_S`; a branch is checked for its execution (an outcome a crash
-    lost) every pass (`every_s`) at first, then less often the longer it waits, up to
-    once a lease, so branches a generator takes minutes to execute cost few looks; a
-    bare opportunity is routed again after a lease."""
+    over after `STALE_S`; a bare opportunity is routed again after a lease. A request past
+    these states is not watched (`MAY_ORDER`)."""
     if request.state in IN_FLIGHT:
         return lease_s / 3
     if request.state == "corrected":
         return min(STALE_S, lease_s / 3)
-    if request.state == "reinjected":
-        since = request.history[-1].at if request.history else None
-        waited_s = (time.time() if now is None else now) - since if since else 0.0
-        return min(lease_s, max(every_s, waited_s / 2))
     return lease_s
 
 

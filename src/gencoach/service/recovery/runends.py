@@ -17,7 +17,13 @@ from gencoach.funnel import funnel_row
 from gencoach.metrics.catalog import PROOFS
 from gencoach.runtime.logs import bound, get_logger
 from gencoach.service.branching.coached_branches import node_ids, proposal_key
-from gencoach.service.coaching.decider import BranchesRecorded, Event, RunEnded, StageEnded
+from gencoach.service.coaching.decider import (
+    BranchesRecorded,
+    CandidateExecuted,
+    Event,
+    RunEnded,
+    StageEnded,
+)
 from gencoach.service.coaching.lifecycle import TERMINAL
 from gencoach.service.coaching.requests import CoachingRequest, RequestStore
 from gencoach.service.store.graphstore import ATTEMPTS, META, GraphStore
@@ -71,6 +77,18 @@ def proving_attempt(graph: RunGraph, request: CoachingRequest) -> int | None:
     return None
 
 
+def branch_executed(graph: RunGraph | None, request: CoachingRequest) -> bool:
+    """Whether the generator executed one of the request's coached candidates (a mark
+    intake's report lost to a crash, or to a move not yet stored)."""
+    if graph is None:
+        return False
+    coached = {node_ids(request, p.reinjection_point_id)[1] for p in request.proposals}
+    return any(
+        candidate.candidate_id in coached and storage_id in graph.executions
+        for storage_id, candidate in graph.candidates.items()
+    )
+
+
 class RunEnds:
     """Ends the requests of finished runs and finishes runs that fell silent.
 
@@ -99,7 +117,8 @@ class RunEnds:
         held up by a Redis outage, or an outcome that came while a controller's crash left
         the request not yet seen reinjected) is proven from the run's graph itself, as the
         terminal would have: a successful stage end below its attempt proves it
-        (`proving_attempt`).
+        (`proving_attempt`); one whose branch the graph shows executed is marked so first,
+        and ends `unproven`, not `abandoned`.
         """
         finished_at = await self.client.hget(self.keys.run(run_id, META), "finished_at")
         now_s, _ = await self.client.time()
@@ -122,6 +141,8 @@ class RunEnds:
                     proof = proving_attempt(graph, request) if graph is not None else None
                     if proof is not None:
                         event = StageEnded(proof, True, "success")
+                    elif request.state == "reinjected" and branch_executed(graph, request):
+                        request = (await self.requests.apply(request, CandidateExecuted())).request
                 applied = await self.requests.apply(request, event)
                 ended = applied.request
                 if ended.state not in TERMINAL:

@@ -52,6 +52,13 @@ class RunBoundaries(Protocol):
     def finished(self, run_id: str) -> None: ...
 
 
+class Executions(Protocol):
+    """The stage told of each candidate execution applied, by generator id
+    (`gencoach.service.branching.reinjection`: a coached candidate's moves its request)."""
+
+    def executed(self, run_id: str, candidate_id: str) -> None: ...
+
+
 @dataclass
 class IntakeCounters:
     """What intake has done since it started, for status and metrics."""
@@ -114,6 +121,7 @@ class Intake:
         store: GraphStore,
         options: IntakeOptions,
         runs: RunBoundaries | None = None,
+        executions: Executions | None = None,
         agent_allowed: AgentCheck | None = None,
         metrics: MetricsRecorder | None = None,
         alive: Liveness | None = None,
@@ -125,6 +133,7 @@ class Intake:
         self.sequencer = store.sequencer
         self.options = options
         self.runs = runs
+        self.executions = executions
         self.agent_allowed = agent_allowed
         self.counters = IntakeCounters()
         self._consumer = StreamConsumer(
@@ -292,12 +301,13 @@ class Intake:
             self.metrics.inc(EVENTS, event.type, "applied")
         for *_, type_ in handed.dead:
             self.metrics.inc(EVENTS, type_, "dead_lettered")
-        if self.runs is not None:
-            for event, _ in handed.done:
-                if isinstance(event, RunStarted):
-                    self.runs.started(event.run_id, event.agent_url)
-                elif isinstance(event, RunFinished):
-                    self.runs.finished(event.run_id)
+        for event, _ in handed.done:
+            if isinstance(event, RunStarted) and self.runs is not None:
+                self.runs.started(event.run_id, event.agent_url)
+            elif isinstance(event, RunFinished) and self.runs is not None:
+                self.runs.finished(event.run_id)
+            elif isinstance(event, CandidateExecuted) and self.executions is not None:
+                self.executions.executed(event.run_id, event.candidate_id)
 
 
 @dataclass
