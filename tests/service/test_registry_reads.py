@@ -26,17 +26,30 @@ def _info(*kinds: str) -> str:
     ).model_dump_json()
 
 
-async def test_the_wait_reads_the_offer_its_routing_then_uses_once(async_redis: Redis) -> None:
-    """The registration wait reads the agent's offer with the flag; the routing that follows
-    uses that read; a later call reads again."""
+async def test_a_registered_runs_offer_is_read_once_for_its_whole_life(
+    async_redis: Redis,
+) -> None:
+    """The registration wait reads the agent's offer with the flag, once: the run's
+    routings after it read nothing (a registration's fields are written once and for all);
+    the run's end forgets it."""
     meta = Keys().run("r1", META)
     await async_redis.hset(meta, mapping={"registered": "1", "agent_info": _info("failure")})
     async with httpx.AsyncClient() as http:
         registry = AgentRegistry(async_redis, Keys(), http)
         assert await registry.wait_registered("r1", 5.0)
-        await async_redis.hset(meta, "agent_info", _info("format"))
-        assert (await registry.coaching("r1")).specialized == frozenset({"failure"})
+        await async_redis.hset(meta, "agent_info", _info("format"))  # never done in a run
+        before = await _calls(async_redis)
+        for _ in range(3):
+            assert await registry.wait_registered("r1", 5.0)
+            assert (await registry.coaching("r1")).specialized == frozenset({"failure"})
+        assert await _calls(async_redis) - before == 1  # the INFO that counts
+        await registry.unregister("r1", "http://127.0.0.1:9")
         assert (await registry.coaching("r1")).specialized == frozenset({"format"})
+
+
+async def _calls(client: Redis) -> int:
+    stats = await client.info("commandstats")
+    return sum(int(value["calls"]) for value in stats.values())
 
 
 async def test_an_unregistered_run_keeps_nothing_read(async_redis: Redis) -> None:
@@ -45,6 +58,10 @@ async def test_an_unregistered_run_keeps_nothing_read(async_redis: Redis) -> Non
         registry = AgentRegistry(async_redis, Keys(), http)
         assert not await registry.wait_registered("r2", 0.2)
         assert (await registry.coaching("r2")).unavailable is not None
+        await async_redis.hset(
+            Keys().run("r2", META), mapping={"registered": "1", "agent_info": _info("failure")}
+        )
+        assert (await registry.coaching("r2")).specialized == frozenset({"failure"})
 
 
 async def test_a_registration_writes_what_it_found_with_its_mark_in_one_step(

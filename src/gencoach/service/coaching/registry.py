@@ -7,6 +7,7 @@ agents take. See docs/coaching.md ("One lane per run") and docs/magma.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Final
 
@@ -39,10 +40,9 @@ log = get_logger("registry")
 SESSION_BACKEND_TYPE = "ollama"
 REGISTERED = "registered"
 _COACHING_FIELDS: Final = ["agent_info", "session", "session_reason", "agent_error"]
-# How long what a registration wait read stands for the routing that follows it, and how
-# many such reads are kept at most.
-_READ_FRESH_S: Final = 1.0
-_READS_KEPT: Final = 4096
+# The most registered runs whose agent's offer a controller keeps in memory (the oldest
+# go first; a run not kept is read again).
+OFFERS_KEPT: Final = 16_384
 # An agent that cannot be reached is asked again for its info until
 # `controller.registration_give_up_s` (the bound, set per call).
 REGISTRATION_RETRY: Final = RetryPolicy(timeout_s=None, wait_initial_s=1.0, wait_max_s=30.0)
@@ -101,9 +101,10 @@ class AgentRegistry:
         self.watches = RunWatches(client, keys)
         self._ended: dict[str, anyio.Event] = {}  # registrations ended in this process
         self._lookups: dict[str, _Lookup] = {}  # announcement reads in progress, by agent
-        # What `wait_registered` read of a registered run, for the `coaching` call that
-        # follows it (a terminal's routing): taken once, within `_READ_FRESH_S`.
-        self._read: dict[str, tuple[float, list[bytes | str | None]]] = {}
+        # What each registered run's agent offers, as its registration stored it once and
+        # for all: kept from the registration done here, or from the first read, until the
+        # run finishes, so a run's terminals cost no read of it.
+        self._offers: dict[str, AgentCoaching] = {}
 
     async def register(self, run_id: str, agent_url: str, settings: Settings) -> AgentInfo | None:
         """Read the agent's announcement and open its coaching session if it offers one.
@@ -128,6 +129,7 @@ class AgentRegistry:
                     await self.index.announced(run_id, found["agent_id"], pipe)
                 self.watches.registered(pipe, run_id)
                 await pipe.execute()
+                self._keep(run_id, _offer([found.get(name) for name in _COACHING_FIELDS]))
                 self._event(run_id).set()
                 self._ended.pop(run_id, None)
 
@@ -248,6 +250,7 @@ class AgentRegistry:
 
     async def unregister(self, run_id: str, agent_url: str) -> None:
         """Close the run's coaching session if one was opened."""
+        self._offers.pop(run_id, None)
         session = await self.client.hget(self.keys.run(run_id, META), "session")
         if session is None or as_text(session) != "opened":
             return
@@ -266,16 +269,21 @@ class AgentRegistry:
         return bool(await self.client.hexists(self.keys.run(run_id, META), REGISTERED))
 
     async def _registered_reading(self, run_id: str) -> bool:
-        """`registered`, reading with it what `coaching` needs next (one round trip)."""
+        """`registered`, keeping with it what `coaching` needs next (one round trip, once)."""
+        if run_id in self._offers:
+            return True
         flag, *fields = await self.client.hmget(
             self.keys.run(run_id, META), [REGISTERED, *_COACHING_FIELDS]
         )
         if flag is None:
             return False
-        if len(self._read) >= _READS_KEPT:  # entries a routing never took
-            self._read.clear()
-        self._read[run_id] = (anyio.current_time(), fields)
+        self._keep(run_id, _offer(fields))
         return True
+
+    def _keep(self, run_id: str, offer: AgentCoaching) -> None:
+        if len(self._offers) >= OFFERS_KEPT:
+            del self._offers[next(iter(self._offers))]
+        self._offers[run_id] = offer
 
     async def wait_registered(self, run_id: str, timeout_s: float) -> bool:
         """Wait until the run's agent was asked what it offers; False on timeout.
@@ -296,24 +304,30 @@ class AgentRegistry:
             self._ended.pop(run_id, None)  # a later waiter makes its own
 
     async def coaching(self, run_id: str) -> AgentCoaching:
-        """What the run's agent offers; nothing when it never answered its info."""
-        read = self._read.pop(run_id, None)
-        if read is not None and anyio.current_time() - read[0] <= _READ_FRESH_S:
-            fields = read[1]
-        else:
-            fields = await self.client.hmget(self.keys.run(run_id, META), _COACHING_FIELDS)
-        raw, session, session_reason, error = fields
-        if raw is None:
-            why = f" ({as_text(error)})" if error is not None else ""
-            return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
-        info = AgentInfo.model_validate_json(raw)
-        resume = info.coaching_resume
-        reads_source = info.capabilities.get(DECISION_SOURCE_CAPABILITY, False)
-        if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):
-            why = as_text(session)
-            if session_reason is not None:
-                why += f": {as_text(session_reason)}"
-            refused = f"its coaching session was refused ({why})"
-            return AgentCoaching(resume=resume, unavailable=refused, reads_source=reads_source)
-        unavailable = info.coaching_unavailable_reason
-        return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable, reads_source)
+        """What the run's agent offers; nothing when it never answered its info (or its
+        registration has not ended)."""
+        offer = self._offers.get(run_id)
+        if offer is not None:
+            return offer
+        if await self._registered_reading(run_id):
+            return self._offers[run_id]
+        return _offer([None] * len(_COACHING_FIELDS))
+
+
+def _offer(fields: Sequence[bytes | str | None]) -> AgentCoaching:
+    """What an agent offers, from its run's registration fields (`_COACHING_FIELDS`)."""
+    raw, session, session_reason, error = fields
+    if raw is None:
+        why = f" ({as_text(error)})" if error is not None else ""
+        return AgentCoaching(unavailable=f"the agent never answered GET /v1/info{why}")
+    info = AgentInfo.model_validate_json(raw)
+    resume = info.coaching_resume
+    reads_source = info.capabilities.get(DECISION_SOURCE_CAPABILITY, False)
+    if session is not None and as_text(session) in ("conflict", "unavailable", "failed"):
+        why = as_text(session)
+        if session_reason is not None:
+            why += f": {as_text(session_reason)}"
+        refused = f"its coaching session was refused ({why})"
+        return AgentCoaching(resume=resume, unavailable=refused, reads_source=reads_source)
+    unavailable = info.coaching_unavailable_reason
+    return AgentCoaching(frozenset(info.routed_kinds), resume, unavailable, reads_source)
