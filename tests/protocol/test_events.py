@@ -166,10 +166,12 @@ def test_rejected_candidate_keeps_the_reason() -> None:
         ({"stage_end": {"event": "timeout", "state": "optimal"}}, "stage_end.event"),
         ({"stage_end": {"event": "success", "state": "good"}}, "stage_end.state"),
         ({"execution": []}, "execution"),
+        ({"feedback": {"type": "robot", "content": "x"}}, "feedback.type"),
+        ({"feedback": "wrong button"}, "feedback"),
     ],
 )
 def test_candidate_executed_refusals(change: dict[str, Any], field: str) -> None:
-    """Unknown statuses and stage-end values are refused."""
+    """Unknown statuses, stage-end values and feedback shapes are refused."""
     expect_refusal(lambda: p.parse_event({**rx.candidate_executed(), **change}), field)
 
 

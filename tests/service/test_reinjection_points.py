@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from gencoach.protocol import AgentDecision, AgentInput, AnyEvent, StageEnd, parse_event
+from gencoach.protocol import (
+    AgentDecision,
+    AgentInput,
+    AgentInstruction,
+    AnyEvent,
+    StageEnd,
+    parse_event,
+)
 from gencoach.service.dispatching.job_building import reinjection_points
 from gencoach.service.store.graphstore import GraphStore
 from gencoach.service.store.trajectory import (
@@ -126,6 +133,27 @@ async def test_a_call_that_ended_its_stage_is_recovered_after_its_terminal_statu
     )
     graph.executions[c1] = succeeded
     assert recovery_situation(graph, c1) is None
+
+
+@pytest.mark.asyncio
+async def test_a_recovery_starts_from_the_feedback_the_generator_reported_with_the_call(
+    store: GraphStore,
+) -> None:
+    """A generator that reports what the agent would have read after a stage-ending call
+    (`feedback`: MAGMA-GEN's status return, the instruction its recovery starts from) has
+    the built situation carry exactly that; an execution without one stores none."""
+    feedback = {"type": "env", "content": '{"infos": "panda: wrong button", "failure_reason": "x"}'}
+    events = _bad_call_run(0)
+    events[3] = events[3].model_copy(update={"feedback": AgentInstruction(**feedback)})
+    await store.apply(events)
+    graph = await store.load("b")
+    assert graph is not None
+    c1 = next(c.id for c in graph.candidates.values() if c.candidate_id == "c1")
+    built = recovery_situation(graph, c1)
+    assert built is not None
+    assert built.input.instruction.model_dump() == feedback
+    r1 = next(c.id for c in graph.candidates.values() if c.candidate_id == "r1")
+    assert graph.executions[r1].feedback is None
 
 
 @pytest.mark.asyncio

@@ -116,8 +116,13 @@ async def test_a_stage_ending_bad_call_is_recovered_from_the_state_after_it(
     recovery = next(p for p in asked["reinjection_points"] if p["id"] == RECOVERY_POINT)
     built = recovery["input"]
     assert built["id"] >= RECOVERY_INPUT_BASE
+    # It reads what the generator reported the agent would read after that call: the
+    # environment's feedback, as after any other call (MAGMA-GEN's status return).
     assert built["instruction"]["type"] == "env"
-    assert json.loads(built["instruction"]["content"]) == terminal["execution"]
+    feedback = json.loads(built["instruction"]["content"])
+    assert set(feedback) == {"infos", "previous_tool_call", "failure_reason"}
+    assert feedback["failure_reason"], feedback
+    assert feedback["previous_tool_call"] == terminal["output"]["tool_calls"]
     assert built["memory"]["done"] == 2
     assert "coaching" not in built["extra_keys"]
     # The branch restarts from the state after the bad call: two presses, six calls spent.

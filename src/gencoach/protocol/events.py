@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput
+from gencoach.protocol.agent import AgentDecision, AgentError, AgentInput, AgentInstruction
 from gencoach.protocol.base import (
     ContractModel,
     FieldError,
@@ -137,13 +137,20 @@ class StageEnd(ContractModel):
 
 
 class CandidateExecuted(EventBase):
-    """The simulator executed a candidate; `stage_end` is set when that closed the stage."""
+    """The simulator executed a candidate; `stage_end` is set when that closed the stage.
+
+    `feedback` is what the agent would read next, as the instruction of the situation that
+    follows: reported where none follows (the call ended its stage without success), it is
+    the environment's answer a recovery after this call starts from (MAGMA-GEN's status
+    return). Null when the generator does not report it.
+    """
 
     type: Literal["candidate.executed"] = "candidate.executed"
     candidate_id: Identifier
     execution: JsonObject = Field(default_factory=dict)
     status: CandidateStatus
     stage_end: StageEnd | None = None
+    feedback: AgentInstruction | None = None
 
 
 class RunFinished(EventBase):

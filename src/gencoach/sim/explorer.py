@@ -162,19 +162,24 @@ class Explorer:
         self.report.answers.count(coached=coached, status=step.outcome.status)
         faulty = before.faulty or (candidate_id if seeded_mistake(answer) else None)
         stage_end: JsonObject | None = None
+        feedback = message("env", json.dumps(step.feedback, ensure_ascii=False))
+        reported: dict[str, object] = {}
         if end is not None:
             stage_end = end.model_dump(mode="json")
             if faulty is not None and (end.event, end.state) != ("success", "optimal"):
                 stage_end["faulty_candidate_id"] = faulty
+            if end.event != "success":  # no situation follows: a recovery's starts from it
+                reported["feedback"] = feedback
         await self.recorder.emit(
             "candidate.executed",
             candidate_id=candidate_id,
             execution=execution_record(step),
             status=step.outcome.status,
             stage_end=stage_end,
+            **reported,
         )
         if end is None:
-            instruction = message("env", json.dumps(step.feedback, ensure_ascii=False))
+            instruction = feedback
         else:
             self.report.answers.end(end.event)
             if end.event != "success":

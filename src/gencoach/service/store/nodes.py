@@ -11,6 +11,7 @@ from gencoach.protocol import (
     AgentDecision,
     AgentError,
     AgentInput,
+    AgentInstruction,
     CoachingError,
     CoachingMarker,
     JsonObject,
@@ -69,11 +70,13 @@ class StoredCandidate(_Stored):
 
 
 class StoredExecution(_Stored):
-    """A candidate's execution result and the stage end it caused, if any."""
+    """A candidate's execution result, the stage end it caused, if any, and the feedback
+    the generator reported with it (`CandidateExecuted.feedback`)."""
 
     execution: JsonObject = Field(default_factory=dict)
     status: str
     stage_end: StageEnd | None = None
+    feedback: AgentInstruction | None = None
 
 
 def as_text(value: object) -> str:

@@ -116,7 +116,9 @@ def script_args(item: AnyEvent) -> list[str]:
         case CandidateCreated():
             return [*head, item.candidate_id, item.situation_id, _body(item, "situation_id")]
         case CandidateExecuted():
-            return [*head, item.candidate_id, _body(item)]
+            # Most executions have no feedback of their own: their stored body leaves it out.
+            unset = ("feedback",) if item.feedback is None else ()
+            return [*head, item.candidate_id, _body(item, *unset)]
         case RunFinished():
             return [*head, _body(item)]
 

@@ -152,7 +152,9 @@ def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | 
     holds it. After an execution that ended its stage without success, none follows: the
     situation is built from the terminal status, never stored, named `after:<candidate>`
     (`built_after` gives the candidate back). Its input is the candidate's own with the
-    agent's memory after it and the execution as the environment's feedback."""
+    agent's memory after it and, as its instruction, the feedback the generator reported
+    with the execution (MAGMA-GEN's status return), or the execution itself, as JSON, from
+    a generator that reports none."""
     for situation_id, kind in graph.links.get(candidate_id, []):
         if kind == "next" and situation_id in graph.situations:
             return graph.situations[situation_id]
@@ -161,7 +163,9 @@ def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | 
         return None
     candidate = _candidate(graph, candidate_id)
     before = graph.situations[candidate.situation_id]
-    feedback = AgentInstruction(type="env", content=json.dumps(execution.execution))
+    feedback = execution.feedback or AgentInstruction(
+        type="env", content=json.dumps(execution.execution)
+    )
     # Copies share the input's parts, as every reader of a graph leaves them unchanged.
     built = without_coaching(before.input).model_copy(
         update={
