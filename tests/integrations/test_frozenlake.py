@@ -1,11 +1,15 @@
 """A second env, FrozenLake, from a 63-line adapter: events, a branch order restored by
-replay, and an order anchored on the situation gencoach made for an earlier order."""
+replay, an order anchored on the situation gencoach made for an earlier order, and a
+campaign coached by a real controller whose saves pass the audit."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 import redis
 
@@ -13,11 +17,16 @@ from gencoach.constants import ORDER_FIELD, Keys
 from gencoach.integrations.gymnasium import CampaignOptions, run_campaign
 from tests.integrations.frozenlake import FrozenLake
 from tests.support.agent_server import ScriptedAgent
+from tests.support.controller import wait_for
+from tests.support.integrations import env_agent, oracle_controller
 from tests.support.lake import RUN, lake_order, walker
+from tests.support.saves import assert_audit_clean, save_complete
 from tests.support.streams import reported_events
 
 pytest.importorskip("gymnasium")
-pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
+LAKE = "tests.integrations.frozenlake:FrozenLake"
+TEACHER = "tests.support.lake:teacher"
 
 
 async def ended(client: redis.Redis) -> None:
@@ -28,6 +37,7 @@ async def ended(client: redis.Redis) -> None:
         await anyio.sleep(0.05)
 
 
+@pytest.mark.timeout(60)
 async def test_frozenlake_runs_and_executes_orders_from_replayed_situations(
     redis_url: str, redis_client: redis.Redis, scripted_agent: ScriptedAgent
 ) -> None:
@@ -65,3 +75,42 @@ async def test_frozenlake_runs_and_executes_orders_from_replayed_situations(
     ends = [e["stage_end"] for e in seen if e.get("stage_end")]
     assert ends.count({"event": "success", "state": "optimal"}) == 2
     assert seen[-1]["type"] == "run.finished"
+
+
+@pytest.mark.timeout(240)
+async def test_a_frozenlake_campaign_is_coached_into_proven_branches_the_audit_accepts(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The env agent walks the lake with mistakes (another move: into a hole, or the long
+    way round; words instead of a move); a real controller has the adapter's oracle teacher
+    diagnose them, the agent repair them, the integration execute the branches from the
+    replayed situations, and the lake's own goal prove them. Every run ends on gencoach's
+    settled answer, and its save passes the seed's audit."""
+    rates = {"wrong_argument": 0.3, "no_action": 0.05}
+    with (
+        oracle_controller(tmp_path, redis_url, TEACHER) as controller,
+        env_agent(tmp_path, LAKE, seed=2, **rates) as agent,
+    ):
+        options = CampaignOptions(
+            adapter=FrozenLake(),
+            agent_url=agent,
+            redis_url=redis_url,
+            runs=6,
+            concurrency=6,
+            settle_timeout_s=120.0,
+            campaign="lake-coached",
+        )
+        report = await run_campaign(options)
+        states: Counter[str] = Counter()
+        async with httpx.AsyncClient(base_url=controller.url) as http:
+            for run_id in report.run_ids:
+                body = (await http.get(f"/v1/runs/{run_id}/requests")).json()
+                states.update(request["state"] for request in body["requests"])
+        saves = [controller.output_dir / run_id for run_id in report.run_ids]
+        wait_for(lambda: all(save_complete(folder) for folder in saves), 30, "complete saves")
+    assert_audit_clean(*saves)
+    print(report.summary(), sorted(states.items()))
+    assert report.total.settle_timeouts == 0
+    assert report.total.orders_skipped == 0
+    assert report.total.coached == report.total.orders_executed > 0
+    assert states["proven"] > 0, states

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gencoach.integrations.gymnasium import GymEpisode
+from gencoach.integrations.gymnasium import GymEpisode, OracleTeacher
 from tests.integrations.frozenlake import FrozenLake, shortest_path
 
 RUN = "lake-0"
@@ -48,3 +48,7 @@ def lake_order(
         "coaching": {},
         "attempt_id": number,
     }
+
+
+teacher = OracleTeacher(FrozenLake)
+"""A `type: python` backend diagnosing FrozenLake runs with the adapter's oracle."""
