@@ -183,6 +183,8 @@ def recovery_situation(graph: RunGraph, candidate_id: int) -> StoredSituation | 
         stage=before.stage,
         input=built,
         active_errors=before.active_errors,
+        # Every field given: a default pydantic builds here costs more than the rest.
+        coaching_attempt_ids=[],
     )
 
 
