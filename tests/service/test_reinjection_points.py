@@ -144,7 +144,7 @@ async def test_a_recovery_starts_from_the_feedback_the_generator_reported_with_t
     the built situation carry exactly that; an execution without one stores none."""
     feedback = {"type": "env", "content": '{"infos": "panda: wrong button", "failure_reason": "x"}'}
     events = _bad_call_run(0)
-    events[3] = events[3].model_copy(update={"feedback": AgentInstruction(**feedback)})
+    events[3] = events[3].model_copy(update={"feedback": AgentInstruction.model_validate(feedback)})
     await store.apply(events)
     graph = await store.load("b")
     assert graph is not None
