@@ -148,10 +148,6 @@ class GraphStore:
                 self._storage_ids.put((event.run_id, event.candidate_id), result.storage_id)
         return results
 
-    async def executed(self, run_id: str, candidate_id: int) -> bool:
-        """Whether the candidate's execution was reported."""
-        return bool(await self.client.hexists(self.keys.run(run_id, EXECUTIONS), candidate_id))
-
     async def storage_id(self, run_id: str, candidate_id: str) -> int | None:
         """The storage id of a candidate known by its generator id (remembered once known:
         it never changes while the run's keys live)."""
