@@ -127,10 +127,10 @@ class Reinjector:
 
     def close(self) -> None:
         """Close what `run` reads: submissions and marks (of a reinjector never run)."""
-        for stream in (self._corrected_in, self._corrected_out):
-            stream.close()
-        for marks in (self._executed_in, self._executed_out):
-            marks.close()
+        self._corrected_in.close()
+        self._corrected_out.close()
+        self._executed_in.close()
+        self._executed_out.close()
 
     def executed(self, run_id: str, candidate_id: str) -> None:
         """The generator executed a candidate (intake applied it): a coached candidate's
