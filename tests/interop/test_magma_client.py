@@ -186,6 +186,17 @@ def test_magma_gen_client_code_drives_the_reference_agent_through_a_reinjection(
         assert {injection.anchor.value for injection in injections} == {
             "fixed_node", "recovery_node",
         }  # fmt: skip
+        # No situation follows the bad call (it ended its stage): MAGMA-GEN builds the
+        # recovery's from the terminal status, as gencoach builds it from the feedback a
+        # generator reports with `candidate.executed` (docs/coaching.md, "Restart points"):
+        # the status return as an `env` instruction, the memory after the call, the call's
+        # input otherwise, with no inherited correction.
+        recovery = next(i for i in injections if i.anchor.value == "recovery_node")
+        after = recovery.input_situation.agent_input()
+        assert (after.instruction.type, json.loads(after.instruction.content)) == ("env", status)
+        assert after.memory == node.output_memory
+        assert (after.tools, after.attributes) == (first.tools, first.attributes)
+        assert "coaching" not in after.extra_keys
         expected = {
             "say": "",
             "tool_calls": [
