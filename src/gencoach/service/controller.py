@@ -121,7 +121,7 @@ class Controller:
         recorder = self.metrics.recorder
         self.requests = RequestStore(self.client, self.keys, recorder, self._lease_s)
         self.limits = StageLimits(self.client, self.keys)
-        self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching.limits)
+        self.budgets = Budgets(self.client, self.keys, lambda: self._settings.coaching)
         self.persister = Persister(
             self.store, self.limits, options.settings.output_dir, section.saved_ttl_s, self.budgets
         )
@@ -221,7 +221,7 @@ class Controller:
         )
         requests = RequestStore(client, self.keys, recorder, self._lease_s)
         limits = StageLimits(client, self.keys)
-        budgets = Budgets(client, self.keys, lambda: self._settings.coaching.limits)
+        budgets = Budgets(client, self.keys, lambda: self._settings.coaching)
         interventions = Interventions(
             store,
             requests,

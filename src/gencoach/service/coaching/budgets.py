@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 from redis.asyncio import Redis
 
-from gencoach.config import Limits
+from gencoach.config import CoachingSettings, Limits
 from gencoach.constants import Keys
 from gencoach.service.store.nodes import as_text
 
@@ -28,12 +28,27 @@ class BudgetError(ValueError):
 
 
 class Budgets:
-    """Reads and changes the budgets shared by the controllers."""
+    """Reads and changes the budgets shared by the controllers.
 
-    def __init__(self, client: Redis, keys: Keys, base: Callable[[], Limits]) -> None:
+    `coaching` gives the config file's section in force (a new one after each reload).
+    The budgets it holds, and the last budgets in force, are built once and kept until
+    the section or the overrides change: every admission and reinjection reads them.
+    """
+
+    def __init__(self, client: Redis, keys: Keys, coaching: Callable[[], CoachingSettings]) -> None:
         self.client = client
         self.keys = keys
-        self.base = base
+        self.coaching = coaching
+        self._section: CoachingSettings | None = None
+        self._base = Limits()
+        self._last: tuple[Limits, dict[str, int], Limits] | None = None
+
+    def base(self) -> Limits:
+        """The config file's budgets."""
+        section = self.coaching()
+        if section is not self._section:
+            self._section, self._base = section, section.limits
+        return self._base
 
     async def overrides(self) -> dict[str, int]:
         """The budgets changed over HTTP."""
@@ -43,7 +58,13 @@ class Budgets:
     async def current(self) -> Limits:
         """The budgets the next admission applies."""
         overrides = await self.overrides()
-        return Limits.model_validate({**_limits(self.base()), **overrides})
+        base = self.base()
+        last = self._last
+        if last is not None and last[0] is base and last[1] == overrides:
+            return last[2]
+        limits = Limits.model_validate({**_limits(base), **overrides})
+        self._last = (base, overrides, limits)
+        return limits
 
     async def change(self, changes: Mapping[str, object]) -> Limits:
         """Override some budgets for every controller; refused whole if any is invalid."""
