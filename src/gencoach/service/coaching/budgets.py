@@ -31,24 +31,19 @@ class Budgets:
     """Reads and changes the budgets shared by the controllers.
 
     `coaching` gives the config file's section in force (a new one after each reload).
-    The budgets it holds, and the last budgets in force, are built once and kept until
-    the section or the overrides change: every admission and reinjection reads them.
+    The budgets in force are built once and kept until the section or the overrides
+    change: every admission and reinjection reads them.
     """
 
     def __init__(self, client: Redis, keys: Keys, coaching: Callable[[], CoachingSettings]) -> None:
         self.client = client
         self.keys = keys
         self.coaching = coaching
-        self._section: CoachingSettings | None = None
-        self._base = Limits()
-        self._last: tuple[Limits, dict[str, int], Limits] | None = None
+        self._last: tuple[CoachingSettings, dict[str, int], Limits] | None = None
 
     def base(self) -> Limits:
         """The config file's budgets."""
-        section = self.coaching()
-        if section is not self._section:
-            self._section, self._base = section, section.limits
-        return self._base
+        return self.coaching().limits
 
     async def overrides(self) -> dict[str, int]:
         """The budgets changed over HTTP."""
@@ -58,12 +53,11 @@ class Budgets:
     async def current(self) -> Limits:
         """The budgets the next admission applies."""
         overrides = await self.overrides()
-        base = self.base()
-        last = self._last
-        if last is not None and last[0] is base and last[1] == overrides:
+        section, last = self.coaching(), self._last
+        if last is not None and last[0] is section and last[1] == overrides:
             return last[2]
-        limits = Limits.model_validate({**_limits(base), **overrides})
-        self._last = (base, overrides, limits)
+        limits = Limits.model_validate({**_limits(section.limits), **overrides})
+        self._last = (section, overrides, limits)
         return limits
 
     async def change(self, changes: Mapping[str, object]) -> Limits:
