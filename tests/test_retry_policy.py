@@ -89,20 +89,27 @@ def test_a_wait_the_predicate_returns_is_slept_and_logged_beyond_wait_max() -> N
     assert started[1] - started[0] >= 0.3
 
 
-@pytest.mark.asyncio
-async def test_a_first_try_that_succeeds_never_starts_stamina(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Most calls succeed at once: their one try runs without stamina's machinery (about
-    90 µs of CPU a call), sync and async; a failing first try starts it for the rest."""
+@pytest.fixture
+def stamina_started(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The options of each `stamina.retry_context` started from now on, in order."""
     started: list[dict[str, Any]] = []
     real = stamina.retry_context
 
-    def counted(**options: Any) -> Any:
+    def recorded(**options: Any) -> Any:
         started.append(options)
         return real(**options)
 
-    monkeypatch.setattr(stamina, "retry_context", counted)
+    monkeypatch.setattr(stamina, "retry_context", recorded)
+    return started
+
+
+@pytest.mark.asyncio
+async def test_a_first_try_that_succeeds_never_starts_stamina(
+    stamina_started: list[dict[str, Any]],
+) -> None:
+    """Most calls succeed at once: their one try runs without stamina's machinery (about
+    90 µs of CPU a call), sync and async; a failing first try starts it for the rest."""
+    started = stamina_started
     for attempt in FAST.retrying():
         with attempt:
             pass
@@ -120,20 +127,12 @@ async def test_a_first_try_that_succeeds_never_starts_stamina(
 
 
 def test_the_time_bound_holds_across_the_first_try_and_the_rest(
-    monkeypatch: pytest.MonkeyPatch,
+    stamina_started: list[dict[str, Any]],
 ) -> None:
     """A policy bounded to 0.3 s that fails every try gives up once its bound has passed:
     stamina, started after the first try and its wait, gets only the time left of the
     bound, not the whole of it again."""
     policy = RetryPolicy(timeout_s=0.3, wait_initial_s=0.05, wait_max_s=0.05, wait_jitter_s=0)
-    given: list[dict[str, Any]] = []
-    real = stamina.retry_context
-
-    def recorded(**options: Any) -> Any:
-        given.append(options)
-        return real(**options)
-
-    monkeypatch.setattr(stamina, "retry_context", recorded)
     tried: list[int] = []
 
     def busy() -> None:
@@ -147,5 +146,5 @@ def test_the_time_bound_holds_across_the_first_try_and_the_rest(
         busy()
     assert time.monotonic() - began >= 0.3
     assert len(tried) >= 2
-    (rest,) = given
+    (rest,) = stamina_started
     assert rest["timeout"] is None or rest["timeout"] <= 0.3 - 0.05
